@@ -1,0 +1,1 @@
+//! tcc library (TODO)

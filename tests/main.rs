@@ -1,0 +1,1 @@
+//! Workspace integration tests (one binary).
