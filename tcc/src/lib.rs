@@ -1,1 +1,14 @@
-//! tcc library (TODO)
+//! tcc, a tensor compiler: the user-facing library.
+//!
+//! Programs come from `.tc` files ([`frontend`]), the [`builder`] API, or (soon) the `kernel!` macro;
+//! they lower to the tensor IR ([`ir`]), which the reference interpreter runs ([`ir::interp`]).
+//! The `tcc` binary in this crate is the command-line driver (`tcc --help`).
+
+#![warn(missing_docs)]
+
+pub mod builder;
+pub mod cli;
+
+pub use tcc_frontend as frontend;
+pub use tcc_ir as ir;
+pub use tcc_ir::{DType, Dim, Graph, Module, Shape};

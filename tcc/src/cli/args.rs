@@ -1,0 +1,128 @@
+//! The argument grammar of DESIGN §0, as clap types.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// tcc, a tensor compiler: check, inspect and run tensor programs written in the tcc DSL.
+#[derive(Debug, Parser)]
+#[command(name = "tcc", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Parse and type-check every fn of a file; print diagnostics.
+    Check(CheckArgs),
+    /// Print the tensor IR of a file's fns (all of them, or the one named by --fn).
+    Ir(IrArgs),
+    /// Run a fn on random normal inputs and print each output's shape, dtype and statistics.
+    Run(RunArgs),
+}
+
+/// The program a command works on.
+#[derive(Debug, Args)]
+pub struct ProgramArgs {
+    /// The `.tc` file.
+    pub file: PathBuf,
+    /// The fn to use (optional when the file has one fn).
+    #[arg(long = "fn", value_name = "NAME")]
+    pub function: Option<String>,
+}
+
+/// Arguments of `tcc check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The program.
+    #[command(flatten)]
+    pub program: ProgramArgs,
+}
+
+/// Arguments of `tcc ir`.
+#[derive(Debug, Args)]
+pub struct IrArgs {
+    /// The program.
+    #[command(flatten)]
+    pub program: ProgramArgs,
+}
+
+/// Arguments of `tcc run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The program.
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    /// Where to run: interp (the f64 reference interpreter).
+    #[arg(long, default_value = "interp", value_name = "T")]
+    pub target: String,
+    /// Binds a shape variable, e.g. --dim M=128 (repeatable; names the fn does not use are ignored).
+    #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
+    pub dims: Vec<(String, u64)>,
+    /// Seed of the random normal inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Refuse to allocate more than this many bytes for any tensor (suffixes K, M, G, KiB, MiB, GiB).
+    #[arg(long, default_value = "4GiB", value_parser = parse_bytes)]
+    pub max_memory: u64,
+}
+
+/// Parses `NAME=VALUE` of `--dim`.
+pub fn parse_dim(text: &str) -> Result<(String, u64), String> {
+    let (name, value) =
+        text.split_once('=').ok_or_else(|| format!("expected NAME=VALUE, found `{text}`"))?;
+    let name = name.trim();
+    if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return Err(format!("`{name}` is not a shape variable name"));
+    }
+    let value: u64 = value.trim().parse().map_err(|_| format!("`{value}` is not a non-negative integer"))?;
+    if value >= tcc_ir::limits::MAX_ELEMENTS {
+        return Err(format!("{value} is not below the dimension limit of 2^40"));
+    }
+    Ok((name.to_string(), value))
+}
+
+/// Parses a byte count with an optional suffix (`512M`, `4GiB`, `1000`).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, suffix) = t.split_at(split);
+    let number: u64 = number.parse().map_err(|_| format!("`{text}` is not a byte count"))?;
+    let scale: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "m" | "mb" => 1_000_000,
+        "g" | "gb" => 1_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        other => return Err(format!("unknown size suffix `{other}`")),
+    };
+    number.checked_mul(scale).ok_or_else(|| format!("`{text}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dims_parse_and_reject() {
+        assert_eq!(parse_dim("M=128"), Ok(("M".to_string(), 128)));
+        assert!(parse_dim("M").is_err());
+        assert!(parse_dim("M=-1").is_err());
+        assert!(parse_dim("=3").is_err());
+        assert!(parse_dim("M=1099511627776").is_err());
+    }
+
+    #[test]
+    fn byte_counts_parse() {
+        assert_eq!(parse_bytes("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_bytes("512M"), Ok(512_000_000));
+        assert_eq!(parse_bytes("10"), Ok(10));
+        assert!(parse_bytes("ten").is_err());
+        assert!(parse_bytes("99999999999999999999").is_err());
+    }
+}

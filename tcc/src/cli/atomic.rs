@@ -1,0 +1,40 @@
+//! Writes files the way DESIGN §0 asks: into a temporary file beside the target, then renamed into
+//! place, so a failed write never leaves a half-written file, and never over the command's own input.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::error::CliError;
+
+/// Writes `bytes` to `path` atomically; `-` writes to stdout. Refuses to overwrite `input`.
+pub fn write_output(path: &Path, bytes: &[u8], input: Option<&Path>) -> Result<(), CliError> {
+    if path == Path::new("-") {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(bytes)
+            .and_then(|()| out.flush())
+            .map_err(|e| CliError::Environment(format!("cannot write to stdout: {e}")));
+    }
+    if let Some(input) = input {
+        let same = match (path.canonicalize(), input.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if same {
+            return Err(CliError::invalid(format!(
+                "refusing to overwrite the input file `{}` with the output",
+                path.display()
+            )));
+        }
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let cannot = |e: std::io::Error| CliError::Environment(format!("cannot write `{}`: {e}", path.display()));
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(cannot)?;
+    tmp.write_all(bytes).map_err(cannot)?;
+    tmp.as_file().sync_all().map_err(cannot)?;
+    tmp.persist(path).map_err(|e| cannot(e.error))?;
+    Ok(())
+}

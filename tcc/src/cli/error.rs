@@ -1,0 +1,35 @@
+//! Errors of the command-line driver and the exit codes of DESIGN §0.
+
+use std::process::ExitCode;
+
+/// Why a command failed; the variant decides the exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The input is invalid (a bad program, bad arguments, unbound dims): exit code 1. The message
+    /// has been printed already when `printed` is true (diagnostics).
+    #[error("{message}")]
+    Invalid {
+        /// What is wrong.
+        message: String,
+        /// True when the diagnostics were already written to stderr.
+        printed: bool,
+    },
+    /// The environment or tcc itself failed (I/O, no GPU, internal error): exit code 2.
+    #[error("{0}")]
+    Environment(String),
+}
+
+impl CliError {
+    /// An invalid-input error with `message`.
+    pub fn invalid(message: impl Into<String>) -> CliError {
+        CliError::Invalid { message: message.into(), printed: false }
+    }
+
+    /// The exit code of DESIGN §0 for this error.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            CliError::Invalid { .. } => ExitCode::from(1),
+            CliError::Environment(_) => ExitCode::from(2),
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! Random inputs for `tcc run`: normal values (never exactly zero), deterministic for a seed.
+
+use rand::{Rng, SeedableRng};
+use rand_distr::StandardNormal;
+use tcc_ir::interp::Tensor;
+use tcc_ir::{Bindings, DType, Graph};
+
+use super::error::CliError;
+
+/// One tensor per parameter of `graph`, shaped under `bindings`, refusing more than `max_bytes`
+/// in total.
+pub fn random_inputs(graph: &Graph, bindings: &Bindings, seed: u64, max_bytes: u64) -> Result<Vec<Tensor>, CliError> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut total_bytes: u64 = 0;
+    let mut inputs = Vec::with_capacity(graph.params.len());
+    for param in &graph.params {
+        let shape = param.ty.shape.resolve(bindings).ok_or_else(|| {
+            CliError::invalid(format!("parameter `{}` has an unbound shape {}", param.name, param.ty.shape))
+        })?;
+        let numel = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+        let bytes = numel.and_then(|n| n.checked_mul(param.ty.dtype.size_bytes() as u64));
+        total_bytes = match bytes.and_then(|b| total_bytes.checked_add(b)) {
+            Some(t) if t <= max_bytes => t,
+            _ => {
+                return Err(CliError::invalid(format!(
+                    "the inputs need more than --max-memory ({max_bytes} bytes); parameter `{}` is {}{:?}",
+                    param.name, param.ty.dtype, shape
+                )));
+            }
+        };
+        let numel = numel.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+        let data: Vec<f64> = (0..numel).map(|_| sample(&mut rng, param.ty.dtype)).collect();
+        let tensor = Tensor::new(param.ty.dtype, shape, data)
+            .map_err(|e| CliError::Environment(format!("internal error building input `{}`: {e}", param.name)))?;
+        inputs.push(tensor);
+    }
+    Ok(inputs)
+}
+
+fn sample(rng: &mut impl Rng, dtype: DType) -> f64 {
+    match dtype {
+        DType::Bool => f64::from(u8::from(rng.gen_bool(0.5))),
+        DType::I32 => {
+            let v: i32 = rng.gen_range(1..=8);
+            f64::from(if rng.gen_bool(0.5) { v } else { -v })
+        }
+        _ => loop {
+            let v: f64 = rng.sample(StandardNormal);
+            let rounded = dtype.round(v);
+            if rounded != 0.0 {
+                break rounded;
+            }
+        },
+    }
+}

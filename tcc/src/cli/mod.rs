@@ -1,0 +1,59 @@
+//! The `tcc` command line (DESIGN §0): argument grammar, one module per subcommand.
+
+mod args;
+mod atomic;
+mod check;
+mod error;
+mod inputs;
+mod ir_cmd;
+mod load;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use args::{Cli, Command};
+pub use atomic::write_output;
+pub use error::CliError;
+
+/// Runs the command line of this process and returns its exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let is_info = matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp
+                    | clap::error::ErrorKind::DisplayVersion
+                    | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            // Printing can only fail if stdout/stderr are closed; there is nothing left to tell then.
+            let _ = e.print();
+            return if is_info && e.kind() != clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            };
+        }
+    };
+    match execute(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            let printed = matches!(error, CliError::Invalid { printed: true, .. });
+            if !printed {
+                eprintln!("error: {error}");
+            }
+            error.exit_code()
+        }
+    }
+}
+
+/// Runs one parsed command.
+pub fn execute(cli: &Cli) -> Result<(), CliError> {
+    match &cli.command {
+        Command::Check(a) => check::check(a),
+        Command::Ir(a) => ir_cmd::ir(a),
+        Command::Run(a) => run::run(a),
+    }
+}
