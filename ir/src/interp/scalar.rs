@@ -1,0 +1,121 @@
+//! The value of each elementwise op on one element (DESIGN §0). Results are exact f64 values; the
+//! caller rounds them to the node's dtype. `int` selects the i32 semantics (wrapping arithmetic,
+//! truncating division with `x / 0 = 0`).
+
+use crate::op::{BinaryOp, CompareOp, UnaryOp};
+
+/// `sqrt(2 / pi)`, the constant of the tanh form of GELU.
+const GELU_C: f64 = 0.797_884_560_802_865_4;
+
+/// Converts an element of an i32 tensor (an exact integer in range) to `i32`.
+fn to_i32(x: f64) -> i32 {
+    // Saturating and exact for every value an i32 tensor holds.
+    x as i32
+}
+
+/// Maximum propagating NaN.
+pub(crate) fn max_nan(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+/// Minimum propagating NaN.
+pub(crate) fn min_nan(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if b < a {
+        b
+    } else {
+        a
+    }
+}
+
+/// The tanh-form GELU, with its limits at the infinities (`gelu(-inf) = -0`, `gelu(inf) = inf`).
+pub(crate) fn gelu(x: f64) -> f64 {
+    if x == f64::NEG_INFINITY {
+        return -0.0;
+    }
+    0.5 * x * (1.0 + (GELU_C * (x + 0.044_715 * x * x * x)).tanh())
+}
+
+/// One element of a unary op.
+pub(crate) fn unary(op: UnaryOp, int: bool, x: f64) -> f64 {
+    if int {
+        let v = to_i32(x);
+        return f64::from(match op {
+            UnaryOp::Neg => v.wrapping_neg(),
+            UnaryOp::Abs => v.wrapping_abs(),
+            UnaryOp::Relu => v.max(0),
+            // The type rules reject the other ops on i32; compute them as floats if asked.
+            _ => return unary(op, false, x),
+        });
+    }
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Relu => {
+            if x.is_nan() || x > 0.0 {
+                x
+            } else {
+                0.0
+            }
+        }
+        UnaryOp::Gelu => gelu(x),
+    }
+}
+
+/// One element of a binary op.
+pub(crate) fn binary(op: BinaryOp, int: bool, a: f64, b: f64) -> f64 {
+    if int {
+        let (x, y) = (to_i32(a), to_i32(b));
+        return f64::from(match op {
+            BinaryOp::Add => x.wrapping_add(y),
+            BinaryOp::Sub => x.wrapping_sub(y),
+            BinaryOp::Mul => x.wrapping_mul(y),
+            BinaryOp::Div => {
+                if y == 0 {
+                    0
+                } else {
+                    x.wrapping_div(y)
+                }
+            }
+            BinaryOp::Max => x.max(y),
+            BinaryOp::Min => x.min(y),
+            // The type rules reject pow on i32; compute it as floats if asked.
+            BinaryOp::Pow => return binary(op, false, a, b),
+        });
+    }
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::Max => max_nan(a, b),
+        BinaryOp::Min => min_nan(a, b),
+        BinaryOp::Pow => a.powf(b),
+    }
+}
+
+/// One element of a comparison, as 0.0 or 1.0 (IEEE: false with NaN, except `ne`).
+pub(crate) fn compare(op: CompareOp, a: f64, b: f64) -> f64 {
+    let r = match op {
+        CompareOp::Eq => a == b,
+        CompareOp::Ne => a != b,
+        CompareOp::Lt => a < b,
+        CompareOp::Le => a <= b,
+        CompareOp::Gt => a > b,
+        CompareOp::Ge => a >= b,
+    };
+    if r { 1.0 } else { 0.0 }
+}
