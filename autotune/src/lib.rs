@@ -1,4 +1,36 @@
-//! The autotuner and the tuning cache (local SQLite, shared Redis, JSONL export and lockfiles).
-//! (Being built: see issue 8.)
+//! The autotuner and the tuning cache of tcc.
+//!
+//! ```text
+//!  candidates (optimizer top-k × Schedule knobs, pruned by HardwareLimits, ordered by a CostModel)
+//!       |  search::SearchSpace
+//!  strategy (exhaustive | guided | evolutionary) under a Budget, best so far
+//!       |  search::Tuner: compile a batch on host threads, measure one at a time,
+//!       |  journal each trial (SIGKILL loses at most the one in flight)
+//!  Benchmarker: validate against a trusted implementation, then time
+//!       |  search::ProcessBenchmarker: each candidate in a child worker, killed on timeout
+//!  winner -> cache::CacheRecord (data only, bounds-checked on decode)
+//!       |  cache::Layered: local SqliteStore + optional RedisStore (read-through, write-back)
+//!  JSONL export/import/merge, Lockfile (same choices on every machine), lookup with
+//!  stale / unverified / borrowed / quarantined handling (plan::plan, plan::revalidate)
+//! ```
+//!
+//! The search reaches a device only through [`search::Benchmarker`], so its logic is tested on the
+//! CPU with fakes.
 
 #![warn(missing_docs)]
+
+pub mod bounds;
+pub mod cache;
+pub mod plan;
+pub mod provenance;
+pub mod search;
+
+pub use cache::{
+    CacheKey, CacheRecord, CacheStore, DeviceKey, HitKind, Layered, Lockfile, Lookup, SqliteStore,
+};
+pub use plan::{Plan, plan, revalidate, tune_and_record};
+pub use provenance::{Provenance, TCC_VERSION};
+pub use search::{
+    Benchmarker, Budget, Candidate, Outcome, SearchSpace, Strategy, Trial, TuneReport, Tuner,
+    TunerOptions,
+};

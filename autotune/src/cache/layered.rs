@@ -1,0 +1,352 @@
+//! The cache as tcc uses it: the local SQLite store plus an optional shared remote, read-through
+//! and write-back, with version-, device- and trust-aware lookup.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::cache::key::{CacheKey, DeviceKey};
+use crate::cache::record::{CacheRecord, RecordState};
+use crate::cache::remote::{RedisOptions, RedisStore};
+use crate::cache::sqlite::SqliteStore;
+use crate::cache::store::{CacheStore, StoreError};
+use crate::provenance::TCC_VERSION;
+
+/// Environment variable naming the shared cache (`redis://:password@host:6379`).
+pub const CACHE_URL_ENV: &str = "TCC_CACHE_URL";
+/// Environment variable that makes the shared cache read-only when set to `1`, `true` or `yes`.
+pub const CACHE_READ_ONLY_ENV: &str = "TCC_CACHE_READONLY";
+
+/// Most warnings a [`Layered`] keeps for [`Layered::warnings`].
+const MAX_WARNINGS: usize = 32;
+
+/// What a lookup found.
+// A lookup result is a short-lived value returned once per kernel; boxing the record would only
+// make matching on it clumsier.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// A usable record.
+    Hit {
+        /// The record.
+        record: CacheRecord,
+        /// How far it can be trusted.
+        kind: HitKind,
+    },
+    /// Nothing usable.
+    Miss,
+}
+
+/// How a hit may be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HitKind {
+    /// This version, this device, measured or re-validated on this machine: use directly.
+    Fresh,
+    /// This version and device, but measured elsewhere (shared cache, import): validate once on
+    /// this device, then [`Layered::mark_validated`] or [`Layered::quarantine`].
+    Unverified,
+    /// Measured by another tcc version: a starting point, re-validated before use and re-tuned
+    /// when tuning is allowed.
+    Stale {
+        /// The version that measured it.
+        measured_by: String,
+    },
+    /// No record for this device, but one for another device of the same architecture: a
+    /// starting point.
+    Borrowed {
+        /// The device it was measured on.
+        from: DeviceKey,
+    },
+}
+
+/// How the shared cache is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteHealth {
+    /// No shared cache is configured.
+    NotConfigured,
+    /// The last request succeeded (or none was made).
+    Ok,
+    /// The last request failed; the local cache is used alone until it answers again.
+    Unavailable(String),
+}
+
+/// Local cache plus optional shared remote.
+pub struct Layered {
+    local: SqliteStore,
+    remote: Option<Box<dyn CacheStore>>,
+    version: String,
+    remote_down: AtomicBool,
+    last_remote_error: Mutex<Option<String>>,
+    warnings: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for Layered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Layered")
+            .field("local", &self.local.describe())
+            .field("remote", &self.remote.as_ref().map(|r| r.describe()))
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Layered {
+    /// The local cache alone.
+    pub fn new(local: SqliteStore) -> Layered {
+        Layered {
+            local,
+            remote: None,
+            version: TCC_VERSION.to_string(),
+            remote_down: AtomicBool::new(false),
+            last_remote_error: Mutex::new(None),
+            warnings: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Adds a shared remote (read-through; written back unless read-only).
+    pub fn with_remote(mut self, remote: Box<dyn CacheStore>) -> Layered {
+        self.remote = Some(remote);
+        self
+    }
+
+    /// Judges staleness against `version` instead of this build's (for tests and tools).
+    pub fn with_version(mut self, version: &str) -> Layered {
+        self.version = version.to_string();
+        self
+    }
+
+    /// The default cache: the local database in [`crate::cache::default_cache_dir`], plus Redis
+    /// when `TCC_CACHE_URL` is set (read-only when `TCC_CACHE_READONLY` is `1`, `true` or `yes`).
+    pub fn open_default() -> Result<Layered, StoreError> {
+        let layered = Layered::new(SqliteStore::open_default()?);
+        match std::env::var(CACHE_URL_ENV) {
+            Ok(url) if !url.trim().is_empty() => {
+                let read_only = std::env::var(CACHE_READ_ONLY_ENV).is_ok_and(|v| {
+                    matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes")
+                });
+                let remote = RedisStore::open(
+                    url.trim(),
+                    RedisOptions {
+                        read_only,
+                        ..RedisOptions::default()
+                    },
+                )?;
+                Ok(layered.with_remote(Box::new(remote)))
+            }
+            _ => Ok(layered),
+        }
+    }
+
+    /// The local store (also the tuning journal).
+    pub fn local(&self) -> &SqliteStore {
+        &self.local
+    }
+
+    /// The remote store, if any.
+    pub fn remote(&self) -> Option<&dyn CacheStore> {
+        self.remote.as_deref()
+    }
+
+    /// The version records are judged against.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// How the shared cache is doing.
+    pub fn remote_health(&self) -> RemoteHealth {
+        if self.remote.is_none() {
+            return RemoteHealth::NotConfigured;
+        }
+        if self.remote_down.load(Ordering::Relaxed) {
+            let last = self
+                .last_remote_error
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            return RemoteHealth::Unavailable(last.unwrap_or_default());
+        }
+        RemoteHealth::Ok
+    }
+
+    /// Warnings issued so far (also sent to `tracing`), oldest first, at most 32.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn warn(&self, message: String) {
+        tracing::warn!("{message}");
+        let mut w = self
+            .warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if w.len() < MAX_WARNINGS {
+            w.push(message);
+        }
+    }
+
+    /// Runs a remote call, turning failure into `None` with one warning per outage.
+    fn remote_call<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&dyn CacheStore) -> Result<T, StoreError>,
+    ) -> Option<T> {
+        let remote = self.remote.as_deref()?;
+        match f(remote) {
+            Ok(v) => {
+                if self.remote_down.swap(false, Ordering::Relaxed) {
+                    tracing::info!("shared tuning cache {} answers again", remote.describe());
+                }
+                Some(v)
+            }
+            Err(e) => {
+                let message = e.to_string();
+                *self
+                    .last_remote_error
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message.clone());
+                let first = !self.remote_down.swap(true, Ordering::Relaxed);
+                if first || !matches!(e, StoreError::Unavailable(_)) {
+                    self.warn(format!(
+                        "{what} the shared tuning cache failed, using the local cache: {message}"
+                    ));
+                }
+                None
+            }
+        }
+    }
+
+    fn local_call<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&SqliteStore) -> Result<T, StoreError>,
+    ) -> Option<T> {
+        match f(&self.local) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.warn(format!("{what} the local tuning cache failed: {e}"));
+                None
+            }
+        }
+    }
+
+    fn classify(&self, record: &CacheRecord) -> HitKind {
+        if record.provenance.tcc_version != self.version {
+            HitKind::Stale {
+                measured_by: record.provenance.tcc_version.clone(),
+            }
+        } else if record.state == RecordState::Fresh {
+            HitKind::Fresh
+        } else {
+            HitKind::Unverified
+        }
+    }
+
+    /// Finds the best usable record for `key`: this version's exact record (local, then shared;
+    /// a shared one is copied into the local cache as unverified), else a stale exact record,
+    /// else one of the same architecture (borrowed), else a miss. Quarantined records are never
+    /// returned, nor a shared record naming the same choice as a quarantined one. Never fails:
+    /// store errors become warnings.
+    pub fn lookup(&self, key: &CacheKey) -> Lookup {
+        let exact = self.local_call("reading", |s| s.get(key)).flatten();
+        let quarantined = exact
+            .as_ref()
+            .filter(|r| r.state == RecordState::Quarantined);
+        let usable = exact
+            .as_ref()
+            .filter(|r| r.state != RecordState::Quarantined);
+        if let Some(r) = usable
+            && r.provenance.tcc_version == self.version
+        {
+            return Lookup::Hit {
+                record: r.clone(),
+                kind: self.classify(r),
+            };
+        }
+        if let Some(mut shared) = self.remote_call("reading", |s| s.get(key)).flatten() {
+            let same_as_bad = quarantined
+                .is_some_and(|q| q.schedule == shared.schedule && q.variant == shared.variant);
+            let better_than_local =
+                usable.is_none() || shared.provenance.tcc_version == self.version;
+            if !same_as_bad && better_than_local {
+                shared.state = RecordState::Unverified;
+                if shared.provenance.tcc_version == self.version {
+                    self.local_call("caching a shared record in", |s| s.put(&shared));
+                }
+                let kind = self.classify(&shared);
+                return Lookup::Hit {
+                    record: shared,
+                    kind,
+                };
+            }
+        }
+        if let Some(r) = usable {
+            return Lookup::Hit {
+                record: r.clone(),
+                kind: self.classify(r),
+            };
+        }
+        self.borrow(key)
+    }
+
+    fn borrow(&self, key: &CacheKey) -> Lookup {
+        let mut all = self
+            .local_call("reading", |s| s.same_arch(key))
+            .unwrap_or_default();
+        all.extend(
+            self.remote_call("reading", |s| s.same_arch(key))
+                .unwrap_or_default(),
+        );
+        let best = all
+            .into_iter()
+            .filter(|r| r.state != RecordState::Quarantined && r.key.arch_hash() == key.arch_hash())
+            .min_by_key(|r| {
+                (
+                    r.provenance.tcc_version != self.version,
+                    r.time_ns,
+                    r.key.hash(),
+                )
+            });
+        match best {
+            Some(record) => {
+                let from = record.key.device.clone();
+                Lookup::Hit {
+                    record,
+                    kind: HitKind::Borrowed { from },
+                }
+            }
+            None => Lookup::Miss,
+        }
+    }
+
+    /// Stores a new measurement locally and writes it back to the shared cache unless that is
+    /// read-only. Only a local failure is an error; a shared one is a warning.
+    pub fn record(&self, record: &CacheRecord) -> Result<(), StoreError> {
+        self.local.put(record)?;
+        if self.remote.as_ref().is_some_and(|r| !r.is_read_only()) {
+            self.remote_call("writing to", |s| s.put(record));
+        }
+        Ok(())
+    }
+
+    /// Marks this machine's copy of `key`'s record as validated here. False if there is none.
+    pub fn mark_validated(&self, key: &CacheKey) -> Result<bool, StoreError> {
+        self.local.set_state(key, RecordState::Fresh)
+    }
+
+    /// Quarantines this machine's copy of a record that failed validation here: it is never used
+    /// again (nor borrowed) and the kernel is re-tuned. A record known only from the shared cache
+    /// is copied locally first, so the quarantine sticks.
+    pub fn quarantine(&self, record: &CacheRecord) -> Result<(), StoreError> {
+        if !self
+            .local
+            .set_state(&record.key, RecordState::Quarantined)?
+        {
+            let mut copy = record.clone();
+            copy.state = RecordState::Quarantined;
+            self.local.put(&copy)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,25 @@
+//! The tuning cache: keys, records (data only, bounds-checked on decode), the local SQLite store,
+//! the shared Redis store, the layered cache tcc uses, JSONL export/import and lockfiles.
+
+mod jsonl;
+mod key;
+mod layered;
+mod lockfile;
+mod paths;
+mod record;
+mod remote;
+mod sqlite;
+mod store;
+
+pub use jsonl::{
+    ImportReport, Parsed, Skipped, export, export_file, import, merge, parse, to_jsonl,
+    write_atomic,
+};
+pub use key::{CacheKey, DeviceKey, KeyHash};
+pub use layered::{CACHE_READ_ONLY_ENV, CACHE_URL_ENV, HitKind, Layered, Lookup, RemoteHealth};
+pub use lockfile::{Drift, LOCKFILE_HEADER, LockChoice, LockEntry, Lockfile, LockfileError};
+pub use paths::{CACHE_DIR_ENV, DB_FILE_NAME, default_cache_dir};
+pub use record::{CacheRecord, DecodeError, RecordState, RunnerUp, prefer};
+pub use remote::{RedisOptions, RedisStore, redact_url};
+pub use sqlite::{GcOptions, GcReport, SqliteStore};
+pub use store::{CacheStore, Listing, MergeOutcome, Stats, StoreError, merge_choice};

@@ -1,0 +1,297 @@
+//! Cache records: a tuning decision (data only, never code) and its strict, bounds-checked decoding.
+
+use std::fmt;
+
+use tcc_ir::Schedule;
+
+use crate::bounds::{
+    BoundsError, MAX_RECORD_BYTES, MAX_RUNNERS_UP, MAX_VARIANT, check_schedule, check_time_ns,
+};
+use crate::cache::key::CacheKey;
+use crate::provenance::Provenance;
+
+/// How far a stored record may be trusted on this machine.
+///
+/// Whether a record is *stale* (another tcc version) or *borrowed* (another device of the same
+/// architecture) depends on who asks, so [`crate::cache::Lookup`] reports those; this state is what
+/// the store itself knows.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordState {
+    /// Measured, or re-validated, on this machine: used directly.
+    Fresh,
+    /// Came from another machine or an import: checked once on this device before first use.
+    Unverified,
+    /// Failed re-validation on this device: never used; the kernel is re-tuned.
+    Quarantined,
+}
+
+impl RecordState {
+    /// Name used in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordState::Fresh => "fresh",
+            RecordState::Unverified => "unverified",
+            RecordState::Quarantined => "quarantined",
+        }
+    }
+}
+
+/// A candidate that lost, with its time.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct RunnerUp {
+    /// Which of the optimizer's alternatives.
+    pub variant: u32,
+    /// Its schedule.
+    pub schedule: Schedule,
+    /// Its median time in nanoseconds.
+    pub time_ns: u64,
+}
+
+/// One tuning decision.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct CacheRecord {
+    /// What was tuned.
+    pub key: CacheKey,
+    /// Which of the optimizer's top-k alternatives won (0 = its first choice).
+    pub variant: u32,
+    /// The winning schedule.
+    pub schedule: Schedule,
+    /// The winner's median time in nanoseconds.
+    pub time_ns: u64,
+    /// The next best candidates, fastest first.
+    pub runners_up: Vec<RunnerUp>,
+    /// Who measured it, when, with what.
+    pub provenance: Provenance,
+    /// How far it is trusted here.
+    pub state: RecordState,
+}
+
+/// Why a stored record could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Larger than [`MAX_RECORD_BYTES`].
+    #[error("record is {0} bytes, more than the limit of {MAX_RECORD_BYTES}")]
+    TooLarge(usize),
+    /// Not a record in JSON.
+    #[error("not a cache record: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A value out of bounds.
+    #[error("value out of bounds: {0}")]
+    Bounds(#[from] BoundsError),
+    /// The record is stored under another key's name.
+    #[error("record is stored under {stored} but its key hashes to {actual}")]
+    KeyMismatch {
+        /// The name it was stored under.
+        stored: String,
+        /// The hash of its own key.
+        actual: String,
+    },
+}
+
+impl CacheRecord {
+    /// Checks every field's bounds: key, schedules, times, runner-up count, provenance.
+    pub fn validate(&self) -> Result<(), BoundsError> {
+        self.key.validate()?;
+        if self.variant > MAX_VARIANT {
+            return Err(BoundsError::new(
+                "variant",
+                format!("{} is more than {MAX_VARIANT}", self.variant),
+            ));
+        }
+        check_schedule(&self.schedule)?;
+        check_time_ns("time_ns", self.time_ns)?;
+        if self.runners_up.len() > MAX_RUNNERS_UP {
+            return Err(BoundsError::new(
+                "runners_up",
+                format!(
+                    "{} entries, more than {MAX_RUNNERS_UP}",
+                    self.runners_up.len()
+                ),
+            ));
+        }
+        for r in &self.runners_up {
+            if r.variant > MAX_VARIANT {
+                return Err(BoundsError::new(
+                    "runners_up.variant",
+                    format!("{} is too large", r.variant),
+                ));
+            }
+            check_schedule(&r.schedule)?;
+            check_time_ns("runners_up.time_ns", r.time_ns)?;
+        }
+        self.provenance.validate()
+    }
+
+    /// The record as one line of JSON (fields in declaration order, so the text is stable).
+    pub fn encode(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
+    /// Parses and bounds-checks a record. Rejects oversized text before parsing.
+    pub fn decode(text: &str) -> Result<CacheRecord, DecodeError> {
+        if text.len() > MAX_RECORD_BYTES {
+            return Err(DecodeError::TooLarge(text.len()));
+        }
+        let record: CacheRecord = serde_json::from_str(text)?;
+        record.validate()?;
+        Ok(record)
+    }
+
+    /// [`CacheRecord::decode`], then checks that the record's key hashes to the name it was
+    /// stored under.
+    pub fn decode_stored(stored_under: &str, text: &str) -> Result<CacheRecord, DecodeError> {
+        let record = CacheRecord::decode(text)?;
+        let actual = record.key.hash();
+        if actual.as_str() != stored_under {
+            return Err(DecodeError::KeyMismatch {
+                stored: stored_under.to_string(),
+                actual: actual.to_string(),
+            });
+        }
+        Ok(record)
+    }
+}
+
+impl fmt::Display for CacheRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} v{} {} {:.3} us [{} {} {}]",
+            &self.key.hash().as_str()[..12],
+            self.key.target,
+            self.variant,
+            self.schedule,
+            self.time_ns as f64 / 1e3,
+            self.state.name(),
+            self.provenance.tcc_version,
+            self.provenance.date
+        )
+    }
+}
+
+/// Which of two records for the same key a merge keeps: the faster measurement wins; ties go to
+/// the one whose encoding sorts first, so merging is order-independent.
+pub fn prefer<'a>(a: &'a CacheRecord, b: &'a CacheRecord) -> &'a CacheRecord {
+    match a.time_ns.cmp(&b.time_ns) {
+        std::cmp::Ordering::Less => a,
+        std::cmp::Ordering::Greater => b,
+        std::cmp::Ordering::Equal => {
+            let ea = a.encode().unwrap_or_default();
+            let eb = b.encode().unwrap_or_default();
+            if ea <= eb { a } else { b }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::cache::key::tests::key;
+    use tcc_ir::Tier;
+
+    pub(crate) fn record(time_ns: u64) -> CacheRecord {
+        CacheRecord {
+            key: key(),
+            variant: 0,
+            schedule: Schedule::default_for(Tier::Ptx),
+            time_ns,
+            runners_up: vec![RunnerUp {
+                variant: 1,
+                schedule: Schedule {
+                    tile_m: 128,
+                    ..Schedule::default_for(Tier::Ptx)
+                },
+                time_ns: time_ns + 10,
+            }],
+            provenance: Provenance {
+                tcc_version: "0.1.0".into(),
+                driver: "cuda 13.0".into(),
+                host: "box".into(),
+                date: "2026-11-22T10:00:00Z".into(),
+            },
+            state: RecordState::Fresh,
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let r = record(1000);
+        let text = r.encode().unwrap();
+        assert_eq!(CacheRecord::decode(&text).unwrap(), r);
+        assert_eq!(
+            CacheRecord::decode_stored(r.key.hash().as_str(), &text).unwrap(),
+            r
+        );
+        assert!(matches!(
+            CacheRecord::decode_stored(&"0".repeat(64), &text),
+            Err(DecodeError::KeyMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn garbage_and_absurd_values_are_rejected() {
+        assert!(matches!(
+            CacheRecord::decode("{not json"),
+            Err(DecodeError::Json(_))
+        ));
+        assert!(matches!(
+            CacheRecord::decode(&"x".repeat(MAX_RECORD_BYTES + 1)),
+            Err(DecodeError::TooLarge(_))
+        ));
+        let mut r = record(1000);
+        r.schedule.tile_m = 4096;
+        let text = r.encode().unwrap();
+        assert!(matches!(
+            CacheRecord::decode(&text),
+            Err(DecodeError::Bounds(_))
+        ));
+        let mut r = record(1000);
+        r.runners_up[0].schedule.stages = 100;
+        assert!(matches!(
+            CacheRecord::decode(&r.encode().unwrap()),
+            Err(DecodeError::Bounds(_))
+        ));
+        let mut r = record(1000);
+        r.runners_up = vec![r.runners_up[0].clone(); MAX_RUNNERS_UP + 1];
+        assert!(matches!(
+            CacheRecord::decode(&r.encode().unwrap()),
+            Err(DecodeError::Bounds(_))
+        ));
+        let r = record(0);
+        assert!(matches!(
+            CacheRecord::decode(&r.encode().unwrap()),
+            Err(DecodeError::Bounds(_))
+        ));
+        // A negative or fractional knob does not even parse.
+        let text = record(5)
+            .encode()
+            .unwrap()
+            .replace("\"warps\":4", "\"warps\":-4");
+        assert!(matches!(
+            CacheRecord::decode(&text),
+            Err(DecodeError::Json(_))
+        ));
+        let text = record(5)
+            .encode()
+            .unwrap()
+            .replace("\"tier\":\"Ptx\"", "\"tier\":\"Shellcode\"");
+        assert!(matches!(
+            CacheRecord::decode(&text),
+            Err(DecodeError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn prefer_is_symmetric() {
+        let a = record(100);
+        let b = record(200);
+        assert_eq!(prefer(&a, &b), &a);
+        assert_eq!(prefer(&b, &a), &a);
+        let mut c = record(100);
+        c.provenance.host = "other".into();
+        assert_eq!(prefer(&a, &c), prefer(&c, &a));
+    }
+}

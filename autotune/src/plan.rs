@@ -1,0 +1,154 @@
+//! Putting cache and search together: what to do for a kernel given the lockfile and the cache,
+//! checking a cached winner once on this device, and tuning with the result recorded.
+
+use tcc_ir::Schedule;
+
+use crate::cache::{CacheKey, CacheRecord, HitKind, Layered, LockChoice, Lookup};
+use crate::provenance::Provenance;
+use crate::search::{
+    Benchmarker, Candidate, Journal, Outcome, SearchSpace, TuneReport, Tuner, TunerOptions,
+};
+
+/// What to do for one kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Use this choice as is (locked, or fresh in the cache).
+    Use {
+        /// Optimizer alternative.
+        variant: u32,
+        /// Schedule.
+        schedule: Schedule,
+    },
+    /// Check this choice on this device first (see [`revalidate`]); use it if it passes,
+    /// otherwise quarantine it and tune (if `tune_if_wrong`) or fall back to the default.
+    Validate {
+        /// Optimizer alternative.
+        variant: u32,
+        /// Schedule.
+        schedule: Schedule,
+        /// Whether tuning is allowed.
+        tune_if_wrong: bool,
+    },
+    /// Tune, measuring `seed` (a stale or borrowed choice) first.
+    Tune {
+        /// Where to start.
+        seed: Option<(u32, Schedule)>,
+    },
+    /// Nothing cached and tuning not allowed: the optimizer's own choice.
+    Default,
+}
+
+/// Decides what to do: a lockfile entry wins outright (every machine and rank uses it); a fresh
+/// hit is used; an unverified one is validated; a stale or borrowed one is a starting point for
+/// tuning when allowed, else validated; a miss is tuned when allowed.
+pub fn plan(lock: Option<&LockChoice<'_>>, lookup: &Lookup, tuning_allowed: bool) -> Plan {
+    if let Some(choice) = lock {
+        return Plan::Use {
+            variant: choice.entry.variant,
+            schedule: choice.entry.schedule,
+        };
+    }
+    match lookup {
+        Lookup::Hit {
+            record,
+            kind: HitKind::Fresh,
+        } => Plan::Use {
+            variant: record.variant,
+            schedule: record.schedule,
+        },
+        Lookup::Hit {
+            record,
+            kind: HitKind::Unverified,
+        } => Plan::Validate {
+            variant: record.variant,
+            schedule: record.schedule,
+            tune_if_wrong: tuning_allowed,
+        },
+        Lookup::Hit {
+            record,
+            kind: HitKind::Stale { .. } | HitKind::Borrowed { .. },
+        } => {
+            if tuning_allowed {
+                Plan::Tune {
+                    seed: Some((record.variant, record.schedule)),
+                }
+            } else {
+                Plan::Validate {
+                    variant: record.variant,
+                    schedule: record.schedule,
+                    tune_if_wrong: false,
+                }
+            }
+        }
+        Lookup::Miss if tuning_allowed => Plan::Tune { seed: None },
+        Lookup::Miss => Plan::Default,
+    }
+}
+
+/// Checks a cached record's choice on this device with `bench`. If it validates, an exact
+/// record is marked validated here; otherwise the record is quarantined. Returns the outcome.
+pub fn revalidate<B: Benchmarker>(
+    cache: &Layered,
+    key: &CacheKey,
+    record: &CacheRecord,
+    bench: &B,
+) -> Outcome {
+    let candidate = Candidate {
+        variant: record.variant,
+        schedule: record.schedule,
+        cost: 0.0,
+    };
+    let outcome = match bench.compile(&candidate) {
+        Ok(artifact) => bench.measure(&candidate, &artifact),
+        Err(e) => Outcome::Failed {
+            detail: format!("compile: {e}"),
+        },
+    };
+    let stored = match outcome {
+        Outcome::Ok { .. } if record.key == *key => cache.mark_validated(key).map(|_| ()),
+        Outcome::Ok { .. } => Ok(()),
+        _ => {
+            tracing::warn!(
+                "cached choice {} failed on this device ({outcome}); quarantined",
+                candidate
+            );
+            cache.quarantine(record)
+        }
+    };
+    if let Err(e) = stored {
+        tracing::warn!("cannot update the tuning cache after re-validation: {e}");
+    }
+    outcome
+}
+
+/// Tunes `key` over `space` (measuring `seeds` first), journaling each trial in the local cache
+/// so an interrupted run resumes, records the winner (local, and shared unless read-only) and
+/// then clears the journal. Returns the report and the record written, if any candidate
+/// validated.
+pub fn tune_and_record<B: Benchmarker>(
+    cache: &Layered,
+    key: &CacheKey,
+    space: &SearchSpace,
+    seeds: &[usize],
+    options: TunerOptions,
+    bench: &B,
+    driver: &str,
+) -> (TuneReport, Option<CacheRecord>) {
+    let session = key.hash();
+    let report = Tuner::new(space, options)
+        .with_journal(cache.local(), session.as_str())
+        .with_seeds(seeds)
+        .run(bench);
+    let record = report.to_record(key.clone(), Provenance::here(driver));
+    if let Some(r) = &record {
+        match cache.record(r) {
+            Ok(()) => {
+                if let Err(e) = cache.local().clear(session.as_str()) {
+                    tracing::warn!("cannot clear the tuning journal: {e}");
+                }
+            }
+            Err(e) => tracing::warn!("cannot record the tuning result: {e}"),
+        }
+    }
+    (report, record)
+}
