@@ -10,7 +10,7 @@
 //! let bias = b.input("bias", DType::F32, dims![128]);
 //! let y = x.matmul(&w).add(&bias).gelu();
 //! let graph = b.finish(&[y]).unwrap();
-//! assert_eq!(graph.nodes.len(), 7);
+//! assert_eq!(graph.nodes.len(), 6);
 //! ```
 //!
 //! Every operation returns a [`Tensor`] handle at once; the first ill-typed operation is remembered

@@ -1,0 +1,149 @@
+//! The `tcc` binary: exit codes and outputs of DESIGN §0.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn tcc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcc")).args(args).current_dir(root()).output().expect("tcc runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const EXAMPLE_RUNS: &[(&str, &[&str])] = &[
+    ("examples/mlp.tc", &["--dim", "M=3"]),
+    ("examples/softmax.tc", &["--dim", "N=5", "--dim", "D=7"]),
+    ("examples/layernorm.tc", &["--dim", "N=2", "--dim", "D=13"]),
+    ("examples/rmsnorm.tc", &["--dim", "N=3", "--dim", "D=5"]),
+    ("examples/attention_scores.tc", &["--fn", "attention_scores", "--dim", "S=4", "--dim", "T=6"]),
+    ("examples/residual.tc", &["--fn", "residual", "--dim", "N=2"]),
+];
+
+#[test]
+fn check_accepts_every_example() {
+    for entry in std::fs::read_dir(root().join("examples")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "tc") {
+            let out = tcc(&["check", path.to_str().unwrap()]);
+            assert_eq!(out.status.code(), Some(0), "{}: {}", path.display(), text(&out.stderr));
+            assert!(text(&out.stdout).starts_with("ok: fn "), "{}", text(&out.stdout));
+        }
+    }
+}
+
+#[test]
+fn run_executes_every_example_on_the_interpreter() {
+    for (file, extra) in EXAMPLE_RUNS {
+        let mut args = vec!["run", file, "--seed", "7"];
+        args.extend_from_slice(extra);
+        let out = tcc(&args);
+        assert_eq!(out.status.code(), Some(0), "{file}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("output 0: f32["), "{file}: {stdout}");
+        assert!(stdout.contains("nan=0 inf=0"), "{file}: {stdout}");
+    }
+}
+
+#[test]
+fn run_is_deterministic_for_a_seed() {
+    let a = tcc(&["run", "examples/softmax.tc", "--dim", "N=3", "--dim", "D=4", "--seed", "3"]);
+    let b = tcc(&["run", "examples/softmax.tc", "--dim", "N=3", "--dim", "D=4", "--seed", "3"]);
+    let strip = |o: &Output| text(&o.stdout).lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(strip(&a), strip(&b));
+}
+
+#[test]
+fn ir_prints_text_that_parses_back() {
+    let out = tcc(&["ir", "examples/layernorm.tc"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    let module = tcc_ir::text::parse_module(&printed).expect("printed IR parses");
+    assert_eq!(module.functions.len(), 1);
+    assert_eq!(tcc_ir::text::print_module(&module), printed);
+}
+
+#[test]
+fn unbound_dims_exit_1_naming_every_variable() {
+    let out = tcc(&["run", "examples/attention_scores.tc", "--fn", "attention_scores"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("`S`") && stderr.contains("`T`"), "{stderr}");
+}
+
+#[test]
+fn unused_dims_are_ignored() {
+    let out = tcc(&["run", "examples/rmsnorm.tc", "--dim", "N=2", "--dim", "D=3", "--dim", "Q=9"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn several_fns_need_a_choice() {
+    let out = tcc(&["run", "examples/residual.tc", "--dim", "N=2"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--fn"), "{}", text(&out.stderr));
+    let out = tcc(&["run", "examples/residual.tc", "--fn", "nope", "--dim", "N=2"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("`residual`"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn bad_arguments_exit_1_and_help_exits_0() {
+    assert_eq!(tcc(&["run", "examples/mlp.tc", "--frobnicate"]).status.code(), Some(1));
+    assert_eq!(tcc(&["run", "examples/mlp.tc", "--dim", "M"]).status.code(), Some(1));
+    assert_eq!(tcc(&["run", "examples/mlp.tc", "--dim", "M=2", "--target", "tpu"]).status.code(), Some(1));
+    assert_eq!(tcc(&[]).status.code(), Some(1));
+    for sub in [&["--help"][..], &["check", "--help"], &["ir", "--help"], &["run", "--help"]] {
+        let out = tcc(sub);
+        assert_eq!(out.status.code(), Some(0), "{sub:?}");
+        assert!(text(&out.stdout).contains("Usage"), "{sub:?}");
+    }
+}
+
+#[test]
+fn missing_file_is_an_error_not_a_crash() {
+    let out = tcc(&["check", "examples/does_not_exist.tc"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("does_not_exist.tc"));
+}
+
+#[test]
+fn memory_limit_refuses_large_inputs() {
+    let out = tcc(&["run", "examples/mlp.tc", "--dim", "M=4", "--max-memory", "1000"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--max-memory"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn every_bad_program_exits_1_with_a_diagnostic() {
+    let dir = root().join("tests/bad");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "tc") {
+            continue;
+        }
+        count += 1;
+        let out = tcc(&["check", path.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}: {stderr}", path.display());
+        assert!(stderr.contains("error"), "{}: {stderr}", path.display());
+        assert!(!stderr.contains("panicked") && !stderr.contains("internal error"), "{stderr}");
+    }
+    assert!(count >= 25, "only {count} bad programs");
+}
+
+#[test]
+fn a_generated_huge_expression_is_handled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.tc");
+    let body = vec!["x"; 100_001].join(" + ");
+    std::fs::write(&path, format!("fn f(x: f32[4]) -> f32[4] {{ {body} }}")).unwrap();
+    let out = tcc(&["check", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("100000"), "{}", text(&out.stderr));
+}

@@ -1,0 +1,4 @@
+//! Integration tests of the `tcc` crate: the command line and the examples.
+
+mod cli;
+mod examples;
