@@ -104,12 +104,15 @@ impl Shape {
             .try_fold(1u64, |acc, d| d.as_const().and_then(|n| acc.checked_mul(n)))
     }
 
-    /// True when the constant part of the element count is below [`limits::MAX_ELEMENTS`]
-    /// (variables count as 1 here; they are checked again when bound).
+    /// True when every constant dimension and the constant part of the element count are below
+    /// [`limits::MAX_ELEMENTS`] (variables count as 1 here; they are checked again when bound).
     pub fn within_element_limit(&self) -> bool {
         let mut acc: u64 = 1;
         for d in &self.0 {
             if let Dim::Const(n) = d {
+                if *n >= limits::MAX_ELEMENTS {
+                    return false;
+                }
                 match acc.checked_mul(*n) {
                     Some(v) if v < limits::MAX_ELEMENTS => acc = v,
                     _ => return false,
