@@ -1,0 +1,188 @@
+//! The e-class analysis: every class's tensor type (and scalar constant value), plus the tables that
+//! kernel e-nodes index (bodies and schedules).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use egg::{Analysis, DidMerge, EGraph, Id};
+use tcc_ir::{DType, Schedule, Shape, TensorType};
+
+use crate::body::{Body, BodyKey};
+use crate::fold::fold_constant;
+use crate::lang::{TNode, TOp};
+use crate::types::type_of;
+
+/// The e-graph type of this crate.
+pub type EG = EGraph<TNode, TensorAnalysis>;
+
+/// What the analysis knows about one e-class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Data {
+    /// The type every node of the class has.
+    pub ty: TensorType,
+    /// The value, when the class is a scalar constant.
+    pub konst: Option<f64>,
+}
+
+/// A merge: consumer body and inputs, the input absorbed, producer body and inputs.
+type MergeKey = (u32, Vec<Id>, usize, u32, Vec<Id>);
+/// A merged body and its inputs, or `None` when the merge is not a legal kernel.
+type Merged = Option<(Body, Vec<Id>)>;
+
+/// The analysis and the side tables of kernel e-nodes.
+#[derive(Debug, Clone, Default)]
+pub struct TensorAnalysis {
+    /// Types of the function's parameters (what `Input` nodes read).
+    pub param_types: Vec<TensorType>,
+    /// Fold constant expressions (phase A only).
+    pub fold_constants: bool,
+    /// Interned kernel bodies.
+    pub bodies: Vec<Body>,
+    body_index: HashMap<BodyKey, u32>,
+    /// Interned schedules.
+    pub schedules: Vec<Schedule>,
+    schedule_index: HashMap<Schedule, u32>,
+    /// How many users (ops, plus one if it is an output) each class has in the graph the e-graph
+    /// was built from; fusion only recomputes cheap values that have several.
+    pub users: HashMap<Id, usize>,
+    /// The target schedules are chosen for (phase B).
+    pub target: Option<crate::target::TargetModel>,
+    /// Sizes of shape variables for the cost model and schedule rules.
+    pub bindings: tcc_ir::Bindings,
+    /// Results of kernel merges already computed (fusion rules ask for the same merge when
+    /// searching and applying, and again in later iterations).
+    merges: RefCell<HashMap<MergeKey, Merged>>,
+    /// Inconsistencies found (ill-typed nodes, merges of different types): bugs, reported by
+    /// [`crate::optimize`] instead of panicking.
+    pub errors: Vec<String>,
+}
+
+impl TensorAnalysis {
+    /// An analysis for a function with parameters of `param_types`.
+    pub fn new(param_types: Vec<TensorType>, fold_constants: bool) -> TensorAnalysis {
+        TensorAnalysis { param_types, fold_constants, ..TensorAnalysis::default() }
+    }
+
+    /// Interns `body`, returning its index.
+    pub fn intern_body(&mut self, body: Body) -> u32 {
+        let key = body.key();
+        if let Some(&i) = self.body_index.get(&key) {
+            return i;
+        }
+        let i = u32::try_from(self.bodies.len()).unwrap_or(u32::MAX);
+        self.bodies.push(body);
+        self.body_index.insert(key, i);
+        i
+    }
+
+    /// The body with index `i`.
+    pub fn body(&self, i: u32) -> Option<&Body> {
+        self.bodies.get(i as usize)
+    }
+
+    /// Interns `schedule`, returning its index.
+    pub fn intern_schedule(&mut self, schedule: Schedule) -> u32 {
+        if let Some(&i) = self.schedule_index.get(&schedule) {
+            return i;
+        }
+        let i = u32::try_from(self.schedules.len()).unwrap_or(u32::MAX);
+        self.schedules.push(schedule);
+        self.schedule_index.insert(schedule, i);
+        i
+    }
+
+    /// The schedule with index `i`.
+    pub fn schedule(&self, i: u32) -> Option<&Schedule> {
+        self.schedules.get(i as usize)
+    }
+
+    /// The merge of producer `(body, inputs)` into consumer `(body, inputs)` at input `at`,
+    /// computed by `compute` the first time it is asked for.
+    pub fn merged(
+        &self,
+        consumer: (u32, &[Id]),
+        at: usize,
+        producer: (u32, &[Id]),
+        compute: impl FnOnce() -> Merged,
+    ) -> Merged {
+        let key = (consumer.0, consumer.1.to_vec(), at, producer.0, producer.1.to_vec());
+        if let Some(hit) = self.merges.borrow().get(&key) {
+            return hit.clone();
+        }
+        let result = compute();
+        self.merges.borrow_mut().insert(key, result.clone());
+        result
+    }
+
+    /// Number of users of `class` (0 if unknown).
+    pub fn users_of(&self, class: Id) -> usize {
+        self.users.get(&class).copied().unwrap_or(0)
+    }
+}
+
+fn placeholder() -> TensorType {
+    TensorType { dtype: DType::F32, shape: Shape::scalar() }
+}
+
+impl Analysis<TNode> for TensorAnalysis {
+    type Data = Data;
+
+    fn make(egraph: &mut EG, enode: &TNode, _id: Id) -> Data {
+        let ty = match &enode.op {
+            TOp::Input(i) => egraph.analysis.param_types.get(*i).cloned().ok_or_else(|| format!("no param {i}")),
+            TOp::Kernel { body, .. } => egraph
+                .analysis
+                .body(*body)
+                .and_then(|b| b.output_type().cloned())
+                .ok_or_else(|| format!("no kernel body {body}")),
+            op => {
+                let kids: Vec<&TensorType> = enode.children.iter().map(|c| &egraph[*c].data.ty).collect();
+                type_of(op, &kids).map_err(|e| format!("ill-typed {op}: {e}"))
+            }
+        };
+        let ty = match ty {
+            Ok(ty) => ty,
+            Err(e) => {
+                egraph.analysis.errors.push(e);
+                placeholder()
+            }
+        };
+        let konst = match &enode.op {
+            TOp::Const { bits, .. } => Some(f64::from_bits(*bits)),
+            op if egraph.analysis.fold_constants && op.is_elementwise() && ty.shape.rank() == 0 => {
+                let values: Option<Vec<f64>> = enode.children.iter().map(|c| egraph[*c].data.konst).collect();
+                let kid_types: Vec<DType> = enode.children.iter().map(|c| egraph[*c].data.ty.dtype).collect();
+                values.and_then(|v| fold_constant(op, &v, &kid_types, ty.dtype))
+            }
+            _ => None,
+        };
+        Data { ty, konst }
+    }
+
+    fn merge(&mut self, a: &mut Data, b: Data) -> DidMerge {
+        if a.ty != b.ty {
+            self.errors.push(format!("merged classes of types {} and {}", a.ty, b.ty));
+            return DidMerge(false, true);
+        }
+        match (a.konst, b.konst) {
+            (None, Some(v)) => {
+                a.konst = Some(v);
+                DidMerge(true, false)
+            }
+            (Some(_), None) => DidMerge(false, true),
+            _ => DidMerge(false, false),
+        }
+    }
+
+    fn modify(egraph: &mut EG, id: Id) {
+        let data = &egraph[id].data;
+        if let Some(v) = data.konst {
+            let dtype = data.ty.dtype;
+            let has_const = egraph[id].nodes.iter().any(|n| matches!(n.op, TOp::Const { .. }));
+            if !has_const {
+                let c = egraph.add(TNode::new(TOp::constant(v, dtype), Vec::new()));
+                egraph.union_trusted(id, c, "constant-fold");
+            }
+        }
+    }
+}

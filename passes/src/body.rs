@@ -1,0 +1,220 @@
+//! Kernel bodies: the fused group of ops a kernel e-node stands for, as a small hash-consed DAG over
+//! the kernel's external inputs. Bodies are interned in the analysis' table; the kernel e-node holds
+//! the body's index and has the external inputs' classes as children.
+
+use std::collections::HashMap;
+
+use egg::Id;
+use tcc_ir::{BuildError, Graph, KernelClass, NodeId, TensorType};
+
+use crate::classify::classify;
+use crate::lang::TOp;
+
+/// One value of a kernel body.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BodyNode {
+    /// The kernel's `i`-th external input.
+    Input(usize),
+    /// An op over earlier values of the body.
+    Op(TOp, Vec<usize>),
+}
+
+/// A fused group of ops: values in topological order, one output, typed external inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Body {
+    /// The values, operands before users, without duplicates.
+    pub nodes: Vec<BodyNode>,
+    /// The type of each value.
+    pub types: Vec<TensorType>,
+    /// The index of the value the kernel writes.
+    pub output: usize,
+    /// The types of the external inputs, in input order.
+    pub input_types: Vec<TensorType>,
+    /// The kernel class this body lowers as.
+    pub class: KernelClass,
+    /// The rules that built it, in the order they fired (no duplicates).
+    pub rules: Vec<&'static str>,
+}
+
+/// The structural identity of a body (what interning compares).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BodyKey {
+    nodes: Vec<BodyNode>,
+    output: usize,
+    input_types: Vec<TensorType>,
+}
+
+impl Body {
+    /// The key under which equal bodies are interned once.
+    pub fn key(&self) -> BodyKey {
+        BodyKey { nodes: self.nodes.clone(), output: self.output, input_types: self.input_types.clone() }
+    }
+
+    /// The type of the value the kernel writes.
+    pub fn output_type(&self) -> Option<&TensorType> {
+        self.types.get(self.output)
+    }
+
+    /// Number of ops that compute something (not inputs or constants).
+    pub fn op_count(&self) -> usize {
+        self.nodes.iter().filter(|n| matches!(n, BodyNode::Op(op, _) if op.is_compute())).count()
+    }
+
+    /// The kinds of the fused ops (`matmul`, `add`, `reduce_max`, ...), in body order.
+    pub fn op_kinds(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter_map(|n| match n {
+                BodyNode::Op(op, _) if op.is_compute() => Some(op.kind_name()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The body as a self-contained graph: its params are the external inputs, its one output is
+    /// the kernel's result. Every node is re-checked by the IR's typing rules.
+    pub fn to_graph(&self, name: &str) -> Result<Graph, BuildError> {
+        let mut g = Graph::new(name);
+        let mut params = Vec::with_capacity(self.input_types.len());
+        for (i, ty) in self.input_types.iter().enumerate() {
+            params.push(g.add_param(format!("in{i}"), ty.clone())?);
+        }
+        let mut ids: Vec<NodeId> = Vec::with_capacity(self.nodes.len());
+        for (node, ty) in self.nodes.iter().zip(&self.types) {
+            let id = match node {
+                BodyNode::Input(i) => *params.get(*i).ok_or(tcc_ir::TypeError::UnknownParam(*i))?,
+                BodyNode::Op(op, kids) => {
+                    let operands: Vec<NodeId> = kids.iter().filter_map(|k| ids.get(*k).copied()).collect();
+                    let ir = op.to_ir(&operands).ok_or(tcc_ir::TypeError::UnknownOperand(NodeId(u32::MAX)))?;
+                    g.push_typed(ir, ty.clone())?
+                }
+            };
+            ids.push(id);
+        }
+        let out = ids.get(self.output).copied().ok_or(tcc_ir::TypeError::UnknownOperand(NodeId(0)))?;
+        g.outputs.push(out);
+        Ok(g)
+    }
+}
+
+/// Builds a body by hash-consing values; external inputs are deduplicated by e-class.
+#[derive(Debug, Default)]
+pub struct BodyBuilder {
+    nodes: Vec<BodyNode>,
+    types: Vec<TensorType>,
+    memo: HashMap<BodyNode, usize>,
+    inputs: Vec<Id>,
+    input_types: Vec<TensorType>,
+}
+
+impl BodyBuilder {
+    /// An empty builder.
+    pub fn new() -> BodyBuilder {
+        BodyBuilder::default()
+    }
+
+    fn intern(&mut self, node: BodyNode, ty: TensorType) -> usize {
+        if let Some(&i) = self.memo.get(&node) {
+            return i;
+        }
+        let i = self.nodes.len();
+        self.nodes.push(node.clone());
+        self.types.push(ty);
+        self.memo.insert(node, i);
+        i
+    }
+
+    /// The value reading external input `class` (canonical id) of type `ty`.
+    pub fn input(&mut self, class: Id, ty: &TensorType) -> usize {
+        let index = match self.inputs.iter().position(|&c| c == class) {
+            Some(i) => i,
+            None => {
+                self.inputs.push(class);
+                self.input_types.push(ty.clone());
+                self.inputs.len() - 1
+            }
+        };
+        self.intern(BodyNode::Input(index), ty.clone())
+    }
+
+    /// The value computing `op` over `kids`, whose result type is `ty`.
+    pub fn op(&mut self, op: TOp, kids: Vec<usize>, ty: TensorType) -> usize {
+        self.intern(BodyNode::Op(op, kids), ty)
+    }
+
+    /// Copies `body` in, reading its input `j` from `inputs[j]`; returns its output value.
+    /// `inline` maps some of `body`'s inputs to values already built instead.
+    pub fn splice(&mut self, body: &Body, inputs: &[Id], inline: &dyn Fn(usize) -> Option<usize>) -> Option<usize> {
+        let mut map: Vec<usize> = Vec::with_capacity(body.nodes.len());
+        for (node, ty) in body.nodes.iter().zip(&body.types) {
+            let v = match node {
+                BodyNode::Input(j) => match inline(*j) {
+                    Some(v) => v,
+                    None => self.input(*inputs.get(*j)?, ty),
+                },
+                BodyNode::Op(op, kids) => {
+                    let kids: Option<Vec<usize>> = kids.iter().map(|k| map.get(*k).copied()).collect();
+                    self.op(op.clone(), kids?, ty.clone())
+                }
+            };
+            map.push(v);
+        }
+        map.get(body.output).copied()
+    }
+
+    /// Finishes the body with output `output`; `None` if the result is not a legal kernel.
+    /// Returns the body and its external inputs' classes.
+    pub fn finish(self, output: usize, rules: Vec<&'static str>) -> Option<(Body, Vec<Id>)> {
+        let mut body = Body {
+            nodes: self.nodes,
+            types: self.types,
+            output,
+            input_types: self.input_types,
+            class: KernelClass::Generic,
+            rules,
+        };
+        body.class = classify(&body)?;
+        Some((body, self.inputs))
+    }
+}
+
+/// Merges `producer` into `consumer` at the consumer's input `at`: the result computes the
+/// consumer with that input replaced by the producer's ops. Both bodies come with their inputs'
+/// classes (canonical ids). `None` when the result is not a legal kernel.
+pub fn merge(
+    consumer: (&Body, &[Id]),
+    at: usize,
+    producer: (&Body, &[Id]),
+    rule: &'static str,
+) -> Option<(Body, Vec<Id>)> {
+    let mut b = BodyBuilder::new();
+    // The producer's output value, built the first time the consumer reads input `at`.
+    let produced = std::cell::Cell::new(None::<usize>);
+    let mut map: Vec<usize> = Vec::with_capacity(consumer.0.nodes.len());
+    for (node, ty) in consumer.0.nodes.iter().zip(&consumer.0.types) {
+        let v = match node {
+            BodyNode::Input(j) if *j == at => match produced.get() {
+                Some(v) => v,
+                None => {
+                    let v = b.splice(producer.0, producer.1, &|_| None)?;
+                    produced.set(Some(v));
+                    v
+                }
+            },
+            BodyNode::Input(j) => b.input(*consumer.1.get(*j)?, ty),
+            BodyNode::Op(op, kids) => {
+                let kids: Option<Vec<usize>> = kids.iter().map(|k| map.get(*k).copied()).collect();
+                b.op(op.clone(), kids?, ty.clone())
+            }
+        };
+        map.push(v);
+    }
+    let out = *map.get(consumer.0.output)?;
+    let mut rules = consumer.0.rules.clone();
+    for r in producer.0.rules.iter().copied().chain([rule]) {
+        if !rules.contains(&r) {
+            rules.push(r);
+        }
+    }
+    b.finish(out, rules)
+}

@@ -1,0 +1,205 @@
+//! The cost model: time = max(bytes moved / bandwidth, flops / throughput) / schedule efficiency
+//! + launch overhead, per op (for the algebra phase) and per kernel (for fusion and schedules).
+
+use tcc_ir::{Bindings, DType, Dim, KernelClass, Schedule, Shape, TensorType, UnaryOp};
+
+use crate::body::{Body, BodyNode};
+use crate::lang::TOp;
+use crate::target::TargetModel;
+
+/// The size the cost model assumes for a shape variable that is not bound.
+pub const DEFAULT_DIM: u64 = 1024;
+
+/// The size of one dimension under `bindings` (unbound variables count as [`DEFAULT_DIM`]).
+pub fn dim(d: &Dim, bindings: &Bindings) -> f64 {
+    d.resolve(bindings).unwrap_or(DEFAULT_DIM) as f64
+}
+
+/// The element count of `shape` under `bindings`.
+pub fn numel(shape: &Shape, bindings: &Bindings) -> f64 {
+    shape.0.iter().map(|d| dim(d, bindings)).product()
+}
+
+/// The bytes of a tensor of type `ty`.
+pub fn bytes(ty: &TensorType, bindings: &Bindings) -> f64 {
+    numel(&ty.shape, bindings) * ty.dtype.size_bytes() as f64
+}
+
+/// Flops charged per element of an op (transcendentals cost several).
+fn op_weight(op: &TOp) -> f64 {
+    match op {
+        TOp::Unary(UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Gelu) => 8.0,
+        TOp::Unary(UnaryOp::Sqrt | UnaryOp::Rsqrt) | TOp::Binary(tcc_ir::BinaryOp::Div) => 4.0,
+        TOp::Binary(tcc_ir::BinaryOp::Pow) => 16.0,
+        op if op.is_elementwise() => 1.0,
+        TOp::Reduce { .. } => 1.0,
+        _ => 0.0,
+    }
+}
+
+/// The model's estimate of one kernel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// Estimated time, seconds.
+    pub seconds: f64,
+    /// Bytes moved to and from memory.
+    pub bytes: f64,
+    /// Floating-point operations.
+    pub flops: f64,
+    /// True when memory traffic, not arithmetic, bounds the kernel.
+    pub memory_bound: bool,
+}
+
+/// The cost of one op run on its own (the algebra and layout phase's extraction cost).
+pub fn op_seconds(op: &TOp, out: &TensorType, operands: &[&TensorType], target: &TargetModel, b: &Bindings) -> f64 {
+    if !op.is_compute() {
+        return 0.0;
+    }
+    let moved: f64 = bytes(out, b) + operands.iter().map(|t| bytes(t, b)).sum::<f64>();
+    let flops = match op {
+        TOp::MatMul => {
+            2.0 * numel(&out.shape, b) * operands.first().and_then(|t| t.shape.0.last()).map_or(1.0, |d| dim(d, b))
+        }
+        TOp::Reduce { .. } => operands.first().map_or(0.0, |t| numel(&t.shape, b)),
+        _ => numel(&out.shape, b) * op_weight(op),
+    };
+    let throughput = if *op == TOp::MatMul { target.matmul_flops(out.dtype) } else { target.flops_f32 };
+    (moved / target.bandwidth).max(flops / throughput) + target.launch_overhead
+}
+
+fn ceil_div(a: f64, b: f64) -> f64 {
+    (a / b.max(1.0)).ceil()
+}
+
+/// `a / b`, or 1 when `b` is not positive (an empty tensor is not inefficient, just empty).
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 1.0 }
+}
+
+/// `(batch, m, n, k)` of the matmul in a body, and the indices of its operands.
+fn matmul_dims(body: &Body, b: &Bindings) -> Option<(f64, f64, f64, f64)> {
+    body.nodes.iter().enumerate().find_map(|(i, n)| match n {
+        BodyNode::Op(TOp::MatMul, kids) => {
+            let out = &body.types.get(i)?.shape;
+            let a = &body.types.get(*kids.first()?)?.shape;
+            let r = out.rank();
+            let m = dim(out.0.get(r.checked_sub(2)?)?, b);
+            let n = dim(out.0.get(r - 1)?, b);
+            let k = dim(a.0.last()?, b);
+            let batch: f64 = out.0.iter().take(r - 2).map(|d| dim(d, b)).product();
+            Some((batch, m, n, k))
+        }
+        _ => None,
+    })
+}
+
+/// The estimate of `body` run under `schedule` on `target`.
+pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b: &Bindings) -> Estimate {
+    let out_ty = body.output_type();
+    let out_bytes = out_ty.map_or(0.0, |t| bytes(t, b));
+    let in_bytes: f64 = body.input_types.iter().map(|t| bytes(t, b)).sum();
+    let mut flops_other = 0.0;
+    for (i, node) in body.nodes.iter().enumerate() {
+        if let BodyNode::Op(op, kids) = node {
+            let elems = match op {
+                TOp::Reduce { .. } => kids.first().and_then(|k| body.types.get(*k)).map_or(0.0, |t| numel(&t.shape, b)),
+                _ => body.types.get(i).map_or(0.0, |t| numel(&t.shape, b)),
+            };
+            flops_other += elems * op_weight(op);
+        }
+    }
+    let dtype = out_ty.map_or(DType::F32, |t| t.dtype);
+    let mut moved = in_bytes + out_bytes;
+    let mut flops_mm = 0.0;
+    let mut efficiency = 1.0;
+    if let (KernelClass::MatMul, Some((batch, m, n, k))) = (body.class, matmul_dims(body, b)) {
+        flops_mm = 2.0 * batch * m * n * k;
+        let (tm, tn) = (f64::from(schedule.tile_m.max(1)), f64::from(schedule.tile_n.max(1)));
+        let elem = body.input_types.first().map_or(4.0, |t| t.dtype.size_bytes() as f64);
+        // Operand traffic of a tiled product (with some L2 reuse), at least one read of each.
+        let reuse = if schedule.swizzle > 1 { 4.0 } else { 2.0 };
+        let tiled = batch * m * n * k * (1.0 / tm + 1.0 / tn) * elem / reuse;
+        moved = moved.max(tiled + out_bytes);
+        // Partial sums of split-k go through memory in f32.
+        let split = f64::from(schedule.split_k.max(1));
+        if split > 1.0 {
+            moved += batch * m * n * 4.0 * split * 2.0;
+        }
+        // Tile and wave quantization.
+        let blocks_m = ceil_div(m, tm);
+        let blocks_n = ceil_div(n, tn);
+        let padded = blocks_m * tm * blocks_n * tn;
+        efficiency *= ratio(m * n, padded);
+        if target.gpu {
+            let blocks = blocks_m * blocks_n * batch * split;
+            let slots = f64::from(target.cores.max(1));
+            let waves = ceil_div(blocks, slots);
+            efficiency *= ratio(blocks, waves * slots);
+            // Split-k only helps when there are too few blocks.
+            let stage_eff = if schedule.stages >= 3 { 1.0 } else { 0.85 };
+            efficiency *= stage_eff;
+        }
+        // Prologue ops run once per tile load.
+        flops_other *= (n / tn).clamp(1.0, 64.0);
+    } else {
+        let vec_bytes = f64::from(schedule.vector_width.max(1)) * dtype.size_bytes() as f64;
+        let vec_eff = (vec_bytes / f64::from(target.vector_bytes.max(1))).min(1.0);
+        efficiency *= 0.6 + 0.4 * vec_eff;
+        if target.gpu {
+            let elems = out_ty.map_or(1.0, |t| numel(&t.shape, b));
+            let per_block = f64::from(schedule.warps.max(1)) * 32.0 * f64::from(schedule.vector_width.max(1));
+            let blocks = ceil_div(elems, per_block);
+            let slots = f64::from(target.cores.max(1)) * 4.0;
+            efficiency *= ratio(blocks, ceil_div(blocks, slots) * slots).clamp(0.05, 1.0).sqrt();
+        }
+    }
+    let t_mem = moved / target.bandwidth;
+    let t_flop = flops_mm / target.matmul_flops(dtype) + flops_other / target.flops_f32;
+    let seconds = t_mem.max(t_flop) / efficiency.max(1e-3) + target.launch_overhead;
+    Estimate { seconds, bytes: moved, flops: flops_mm + flops_other, memory_bound: t_mem >= t_flop }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::fusion::seed_body;
+    use crate::rules::testkit::graph;
+
+    fn body(params: &str, e: &str) -> Body {
+        let g = graph(params, &[e]);
+        let built = crate::convert::to_egraph(&g, crate::analysis::TensorAnalysis::default(), false);
+        let root = built.roots[0];
+        let node = built.egraph[root].nodes[0].clone();
+        seed_body(&built.egraph, root, &node).unwrap().0
+    }
+
+    #[test]
+    fn big_matmuls_are_compute_bound_and_copies_memory_bound() {
+        let t = TargetModel::sm_90a();
+        let s = Schedule { tile_m: 128, tile_n: 128, swizzle: 8, stages: 3, ..Schedule::default_for(t.tier) };
+        let mm =
+            kernel_estimate(&body("a: f16[4096, 4096]; b: f16[4096, 4096]", "(matmul a b)"), &s, &t, &Bindings::new());
+        assert!(!mm.memory_bound && mm.flops == 2.0 * 4096f64.powi(3));
+        let add =
+            kernel_estimate(&body("a: f16[4096, 4096]; b: f16[4096, 4096]", "(add a b)"), &s, &t, &Bindings::new());
+        assert!(add.memory_bound && add.bytes == 3.0 * 2.0 * 4096f64.powi(2));
+    }
+
+    #[test]
+    fn empty_tensors_have_finite_costs() {
+        let t = TargetModel::sm_80();
+        let s = Schedule::default_for(t.tier);
+        let e = kernel_estimate(&body("a: f32[0, 8]; b: f32[8, 4]", "(matmul a b)"), &s, &t, &Bindings::new());
+        assert!(e.seconds.is_finite());
+        let e = kernel_estimate(&body("a: f32[0, 8]", "(exp a)"), &s, &t, &Bindings::new());
+        assert!(e.seconds.is_finite());
+    }
+
+    #[test]
+    fn unbound_shape_variables_count_as_the_default_size() {
+        let shape = Shape(vec![Dim::Var("M".into()), Dim::Const(2)]);
+        assert_eq!(numel(&shape, &Bindings::new()), 2.0 * DEFAULT_DIM as f64);
+        let bound: Bindings = [("M".to_string(), 3u64)].into_iter().collect();
+        assert_eq!(numel(&shape, &bound), 6.0);
+    }
+}

@@ -1,0 +1,172 @@
+//! DAG-aware greedy extraction: each class's best node is chosen by the total cost of the sub-DAG it
+//! needs, counting every class once (a value computed once and read by several kernels is paid for
+//! once). Deterministic: classes and nodes are visited in a fixed order and ties keep the first.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
+
+use egg::Id;
+
+use crate::analysis::EG;
+use crate::lang::TNode;
+
+/// The cost of one node, or `None` if it may not be extracted.
+pub type NodeCost<'a> = dyn Fn(&EG, Id, &TNode) -> Option<f64> + 'a;
+
+/// The chosen node of every class reachable from the roots, and the total cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extraction {
+    /// Chosen node per (canonical) class.
+    pub choice: BTreeMap<Id, TNode>,
+    /// The cost of each chosen node.
+    pub node_cost: BTreeMap<Id, f64>,
+    /// Total cost, each class counted once.
+    pub total: f64,
+}
+
+impl Extraction {
+    /// Classes reachable from `roots` in post order (operands before users), each once.
+    pub fn post_order(&self, egraph: &EG, roots: &[Id]) -> Option<Vec<Id>> {
+        let mut order = Vec::new();
+        let mut state: BTreeMap<Id, bool> = BTreeMap::new(); // false: in progress, true: done
+        for &r in roots {
+            // Iterative DFS to stay safe on deep graphs.
+            let mut stack: Vec<(Id, usize)> = vec![(egraph.find(r), 0)];
+            while let Some((c, i)) = stack.pop() {
+                if i == 0 {
+                    match state.get(&c) {
+                        Some(true) => continue,
+                        Some(false) => return None, // a cycle
+                        None => {
+                            state.insert(c, false);
+                        }
+                    }
+                }
+                let node = self.choice.get(&c)?;
+                if let Some(&child) = node.children.get(i) {
+                    stack.push((c, i + 1));
+                    let child = egraph.find(child);
+                    match state.get(&child) {
+                        Some(true) => {}
+                        Some(false) => return None,
+                        None => stack.push((child, 0)),
+                    }
+                } else {
+                    state.insert(c, true);
+                    order.push(c);
+                }
+            }
+        }
+        Some(order)
+    }
+}
+
+/// The costs of a sub-DAG's classes, and their sum.
+type Union = (BTreeMap<Id, f64>, f64);
+
+struct Best {
+    total: f64,
+    node: TNode,
+    cost: f64,
+    costs: Rc<BTreeMap<Id, f64>>,
+}
+
+/// The union of the children's sub-DAG costs (each class once), or `None` if a child has no best
+/// node yet.
+fn union_of(children: &[Id], best: &BTreeMap<Id, Best>) -> Option<BTreeMap<Id, f64>> {
+    let kids: Option<Vec<&Best>> = children.iter().map(|k| best.get(k)).collect();
+    let kids = kids?;
+    let mut merged: BTreeMap<Id, f64> = match kids.iter().max_by_key(|b| b.costs.len()) {
+        Some(b) => (*b.costs).clone(),
+        None => BTreeMap::new(),
+    };
+    for b in &kids {
+        for (k, v) in b.costs.iter() {
+            merged.entry(*k).or_insert(*v);
+        }
+    }
+    Some(merged)
+}
+
+/// Extracts from `egraph` the cheapest DAG for `roots` under `cost`, never choosing a node in
+/// `banned`. `None` if some root has no extractable node.
+///
+/// Classes are processed from a work list (initially every class in id order, which is
+/// topological for e-graphs built from a graph); a class whose best choice improves puts its
+/// parents back on the list. Nodes of one class with the same children share one union.
+pub fn extract(egraph: &EG, roots: &[Id], cost: &NodeCost<'_>, banned: &BTreeSet<(Id, TNode)>) -> Option<Extraction> {
+    let mut classes: Vec<Id> = egraph.classes().map(|c| c.id).collect();
+    classes.sort_unstable();
+    let mut parents: BTreeMap<Id, Vec<Id>> = BTreeMap::new();
+    for &c in &classes {
+        for n in &egraph[c].nodes {
+            for &k in &n.children {
+                let list = parents.entry(egraph.find(k)).or_default();
+                if list.last() != Some(&c) {
+                    list.push(c);
+                }
+            }
+        }
+    }
+    for list in parents.values_mut() {
+        list.sort_unstable();
+        list.dedup();
+    }
+    let mut best: BTreeMap<Id, Best> = BTreeMap::new();
+    let mut queued: BTreeSet<Id> = classes.iter().copied().collect();
+    let mut queue: VecDeque<Id> = classes.iter().copied().collect();
+    while let Some(c) = queue.pop_front() {
+        queued.remove(&c);
+        // Per distinct children list: the union of their costs and its sum.
+        let mut unions: Vec<(Vec<Id>, Option<Union>)> = Vec::new();
+        let mut improved = false;
+        for node in &egraph[c].nodes {
+            if banned.contains(&(c, node.clone())) {
+                continue;
+            }
+            let Some(own) = cost(egraph, c, node).filter(|c| !c.is_nan()) else { continue };
+            let children: Vec<Id> = node.children.iter().map(|k| egraph.find(*k)).collect();
+            let slot = match unions.iter().position(|(k, _)| *k == children) {
+                Some(i) => i,
+                None => {
+                    let u = union_of(&children, &best).filter(|m| !m.contains_key(&c)).map(|m| {
+                        let sum = m.values().sum::<f64>();
+                        (m, sum)
+                    });
+                    unions.push((children, u));
+                    unions.len() - 1
+                }
+            };
+            let Some((merged, sum)) = unions.get(slot).and_then(|(_, u)| u.as_ref()) else { continue };
+            let total = own + sum;
+            if best.get(&c).is_none_or(|b| total < b.total * (1.0 - 1e-12)) {
+                let mut costs = merged.clone();
+                costs.insert(c, own);
+                best.insert(c, Best { total, node: node.clone(), cost: own, costs: Rc::new(costs) });
+                improved = true;
+            }
+        }
+        if improved {
+            for &p in parents.get(&c).map(Vec::as_slice).unwrap_or(&[]) {
+                if queued.insert(p) {
+                    queue.push_back(p);
+                }
+            }
+        }
+    }
+    let mut choice = BTreeMap::new();
+    let mut node_cost = BTreeMap::new();
+    for (c, b) in &best {
+        choice.insert(*c, b.node.clone());
+        node_cost.insert(*c, b.cost);
+    }
+    let mut ex = Extraction { choice, node_cost, total: 0.0 };
+    let roots: Vec<Id> = roots.iter().map(|r| egraph.find(*r)).collect();
+    let order = ex.post_order(egraph, &roots)?;
+    ex.total = order.iter().filter_map(|c| ex.node_cost.get(c)).sum();
+    // Keep only what the roots reach.
+    let reach: BTreeSet<Id> = order.into_iter().collect();
+    ex.choice.retain(|c, _| reach.contains(c));
+    ex.node_cost.retain(|c, _| reach.contains(c));
+    Some(ex)
+}

@@ -1,0 +1,327 @@
+//! The optimizer's driver, in three saturation phases with separate runners:
+//!
+//! 1. **algebra + layout** over op nodes, extracted by the per-op cost (DAG-aware) into a graph;
+//! 2. **fusion**: kernel nodes join the classes of the values they compute;
+//! 3. **schedules**: each kernel node gets its candidate schedules as alternatives;
+//!
+//! then DAG-aware extraction by the kernel cost model gives the best program, and banning choices
+//! of the best one gives the alternatives. Every phase runs under the budget's node and iteration
+//! limits (the time limit is a safety net) and the best program found so far is always returned.
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+
+use egg::{BackoffScheduler, Id, Runner, SimpleScheduler};
+use tcc_ir::{Bindings, Graph, Program, Schedule, ValueRef};
+
+use crate::analysis::{EG, TensorAnalysis};
+use crate::convert::{to_egraph, to_graph};
+use crate::cost::{kernel_estimate, op_seconds};
+use crate::error::PassError;
+use crate::extract::{Extraction, extract};
+use crate::lang::{TNode, TOp};
+use crate::options::{Budget, OptimizeOptions};
+use crate::program::{BuiltKernel, build_program};
+use crate::report::{KernelReport, PhaseReport, Report, StopReason};
+use crate::rules::{algebra, fusion, layout, rewrites, schedule};
+use crate::target::TargetModel;
+
+/// The optimizer's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Optimized {
+    /// The best program the cost model found.
+    pub program: Program,
+    /// The graph after the algebra and layout rewrites (what the kernels were formed from).
+    pub simplified: Graph,
+    /// Up to `top_k` other distinct programs, best first, for the autotuner.
+    pub alternatives: Vec<Program>,
+    /// What happened and why.
+    pub report: Report,
+}
+
+fn phase_report(name: &'static str, runner: &Runner<TNode, TensorAnalysis>) -> PhaseReport {
+    let mut applied: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for it in &runner.iterations {
+        for (rule, n) in &it.applied {
+            *applied.entry(rule.to_string()).or_default() += n;
+        }
+    }
+    PhaseReport {
+        name,
+        stop_reason: StopReason::from_egg(runner.stop_reason.as_ref()),
+        iterations: runner.iterations.len(),
+        nodes: runner.egraph.total_size(),
+        classes: runner.egraph.number_of_classes(),
+        rules_applied: applied.into_iter().collect(),
+    }
+}
+
+fn runner(egraph: EG, budget: &Budget, iterations: usize) -> Runner<TNode, TensorAnalysis> {
+    Runner::default()
+        .with_egraph(egraph)
+        .with_node_limit(budget.max_nodes)
+        .with_iter_limit(iterations)
+        .with_time_limit(budget.time_limit)
+}
+
+/// Phase 1: algebra and layout rewrites, extracted into a graph. Falls back to `g` (with a note)
+/// if anything is inconsistent.
+fn simplify(g: &Graph, opts: &OptimizeOptions, notes: &mut Vec<String>) -> (Graph, PhaseReport) {
+    let built = to_egraph(g, TensorAnalysis::new(Vec::new(), true), false);
+    let mut rules = algebra::rules();
+    rules.extend(layout::rules());
+    let r = runner(built.egraph, &opts.budget, opts.budget.max_iterations)
+        .with_scheduler(BackoffScheduler::default())
+        .run(&rewrites(&rules));
+    let report = phase_report("algebra+layout", &r);
+    if !r.egraph.analysis.errors.is_empty() {
+        notes.push(format!(
+            "algebra phase inconsistent ({}); kept the input graph",
+            r.egraph.analysis.errors.join("; ")
+        ));
+        return (g.clone(), report);
+    }
+    let target = &opts.target;
+    let b = &opts.bindings;
+    let cost = |eg: &EG, c: Id, n: &TNode| -> Option<f64> {
+        let kids: Vec<&tcc_ir::TensorType> = n.children.iter().map(|k| &eg[*k].data.ty).collect();
+        Some(op_seconds(&n.op, &eg[c].data.ty, &kids, target, b))
+    };
+    let simplified = extract(&r.egraph, &built.roots, &cost, &BTreeSet::new())
+        .ok_or_else(|| "no extraction".to_string())
+        .and_then(|ex| to_graph(g, &r.egraph, &ex, &built.roots).map_err(|e| e.to_string()))
+        .and_then(|sg| tcc_ir::verify::verify(&sg).map(|()| sg).map_err(|e| e.to_string()));
+    match simplified {
+        Ok(sg) => (sg, report),
+        Err(e) => {
+            notes.push(format!("algebra phase result rejected ({e}); kept the input graph"));
+            (g.clone(), report)
+        }
+    }
+}
+
+/// The kernel cost of a node: kernels by the model, params free, bare ops not extractable.
+struct KernelCost<'a> {
+    target: &'a TargetModel,
+    bindings: &'a Bindings,
+    memo: RefCell<HashMap<(u32, Option<u32>), f64>>,
+}
+
+impl KernelCost<'_> {
+    fn cost(&self, eg: &EG, n: &TNode) -> Option<f64> {
+        match n.op {
+            TOp::Input(_) => Some(0.0),
+            TOp::Kernel { body, sched } => {
+                if let Some(&c) = self.memo.borrow().get(&(body, sched)) {
+                    return Some(c);
+                }
+                let b = eg.analysis.body(body)?;
+                let (schedule, penalty) = match sched {
+                    Some(s) => (*eg.analysis.schedule(s)?, 1.0),
+                    None => (Schedule::default_for(self.target.tier), 1.05),
+                };
+                let c = kernel_estimate(b, &schedule, self.target, self.bindings).seconds * penalty;
+                self.memo.borrow_mut().insert((body, sched), c);
+                Some(c)
+            }
+            _ => None,
+        }
+    }
+}
+
+fn value_name(v: ValueRef, program: &Program) -> String {
+    match v {
+        ValueRef::Param(i) => program.params.get(i).map_or_else(|| format!("param{i}"), |p| p.name.clone()),
+        ValueRef::Buffer(b) => program
+            .launches
+            .iter()
+            .find(|l| l.outputs.contains(&ValueRef::Buffer(b)))
+            .map_or_else(|| format!("buffer{b}"), |l| l.kernel.name.clone()),
+    }
+}
+
+fn kernel_reports(program: &Program, kernels: &[BuiltKernel], eg: &EG) -> Vec<KernelReport> {
+    program
+        .launches
+        .iter()
+        .zip(kernels)
+        .map(|(l, k)| {
+            let body = eg.analysis.body(k.body);
+            KernelReport {
+                name: l.kernel.name.clone(),
+                class: l.kernel.class,
+                ops: body.map(|b| b.op_kinds()).unwrap_or_default(),
+                schedule: l.kernel.schedule,
+                estimate_us: k.estimate.seconds * 1e6,
+                memory_bound: k.estimate.memory_bound,
+                rules: body.map(|b| b.rules.iter().map(|r| r.to_string()).collect()).unwrap_or_default(),
+                inputs: l.inputs.iter().map(|v| value_name(*v, program)).collect(),
+                explanation: None,
+            }
+        })
+        .collect()
+}
+
+/// The rules on egg's proof that kernel `k` equals an op node of the graph in its class, in proof
+/// order without repeats. `None` without explanations or when no op node of the graph is there.
+fn explain_kernel(eg: &mut EG, node_ids: &[Id], k: &BuiltKernel) -> Option<Vec<String>> {
+    if !eg.are_explanations_enabled() {
+        return None;
+    }
+    let class = eg.find(k.class);
+    let original = *node_ids.iter().find(|&&i| eg.find(i) == class)?;
+    let kernel = eg.add_uncanonical(k.node.clone());
+    if eg.find(kernel) != eg.find(original) {
+        return None;
+    }
+    let mut explanation = eg.explain_id_equivalence(original, kernel);
+    let mut rules: Vec<String> = Vec::new();
+    let mut stack: Vec<&egg::FlatTerm<TNode>> = explanation.make_flat_explanation().iter().rev().collect();
+    while let Some(term) = stack.pop() {
+        for rule in [term.forward_rule, term.backward_rule].into_iter().flatten() {
+            let rule = rule.to_string();
+            if !rules.contains(&rule) {
+                rules.push(rule);
+            }
+        }
+        stack.extend(term.children.iter().rev());
+    }
+    Some(rules)
+}
+
+/// Alternatives: re-extract with choices of the best program banned. For each of its most
+/// expensive kernels: its next-best schedules (banning the chosen node, then the next, ...), and
+/// another fusion choice (banning every schedule of its body). Distinct programs, cheapest first.
+fn alternatives(
+    source: &Graph,
+    eg: &EG,
+    best: &Extraction,
+    roots: &[Id],
+    cost: &dyn Fn(&EG, Id, &TNode) -> Option<f64>,
+    opts: &OptimizeOptions,
+    chosen: &Program,
+) -> Vec<Program> {
+    if opts.top_k == 0 {
+        return Vec::new();
+    }
+    // Kernels by estimated cost, most expensive first (they matter most), ties by class id.
+    let mut ranked: Vec<(Id, f64)> = best
+        .choice
+        .iter()
+        .filter(|(_, n)| matches!(n.op, TOp::Kernel { .. }))
+        .map(|(c, _)| (*c, best.node_cost.get(c).copied().unwrap_or(0.0)))
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    // Programs are told apart by their debug text (derived equality says a NaN constant differs
+    // from itself).
+    let mut found: Vec<(f64, Program)> = Vec::new();
+    let mut seen: BTreeSet<String> = [format!("{chosen:?}")].into_iter().collect();
+    let mut add = |ex: &Extraction, found: &mut Vec<(f64, Program)>| {
+        if let Ok((p, _)) = build_program(source, eg, ex, roots, &opts.target)
+            && tcc_ir::verify::verify_program(&p).is_ok()
+            && seen.insert(format!("{p:?}"))
+        {
+            found.push((ex.total, p));
+        }
+    };
+    for (class, _) in ranked.iter().take(opts.top_k + 1) {
+        let Some(node) = best.choice.get(class) else { continue };
+        let TOp::Kernel { body, .. } = node.op else { continue };
+        // Next-best schedules of this kernel.
+        let mut banned: BTreeSet<(Id, TNode)> = BTreeSet::new();
+        let mut current = node.clone();
+        for _ in 0..opts.top_k {
+            banned.insert((*class, current.clone()));
+            let Some(ex) = extract(eg, roots, cost, &banned) else { break };
+            add(&ex, &mut found);
+            match ex.choice.get(class) {
+                Some(n) if matches!(n.op, TOp::Kernel { body: b, .. } if b == body) => current = n.clone(),
+                _ => break,
+            }
+        }
+        // Another fusion choice for this value.
+        let same_body: BTreeSet<(Id, TNode)> = eg[*class]
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.op, TOp::Kernel { body: b, .. } if b == body))
+            .map(|n| (*class, n.clone()))
+            .collect();
+        if let Some(ex) = extract(eg, roots, cost, &same_body) {
+            add(&ex, &mut found);
+        }
+    }
+    found.sort_by(|a, b| a.0.total_cmp(&b.0));
+    found.into_iter().take(opts.top_k).map(|(_, p)| p).collect()
+}
+
+/// Optimizes `g` for `opts.target`: the best program by the cost model, `top_k` alternatives and
+/// a report. Deterministic for a given input and options unless the time limit fires (reported).
+pub fn optimize(g: &Graph, opts: &OptimizeOptions) -> Result<Optimized, PassError> {
+    tcc_ir::verify::verify(g).map_err(|e| PassError::InvalidInput(e.to_string()))?;
+    let mut notes = Vec::new();
+    let (simplified, algebra_report) = simplify(g, opts, &mut notes);
+
+    // Phase 2: fusion.
+    let mut analysis = TensorAnalysis::new(Vec::new(), false);
+    analysis.target = Some(opts.target.clone());
+    analysis.bindings = opts.bindings.clone();
+    let mut built = to_egraph(&simplified, analysis, opts.explain);
+    let roots = built.roots.clone();
+    fusion::seed_all(&mut built.egraph);
+    let fused = runner(built.egraph, &opts.budget, opts.budget.max_iterations)
+        .with_scheduler(SimpleScheduler)
+        .run(&rewrites(&fusion::rules()));
+    let fusion_report = phase_report("fusion", &fused);
+
+    // Phase 3: schedule variants, one iteration.
+    let mut scheduled = runner(fused.egraph, &opts.budget, 1)
+        .with_node_limit(opts.budget.max_nodes.saturating_mul(4))
+        .with_scheduler(SimpleScheduler)
+        .run(&rewrites(&schedule::rules()));
+    let mut schedule_report = phase_report("schedules", &scheduled);
+    if schedule_report.stop_reason == StopReason::IterationLimit(1) {
+        schedule_report.stop_reason = StopReason::Saturated; // one pass is all it needs
+    }
+    let eg = &scheduled.egraph;
+    if !eg.analysis.errors.is_empty() {
+        return Err(PassError::Internal(eg.analysis.errors.join("; ")));
+    }
+
+    let model = KernelCost { target: &opts.target, bindings: &opts.bindings, memo: RefCell::new(HashMap::new()) };
+    let cost = |e: &EG, _: Id, n: &TNode| model.cost(e, n);
+    let best = extract(eg, &roots, &cost, &BTreeSet::new())
+        .ok_or_else(|| PassError::Internal("no kernel covers some output".into()))?;
+    let (program, kernels) = build_program(&simplified, eg, &best, &roots, &opts.target)?;
+    tcc_ir::verify::verify_program(&program).map_err(|e| PassError::Internal(format!("optimized program: {e}")))?;
+    let alternatives = alternatives(&simplified, eg, &best, &roots, &cost, opts, &program);
+
+    let phases = vec![algebra_report, fusion_report, schedule_report];
+    let stop_reason = phases
+        .iter()
+        .map(|p| p.stop_reason.clone())
+        .find(|r| *r != StopReason::Saturated)
+        .unwrap_or(StopReason::Saturated);
+    let mut kernel_reports = kernel_reports(&program, &kernels, eg);
+    if opts.explain {
+        for (report, k) in kernel_reports.iter_mut().zip(&kernels) {
+            report.explanation = explain_kernel(&mut scheduled.egraph, &built.node_ids, k);
+        }
+    }
+    let kernels = kernel_reports;
+    let report = Report {
+        function: g.name.clone(),
+        target: opts.target.name.clone(),
+        stop_reason,
+        iterations: phases.iter().map(|p| p.iterations).sum(),
+        egraph_nodes: phases.iter().map(|p| p.nodes).max().unwrap_or(0),
+        egraph_classes: phases.iter().map(|p| p.classes).max().unwrap_or(0),
+        total_us: kernels.iter().map(|k| k.estimate_us).sum(),
+        outputs: program.outputs.iter().map(|v| value_name(*v, &program)).collect(),
+        kernels,
+        phases,
+        unfused_kernels: g.nodes.iter().filter(|n| !matches!(n.op, tcc_ir::Op::Input { .. })).count(),
+        alternatives: alternatives.len(),
+        notes,
+    };
+    Ok(Optimized { program, simplified, alternatives, report })
+}

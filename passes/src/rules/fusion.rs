@@ -1,0 +1,290 @@
+//! Kernel formation. Every op first becomes a one-op kernel ([`seed_all`]); a kernel then grows by
+//! absorbing a producer kernel of one of its inputs, as long as the result is a legal kernel
+//! ([`crate::classify`]): pointwise chains, matmul prologues and epilogues, reduction prologues and
+//! epilogues, and several reductions over the same rows (softmax, layernorm, rmsnorm as one
+//! single-pass kernel). Each kernel node joins the class of the value it computes, so extraction
+//! chooses among "fused" and "materialized" per value.
+//!
+//! Growth is bounded: in each e-class only the most promising kernel of each kernel class grows
+//! (fewest computed inputs, then most ops; one lineage per class, so a matmul-with-epilogue lineage
+//! cannot starve a row-reduction lineage), it absorbs the most promising legal kernel of an input,
+//! and a value with several users is recomputed only if it is cheap (a short pointwise chain) or a
+//! row reduction recomputed inside another row kernel; a matmul is never recomputed.
+
+use egg::Id;
+use tcc_ir::KernelClass;
+
+use super::{Rule, Term, add_term};
+use crate::analysis::EG;
+use crate::body::{Body, BodyBuilder, merge};
+use crate::lang::{TNode, TOp};
+
+/// A kernel never fuses more than this many ops.
+pub const MAX_KERNEL_OPS: usize = 48;
+/// A value with several users is recomputed inside a consumer only up to this many pointwise ops.
+pub const RECOMPUTE_MAX_OPS: usize = 8;
+
+/// Every rule of the family.
+pub fn rules() -> Vec<Rule> {
+    vec![
+        Rule { name: "fuse-pointwise", find: fuse_pointwise },
+        Rule { name: "fuse-matmul-epilogue", find: fuse_matmul_epilogue },
+        Rule { name: "fuse-matmul-prologue", find: fuse_matmul_prologue },
+        Rule { name: "fuse-reduction-prologue", find: fuse_reduction_prologue },
+        Rule { name: "fuse-reduction-epilogue", find: fuse_reduction_epilogue },
+        Rule { name: "fuse-reductions", find: fuse_reductions },
+    ]
+}
+
+/// The one-op kernel of `node` (scalar constant operands are folded into the body).
+pub fn seed_body(egraph: &EG, class: Id, node: &TNode) -> Option<(Body, Vec<Id>)> {
+    let mut b = BodyBuilder::new();
+    let mut kids = Vec::with_capacity(node.children.len());
+    for &c in &node.children {
+        let c = egraph.find(c);
+        let data = &egraph[c].data;
+        let v = match data.konst {
+            Some(v) if data.ty.shape.rank() == 0 => b.op(TOp::constant(v, data.ty.dtype), Vec::new(), data.ty.clone()),
+            _ => b.input(c, &data.ty),
+        };
+        kids.push(v);
+    }
+    let out = b.op(node.op.clone(), kids, egraph[class].data.ty.clone());
+    b.finish(out, Vec::new())
+}
+
+/// Gives every compute op (and constant) its one-op kernel, before any fusion rule runs, so that
+/// every value has a kernel whatever the budget cuts short. Returns how many were added.
+pub fn seed_all(egraph: &mut EG) -> usize {
+    let mut classes: Vec<Id> = egraph.classes().map(|c| c.id).collect();
+    classes.sort_unstable();
+    let mut added = 0;
+    for class in classes {
+        let has_kernel = egraph[class].nodes.iter().any(|n| matches!(n.op, TOp::Kernel { .. }));
+        let node = egraph[class].nodes.iter().find(|n| n.op.is_compute() || n.op.const_value().is_some()).cloned();
+        let (Some(node), false) = (node, has_kernel) else { continue };
+        if let Some((body, inputs)) = seed_body(egraph, class, &node) {
+            let id = add_term(egraph, Term::Kernel(Box::new(body), inputs));
+            let from = if egraph.are_explanations_enabled() { egraph.add_uncanonical(node) } else { class };
+            egraph.union_trusted(from, id, "kernel-seed");
+            added += 1;
+        }
+    }
+    egraph.rebuild();
+    added
+}
+
+/// The unscheduled kernel nodes of a class with their bodies, most promising first: fewest inputs
+/// that are computed values (not parameters), then most ops, then the oldest body.
+fn kernels(egraph: &EG, class: Id) -> Vec<(&TNode, &Body, u32)> {
+    let open = |n: &TNode| {
+        n.children.iter().filter(|&&c| !egraph[c].nodes.iter().any(|m| matches!(m.op, TOp::Input(_)))).count()
+    };
+    type Ranked<'a> = ((usize, std::cmp::Reverse<usize>, u32), &'a TNode, &'a Body);
+    let mut out: Vec<Ranked<'_>> = egraph[class]
+        .nodes
+        .iter()
+        .filter_map(|n| match n.op {
+            TOp::Kernel { body, sched: None } => {
+                egraph.analysis.body(body).map(|b| ((open(n), std::cmp::Reverse(b.op_count()), body), n, b))
+            }
+            _ => None,
+        })
+        .collect();
+    out.sort_by_key(|k| k.0);
+    out.into_iter().map(|(k, n, b)| (n, b, k.2)).collect()
+}
+
+fn is_reduction(class: KernelClass) -> bool {
+    matches!(class, KernelClass::RowReduction | KernelClass::Generic)
+}
+
+/// May a producer with several users be recomputed inside a consumer?
+fn may_recompute(producer: &Body, consumer: &Body) -> bool {
+    match producer.class {
+        KernelClass::Pointwise => producer.op_count() <= RECOMPUTE_MAX_OPS,
+        KernelClass::RowReduction | KernelClass::Generic => {
+            is_reduction(consumer.class) || consumer.class == KernelClass::Pointwise
+        }
+        KernelClass::MatMul => false,
+    }
+}
+
+/// The growth step shared by the fusion rules: if `node` is the most promising kernel of its
+/// kernel class in `class` and of a consumer kind, absorb, for each input, the most promising legal
+/// producer kernel of a producer kind.
+fn grow(
+    egraph: &EG,
+    class: Id,
+    node: &TNode,
+    rule: &'static str,
+    consumer: fn(KernelClass) -> bool,
+    producer: fn(KernelClass) -> bool,
+) -> Vec<Term> {
+    let TOp::Kernel { body: kb, sched: None } = node.op else {
+        return Vec::new();
+    };
+    let Some(kbody) = egraph.analysis.body(kb).filter(|b| consumer(b.class)) else {
+        return Vec::new();
+    };
+    // Only the most promising kernel of each kernel class grows (one lineage per class).
+    let largest = kernels(egraph, class).into_iter().find(|(_, b, _)| b.class == kbody.class).map(|k| k.2);
+    if largest != Some(kb) {
+        return Vec::new();
+    }
+    let kids: Vec<Id> = node.children.iter().map(|&c| egraph.find(c)).collect();
+    let mut out = Vec::new();
+    for (i, &child) in kids.iter().enumerate() {
+        let several_users = egraph.analysis.users_of(child) > 1;
+        for (pnode, pbody, pb) in kernels(egraph, child) {
+            if !producer(pbody.class) || (several_users && !may_recompute(pbody, kbody)) {
+                continue;
+            }
+            let pkids: Vec<Id> = pnode.children.iter().map(|&c| egraph.find(c)).collect();
+            let merged = egraph
+                .analysis
+                .merged((kb, &kids), i, (pb, &pkids), || merge((kbody, &kids), i, (pbody, &pkids), rule));
+            if let Some((merged, inputs)) =
+                merged.filter(|(m, inputs)| m.op_count() <= MAX_KERNEL_OPS && !inputs.contains(&class))
+            {
+                out.push(Term::Kernel(Box::new(merged), inputs));
+                break;
+            }
+        }
+    }
+    out
+}
+
+fn pointwise(c: KernelClass) -> bool {
+    c == KernelClass::Pointwise
+}
+
+fn matmul(c: KernelClass) -> bool {
+    c == KernelClass::MatMul
+}
+
+/// A pointwise kernel absorbs a pointwise producer: one pass over memory for the chain.
+fn fuse_pointwise(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
+    grow(egraph, class, node, "fuse-pointwise", pointwise, pointwise)
+}
+
+/// A pointwise consumer absorbs the matmul it reads: bias, activation, residual, scale or cast
+/// become the matmul's epilogue.
+fn fuse_matmul_epilogue(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
+    grow(egraph, class, node, "fuse-matmul-epilogue", pointwise, matmul)
+}
+
+/// A matmul kernel absorbs pointwise producers of its operands (transposes become operand
+/// layouts, casts and scales are applied as tiles load) or of its epilogue's other inputs.
+fn fuse_matmul_prologue(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
+    grow(egraph, class, node, "fuse-matmul-prologue", matmul, pointwise)
+}
+
+/// A reduction kernel absorbs pointwise producers of the rows it reads.
+fn fuse_reduction_prologue(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
+    grow(egraph, class, node, "fuse-reduction-prologue", is_reduction, pointwise)
+}
+
+/// A pointwise consumer absorbs the reduction it reads (normalization, division by the sum).
+fn fuse_reduction_epilogue(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
+    grow(egraph, class, node, "fuse-reduction-epilogue", pointwise, is_reduction)
+}
+
+/// Reductions over the same rows join one kernel (softmax's max and sum, layernorm's mean and
+/// variance).
+fn fuse_reductions(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
+    grow(egraph, class, node, "fuse-reductions", is_reduction, is_reduction)
+}
+
+#[cfg(test)]
+mod tests {
+    use tcc_ir::KernelClass;
+
+    use crate::rules::testkit::graph;
+    use crate::{OptimizeOptions, Optimized, optimize};
+
+    fn run(params: &str, e: &str) -> Optimized {
+        let out = optimize(&graph(params, &[e]), &OptimizeOptions::default()).unwrap();
+        tcc_ir::verify::verify_program(&out.program).unwrap();
+        out
+    }
+
+    /// The classes of the kernels, and whether some kernel was formed by `rule`.
+    fn kernels(params: &str, e: &str, rule: &str) -> (Vec<KernelClass>, bool) {
+        let out = run(params, e);
+        let fired = out.report.kernels.iter().any(|k| k.rules.iter().any(|r| r == rule));
+        (out.program.launches.iter().map(|l| l.kernel.class).collect(), fired)
+    }
+
+    const X: &str = "x: f32[8, 16]";
+    const AB: &str = "a: f32[16, 8]; b: f32[8, 16]";
+
+    #[test]
+    fn kernel_seed() {
+        let out = run(X, "(exp x)");
+        assert_eq!(out.program.launches.len(), 1);
+        assert!(out.report.kernels[0].rules.is_empty());
+    }
+    #[test]
+    fn fuse_pointwise() {
+        assert_eq!(kernels(X, "(exp (neg (mul x 2.0)))", "fuse-pointwise"), (vec![KernelClass::Pointwise], true));
+    }
+    #[test]
+    fn fuse_matmul_epilogue() {
+        assert_eq!(kernels(AB, "(relu (matmul a b))", "fuse-matmul-epilogue"), (vec![KernelClass::MatMul], true));
+    }
+    #[test]
+    fn fuse_matmul_prologue() {
+        let p = "a: f32[8, 16]; b: f32[8, 16]";
+        assert_eq!(kernels(p, "(matmul (permute:1,0 a) b)", "fuse-matmul-prologue"), (vec![KernelClass::MatMul], true));
+    }
+    #[test]
+    fn fuse_reduction_prologue() {
+        assert_eq!(
+            kernels(X, "(reduce_sum:1 (exp x))", "fuse-reduction-prologue"),
+            (vec![KernelClass::RowReduction], true)
+        );
+    }
+    #[test]
+    fn fuse_reduction_epilogue() {
+        assert_eq!(
+            kernels(X, "(mul (reduce_sum:1:keep x) 2.0)", "fuse-reduction-epilogue"),
+            (vec![KernelClass::RowReduction], true)
+        );
+    }
+    #[test]
+    fn fuse_reductions() {
+        assert_eq!(
+            kernels(X, "(reduce_max:1 (sub x (reduce_sum:1:keep x)))", "fuse-reductions"),
+            (vec![KernelClass::RowReduction], true)
+        );
+    }
+    #[test]
+    fn reductions_over_other_axes_are_one_generic_kernel() {
+        assert_eq!(
+            kernels(X, "(reduce_max:0 (sub x (reduce_sum:0:keep x)))", "fuse-reductions"),
+            (vec![KernelClass::Generic], true)
+        );
+    }
+    #[test]
+    fn a_reduced_row_broadcast_along_the_wrong_axis_is_generic() {
+        // `x - sum(x, 1)` without keepdim broadcasts the sums along rows, not columns.
+        assert_eq!(
+            kernels("x: f32[8, 8]", "(sub x (reduce_sum:1 x))", "fuse-reduction-epilogue"),
+            (vec![KernelClass::Generic], true)
+        );
+    }
+    #[test]
+    fn a_matmul_is_never_recomputed() {
+        let out = run(AB, "(add (relu (matmul a b)) (exp (matmul a b)))");
+        let matmuls = out.report.kernels.iter().filter(|k| k.ops.iter().any(|o| o == "matmul")).count();
+        assert_eq!(matmuls, 1, "{}", out.report);
+    }
+    #[test]
+    fn a_reduction_does_not_fuse_into_a_matmul() {
+        assert_eq!(
+            kernels(AB, "(reduce_sum:1 (matmul a b))", "fuse-reduction-prologue").0,
+            [KernelClass::MatMul, KernelClass::RowReduction]
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! The rule families, one file each (see `README.md` in this folder for how to write a rule).
+//!
+//! A [`Rule`] is a named function from one e-node (and its class) to equivalent terms. The adapter
+//! here turns it into an egg rewrite that type-checks every term before adding it: a term whose
+//! type differs from its class's type is never added (DESIGN §0: rewrites preserve every value's
+//! dtype and shape exactly). Unions carry the rule's name, so egg's explanations name the rules.
+
+pub mod algebra;
+pub mod fusion;
+pub mod layout;
+pub mod schedule;
+#[cfg(test)]
+pub(crate) mod testkit;
+
+use egg::{Applier, Id, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
+use tcc_ir::TensorType;
+
+use crate::analysis::EG;
+use crate::body::Body;
+use crate::lang::{TNode, TOp};
+use crate::types::type_of;
+
+/// A term to add to the e-graph, over existing classes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Term {
+    /// An existing class.
+    Class(Id),
+    /// An op over sub-terms.
+    Op(TOp, Vec<Term>),
+    /// A kernel node: a body (interned when added) over its external inputs' classes.
+    Kernel(Box<Body>, Vec<Id>),
+    /// A scheduled variant of a kernel body.
+    Scheduled {
+        /// The body's index.
+        body: u32,
+        /// The schedule.
+        schedule: tcc_ir::Schedule,
+        /// The kernel's external inputs.
+        inputs: Vec<Id>,
+    },
+}
+
+impl Term {
+    /// An op over existing classes.
+    pub fn op(op: TOp, children: &[Id]) -> Term {
+        Term::Op(op, children.iter().map(|&c| Term::Class(c)).collect())
+    }
+}
+
+/// A named rewrite: `find(egraph, class, node)` returns terms equal to `node`'s class.
+#[derive(Clone, Copy)]
+pub struct Rule {
+    /// The rule's name (shown in reports and explanations).
+    pub name: &'static str,
+    /// The rule itself.
+    pub find: fn(&EG, Id, &TNode) -> Vec<Term>,
+}
+
+impl std::fmt::Debug for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// The type `term` would have, or `None` if it is ill-typed.
+pub fn term_type(egraph: &EG, term: &Term) -> Option<TensorType> {
+    match term {
+        Term::Class(id) => Some(egraph[*id].data.ty.clone()),
+        Term::Op(op, kids) => {
+            let tys: Option<Vec<TensorType>> = kids.iter().map(|k| term_type(egraph, k)).collect();
+            let tys = tys?;
+            let refs: Vec<&TensorType> = tys.iter().collect();
+            type_of(op, &refs).ok()
+        }
+        Term::Kernel(body, inputs) => {
+            let ok = body.input_types.len() == inputs.len()
+                && body.input_types.iter().zip(inputs).all(|(t, i)| &egraph[*i].data.ty == t);
+            if ok { body.output_type().cloned() } else { None }
+        }
+        Term::Scheduled { body, .. } => egraph.analysis.body(*body).and_then(|b| b.output_type().cloned()),
+    }
+}
+
+/// Adds a (type-checked) term, returning the id of its root node (not necessarily canonical).
+pub fn add_term(egraph: &mut EG, term: Term) -> Id {
+    match term {
+        Term::Class(id) => id,
+        Term::Op(op, kids) => {
+            let children: Vec<Id> = kids.into_iter().map(|k| add_term(egraph, k)).collect();
+            egraph.add_uncanonical(TNode::new(op, children))
+        }
+        Term::Kernel(body, inputs) => {
+            let body = egraph.analysis.intern_body(*body);
+            egraph.add_uncanonical(TNode::new(TOp::Kernel { body, sched: None }, inputs))
+        }
+        Term::Scheduled { body, schedule, inputs } => {
+            let sched = Some(egraph.analysis.intern_schedule(schedule));
+            egraph.add_uncanonical(TNode::new(TOp::Kernel { body, sched }, inputs))
+        }
+    }
+}
+
+/// Every term `rule` finds for the nodes of `class`, with the node it came from, in node order.
+fn find_all(rule: &Rule, egraph: &EG, class: Id) -> Vec<(TNode, Term)> {
+    let mut terms = Vec::new();
+    for node in &egraph[class].nodes {
+        terms.extend((rule.find)(egraph, class, node).into_iter().map(|t| (node.clone(), t)));
+    }
+    terms
+}
+
+impl Searcher<TNode, crate::analysis::TensorAnalysis> for Rule {
+    fn search_eclass_with_limit(&self, egraph: &EG, eclass: Id, limit: usize) -> Option<SearchMatches<'_, TNode>> {
+        if limit == 0 {
+            return None;
+        }
+        let found = egraph[eclass].nodes.iter().any(|n| !(self.find)(egraph, eclass, n).is_empty());
+        found.then(|| SearchMatches { eclass, substs: vec![Subst::with_capacity(0)], ast: None })
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        Vec::new()
+    }
+}
+
+impl Applier<TNode, crate::analysis::TensorAnalysis> for Rule {
+    fn apply_one(
+        &self,
+        egraph: &mut EG,
+        eclass: Id,
+        _subst: &Subst,
+        _searcher_ast: Option<&egg::PatternAst<TNode>>,
+        rule_name: Symbol,
+    ) -> Vec<Id> {
+        let eclass = egraph.find(eclass);
+        let mut changed = Vec::new();
+        for (node, term) in find_all(self, egraph, eclass) {
+            let class_ty = egraph[eclass].data.ty.clone();
+            if term_type(egraph, &term).as_ref() != Some(&class_ty) {
+                continue;
+            }
+            let id = add_term(egraph, term);
+            // With explanations, the proof step goes from the matched node itself.
+            let from = if egraph.are_explanations_enabled() { egraph.add_uncanonical(node) } else { eclass };
+            if egraph.union_trusted(from, id, rule_name) {
+                changed.push(eclass);
+            }
+        }
+        changed
+    }
+}
+
+/// The egg rewrite running `rule`.
+pub fn rewrite(rule: Rule) -> Option<Rewrite<TNode, crate::analysis::TensorAnalysis>> {
+    Rewrite::new(rule.name, rule, rule).ok()
+}
+
+/// The rewrites of a family.
+pub fn rewrites(rules: &[Rule]) -> Vec<Rewrite<TNode, crate::analysis::TensorAnalysis>> {
+    rules.iter().filter_map(|r| rewrite(*r)).collect()
+}
+
+/// Helpers shared by the rule files.
+pub(crate) mod util {
+    use egg::Id;
+    use tcc_ir::TensorType;
+
+    use crate::analysis::EG;
+    use crate::lang::TOp;
+
+    /// The scalar constant value of a class, if it is one.
+    pub fn konst(egraph: &EG, id: Id) -> Option<f64> {
+        egraph[id].data.konst
+    }
+
+    /// The class's type.
+    pub fn ty(egraph: &EG, id: Id) -> &TensorType {
+        &egraph[id].data.ty
+    }
+
+    /// Children of every node of class `id` whose operator satisfies `pred`, in node order.
+    pub fn nodes_where<'a>(
+        egraph: &'a EG,
+        id: Id,
+        pred: impl Fn(&TOp) -> bool + 'a,
+    ) -> impl Iterator<Item = (&'a TOp, &'a [Id])> + 'a {
+        egraph[id].nodes.iter().filter(move |n| pred(&n.op)).map(|n| (&n.op, n.children.as_slice()))
+    }
+
+    /// Element count of a shape with unbound variables counted as 1024.
+    pub fn numel(ty: &TensorType) -> f64 {
+        crate::cost::numel(&ty.shape, &tcc_ir::Bindings::new())
+    }
+}

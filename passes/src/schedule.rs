@@ -1,0 +1,215 @@
+//! Schedule candidates for a kernel: a short, deterministic list per kernel class that respects the
+//! target's limits (shared memory per block, registers per thread, tensor-core shapes). The cost
+//! model ranks them; the autotuner measures them.
+
+use tcc_ir::{Bindings, DType, KernelClass, Schedule, Tier};
+
+use crate::body::Body;
+use crate::target::TargetModel;
+
+/// At most this many candidates per kernel.
+pub const MAX_CANDIDATES: usize = 8;
+
+/// GPU matmul block tiles: (tile_m, tile_n, tile_k, warps, stages).
+const GPU_MATMUL_TILES: [(u32, u32, u32, u32, u32); 7] = [
+    (128, 128, 32, 8, 3),
+    (128, 256, 64, 8, 3),
+    (128, 64, 32, 4, 3),
+    (64, 128, 32, 4, 3),
+    (64, 64, 32, 4, 4),
+    (64, 64, 64, 4, 2),
+    (32, 64, 32, 2, 4),
+];
+
+/// CPU matmul cache blocks: (tile_m, tile_n, tile_k).
+const CPU_MATMUL_TILES: [(u32, u32, u32); 3] = [(64, 64, 256), (128, 128, 256), (32, 64, 128)];
+
+/// Shared memory a GPU matmul tile needs: `stages` buffers of an A and a B tile.
+pub fn matmul_shared_bytes(tile_m: u32, tile_n: u32, tile_k: u32, stages: u32, elem_bytes: u32) -> u64 {
+    u64::from(stages)
+        * (u64::from(tile_m) * u64::from(tile_k) + u64::from(tile_k) * u64::from(tile_n))
+        * u64::from(elem_bytes)
+}
+
+/// Accumulator registers per thread of a GPU matmul tile (f32 accumulators), plus a fixed reserve
+/// for addresses and fragments.
+pub fn matmul_registers(tile_m: u32, tile_n: u32, warps: u32) -> u32 {
+    (tile_m * tile_n) / (warps.max(1) * 32) + 64
+}
+
+/// True if `schedule` fits `target`'s limits for a matmul of `dtype`.
+pub fn fits(schedule: &Schedule, dtype: DType, target: &TargetModel) -> bool {
+    if !target.gpu {
+        return true;
+    }
+    let elem = u32::try_from(dtype.size_bytes()).unwrap_or(4);
+    let smem = matmul_shared_bytes(schedule.tile_m, schedule.tile_n, schedule.tile_k, schedule.stages, elem);
+    if smem > u64::from(target.shared_memory_per_block) {
+        return false;
+    }
+    if matmul_registers(schedule.tile_m, schedule.tile_n, schedule.warps) > target.registers_per_thread {
+        return false;
+    }
+    if matches!(dtype, DType::F16 | DType::BF16) {
+        // Tensor cores: warp tiles must be whole multiples of an instruction shape.
+        let ok = target.mma_shapes.iter().any(|s| {
+            schedule.micro_m.is_multiple_of(s.m.min(16))
+                && schedule.micro_n.is_multiple_of(s.n.min(8))
+                && schedule.tile_k.is_multiple_of(s.k)
+        });
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+fn innermost(body: &Body, b: &Bindings) -> Option<u64> {
+    body.output_type().and_then(|t| t.shape.0.last()).and_then(|d| d.resolve(b))
+}
+
+/// Vector widths worth trying for a kernel writing `dtype` with innermost size `inner`.
+fn vector_widths(target: &TargetModel, dtype: DType, inner: Option<u64>) -> Vec<u32> {
+    let max = (target.vector_bytes / u32::try_from(dtype.size_bytes()).unwrap_or(4)).max(1);
+    let mut widths = Vec::new();
+    let mut w = max;
+    while w >= 1 {
+        let divides = inner.is_none_or(|n| n % u64::from(w) == 0);
+        if divides && (widths.len() < 2) {
+            widths.push(w);
+        }
+        if w == 1 {
+            break;
+        }
+        w /= 2;
+    }
+    widths
+}
+
+/// The candidates for `body` on `target`, best-guess first, deterministic.
+pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec<Schedule> {
+    let base = Schedule::default_for(target.tier);
+    if target.tier == Tier::Interp {
+        return vec![base];
+    }
+    let dtype = body.output_type().map_or(DType::F32, |t| t.dtype);
+    let in_dtype = body.input_types.first().map_or(dtype, |t| t.dtype);
+    let inner = innermost(body, bindings);
+    let mut out = Vec::new();
+    match (body.class, target.gpu) {
+        (KernelClass::MatMul, true) => {
+            let vw = (16 / u32::try_from(in_dtype.size_bytes()).unwrap_or(4)).max(1);
+            for split_k in [1u32, 4] {
+                for (tm, tn, tk, warps, stages) in GPU_MATMUL_TILES {
+                    let (wm, wn) = if warps >= 8 {
+                        (2, warps / 2)
+                    } else if warps >= 4 {
+                        (2, 2)
+                    } else {
+                        (2, 1)
+                    };
+                    let s = Schedule {
+                        tile_m: tm,
+                        tile_n: tn,
+                        tile_k: tk,
+                        micro_m: tm / wm,
+                        micro_n: tn / wn,
+                        vector_width: vw,
+                        stages,
+                        warps,
+                        split_k,
+                        swizzle: if split_k == 1 { 8 } else { 1 },
+                        ..base
+                    };
+                    if fits(&s, in_dtype, target) {
+                        out.push(s);
+                    }
+                }
+            }
+        }
+        (KernelClass::MatMul, false) => {
+            let vw = (target.vector_bytes / 4).max(1);
+            let (mm, mn) = if target.vector_bytes >= 64 { (6, 32) } else { (4, 8) };
+            for (tm, tn, tk) in CPU_MATMUL_TILES {
+                out.push(Schedule {
+                    tile_m: tm,
+                    tile_n: tn,
+                    tile_k: tk,
+                    micro_m: mm,
+                    micro_n: mn,
+                    vector_width: vw,
+                    ..base
+                });
+            }
+        }
+        (_, gpu) => {
+            let warps: &[u32] = if !gpu {
+                &[1]
+            } else if body.class == KernelClass::Pointwise {
+                &[4, 8]
+            } else {
+                &[1, 4, 8]
+            };
+            for vw in vector_widths(target, dtype, inner) {
+                for &w in warps {
+                    out.push(Schedule { vector_width: vw, warps: w, ..base });
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(base);
+    }
+    out.truncate(MAX_CANDIDATES);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::fusion::seed_body;
+    use crate::rules::testkit::graph;
+
+    fn matmul_body(dtype: &str, m: u64, k: u64, n: u64) -> Body {
+        let g = graph(&format!("a: {dtype}[{m}, {k}]; b: {dtype}[{k}, {n}]"), &["(matmul a b)"]);
+        let built = crate::convert::to_egraph(&g, crate::analysis::TensorAnalysis::default(), false);
+        let root = built.roots[0];
+        let node = built.egraph[root].nodes[0].clone();
+        seed_body(&built.egraph, root, &node).unwrap().0
+    }
+
+    #[test]
+    fn gpu_matmul_candidates_respect_the_limits() {
+        for target in [TargetModel::sm_80(), TargetModel::sm_90a()] {
+            let body = matmul_body("f16", 512, 512, 512);
+            let cands = candidates(&body, &target, &Bindings::new());
+            assert!(!cands.is_empty() && cands.len() <= MAX_CANDIDATES);
+            for s in &cands {
+                assert!(
+                    matmul_shared_bytes(s.tile_m, s.tile_n, s.tile_k, s.stages, 2)
+                        <= u64::from(target.shared_memory_per_block)
+                );
+                assert!(matmul_registers(s.tile_m, s.tile_n, s.warps) <= target.registers_per_thread);
+                assert!(s.micro_m % 16 == 0 && s.micro_n % 8 == 0 && s.tile_k % 16 == 0, "{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_tight_shared_memory_limit_removes_large_tiles() {
+        let small = TargetModel { shared_memory_per_block: 48 * 1024, ..TargetModel::sm_80() };
+        let body = matmul_body("f32", 512, 512, 512);
+        for s in candidates(&body, &small, &Bindings::new()) {
+            assert!(matmul_shared_bytes(s.tile_m, s.tile_n, s.tile_k, s.stages, 4) <= 48 * 1024, "{s}");
+        }
+    }
+
+    #[test]
+    fn interp_has_one_schedule_and_cpu_uses_its_tier() {
+        let body = matmul_body("f32", 8, 8, 8);
+        assert_eq!(candidates(&body, &TargetModel::interp(), &Bindings::new()).len(), 1);
+        assert!(
+            candidates(&body, &TargetModel::cpu_host(), &Bindings::new()).iter().all(|s| s.tier == Tier::Cranelift)
+        );
+    }
+}

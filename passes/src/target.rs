@@ -1,0 +1,185 @@
+//! What the cost model and the schedule rules know about a target, as data: bandwidth, throughput
+//! per dtype class, launch overhead and the limits a schedule must respect.
+//!
+//! The numbers are nominal model parameters (vendor peak figures, or the measurements quoted in
+//! DESIGN.md §2-§3 where one exists), not measurements made by this crate; the cost model only
+//! needs them to rank alternatives.
+
+use tcc_ir::{DType, Tier};
+
+/// A matrix-multiply-accumulate instruction shape the target's tensor cores execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MmaShape {
+    /// Rows.
+    pub m: u32,
+    /// Columns.
+    pub n: u32,
+    /// Depth.
+    pub k: u32,
+}
+
+/// A target as the cost model and the schedule rules see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetModel {
+    /// The target's name as the CLI spells it (`cpu`, `sm_80`, ...).
+    pub name: String,
+    /// The code generator that compiles for it.
+    pub tier: Tier,
+    /// True for GPU targets (schedules use blocks, warps and shared memory).
+    pub gpu: bool,
+    /// Sustained memory bandwidth, bytes per second.
+    pub bandwidth: f64,
+    /// f32 arithmetic throughput (SIMD/CUDA cores), flop per second.
+    pub flops_f32: f64,
+    /// f16/bf16 matmul throughput on tensor cores (or the SIMD units on a CPU), flop per second.
+    pub flops_f16_matmul: f64,
+    /// f32 matmul throughput, flop per second.
+    pub flops_f32_matmul: f64,
+    /// Fixed cost of one kernel launch, seconds.
+    pub launch_overhead: f64,
+    /// Number of streaming multiprocessors (GPU) or cores (CPU).
+    pub cores: u32,
+    /// Shared memory one block may use, bytes (0 on CPUs).
+    pub shared_memory_per_block: u32,
+    /// Registers per thread at most (GPU), or vector registers (CPU).
+    pub registers_per_thread: u32,
+    /// Width of a vector load/store in bytes.
+    pub vector_bytes: u32,
+    /// The tensor-core instruction shapes for f16/bf16 (empty when there are none).
+    pub mma_shapes: Vec<MmaShape>,
+}
+
+impl TargetModel {
+    /// The host CPU with the Cranelift tier: this project's 2-core Zen 5 machines, 128-bit vectors.
+    pub fn cpu_host() -> TargetModel {
+        TargetModel {
+            name: "cpu".into(),
+            tier: Tier::Cranelift,
+            gpu: false,
+            bandwidth: 40e9,
+            flops_f32: 50e9,
+            // DESIGN §2: 128-bit Cranelift code is capped near a quarter of OpenBLAS' 330-380 GF/s.
+            flops_f16_matmul: 80e9,
+            flops_f32_matmul: 80e9,
+            launch_overhead: 2e-6,
+            cores: 2,
+            shared_memory_per_block: 0,
+            registers_per_thread: 16,
+            vector_bytes: 16,
+            mma_shapes: Vec::new(),
+        }
+    }
+
+    /// The host CPU with the LLVM x86 tier (512-bit vectors).
+    pub fn cpu_llvm() -> TargetModel {
+        TargetModel {
+            name: "cpu:llvm".into(),
+            tier: Tier::LlvmCpu,
+            flops_f32: 150e9,
+            flops_f16_matmul: 300e9,
+            flops_f32_matmul: 300e9,
+            registers_per_thread: 32,
+            vector_bytes: 64,
+            ..TargetModel::cpu_host()
+        }
+    }
+
+    /// The f64 reference interpreter: slow everywhere; only the number of ops matters.
+    pub fn interp() -> TargetModel {
+        TargetModel {
+            name: "interp".into(),
+            tier: Tier::Interp,
+            bandwidth: 1e9,
+            flops_f32: 1e8,
+            flops_f16_matmul: 1e8,
+            flops_f32_matmul: 1e8,
+            launch_overhead: 1e-6,
+            cores: 1,
+            vector_bytes: 8,
+            ..TargetModel::cpu_host()
+        }
+    }
+
+    /// NVIDIA A100 (sm_80): HBM2e, mma.sync m16n8k16 tensor cores, 164 KiB of shared memory.
+    pub fn sm_80() -> TargetModel {
+        TargetModel {
+            name: "sm_80".into(),
+            tier: Tier::Ptx,
+            gpu: true,
+            bandwidth: 1.8e12,
+            flops_f32: 19.5e12,
+            flops_f16_matmul: 312e12,
+            flops_f32_matmul: 19.5e12,
+            launch_overhead: 4e-6,
+            cores: 108,
+            shared_memory_per_block: 163 * 1024,
+            registers_per_thread: 255,
+            vector_bytes: 16,
+            mma_shapes: vec![MmaShape { m: 16, n: 8, k: 16 }],
+        }
+    }
+
+    /// NVIDIA H100 SXM (sm_90a): DESIGN §2 quotes ~3.0 TB/s measured copy bandwidth and a 634 TF/s
+    /// mma.sync ceiling; wgmma adds 64xNx16 shapes; 227 KiB of shared memory per block.
+    pub fn sm_90a() -> TargetModel {
+        TargetModel {
+            name: "sm_90a".into(),
+            tier: Tier::Ptx,
+            gpu: true,
+            bandwidth: 3.0e12,
+            flops_f32: 60e12,
+            flops_f16_matmul: 634e12,
+            flops_f32_matmul: 60e12,
+            launch_overhead: 3e-6,
+            cores: 132,
+            shared_memory_per_block: 227 * 1024,
+            registers_per_thread: 255,
+            vector_bytes: 16,
+            mma_shapes: vec![MmaShape { m: 16, n: 8, k: 16 }, MmaShape { m: 64, n: 128, k: 16 }],
+        }
+    }
+
+    /// The model for a `--target` name: `cpu`, `cpu:cranelift`, `cpu:llvm`, `sm_80`, `sm_90a` or
+    /// `interp`. (`cuda` is resolved to an architecture at run time, so it is not known here.)
+    pub fn for_target_name(name: &str) -> Option<TargetModel> {
+        match name {
+            "cpu" | "cpu:cranelift" => Some(TargetModel { name: name.to_string(), ..TargetModel::cpu_host() }),
+            "cpu:llvm" => Some(TargetModel::cpu_llvm()),
+            "sm_80" => Some(TargetModel::sm_80()),
+            "sm_90a" => Some(TargetModel::sm_90a()),
+            "interp" => Some(TargetModel::interp()),
+            _ => None,
+        }
+    }
+
+    /// Matmul throughput for operands of `dtype`, flop per second.
+    pub fn matmul_flops(&self, dtype: DType) -> f64 {
+        match dtype {
+            DType::F16 | DType::BF16 => self.flops_f16_matmul,
+            _ => self.flops_f32_matmul,
+        }
+    }
+}
+
+/// The name other crates use for the target model.
+pub type Target = TargetModel;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cli_name_has_a_model() {
+        for name in ["cpu", "cpu:cranelift", "cpu:llvm", "sm_80", "sm_90a", "interp"] {
+            let t = TargetModel::for_target_name(name).unwrap();
+            assert_eq!(t.name, name);
+        }
+        assert!(TargetModel::for_target_name("sm_70").is_none());
+    }
+
+    #[test]
+    fn gpu_targets_have_tensor_cores() {
+        assert!(TargetModel::sm_80().mma_shapes.iter().any(|s| (s.m, s.n, s.k) == (16, 8, 16)));
+        assert!(TargetModel::cpu_host().mma_shapes.is_empty());
+    }
+}

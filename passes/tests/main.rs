@@ -1,0 +1,8 @@
+//! Integration tests of tcc-passes (one binary, modules per topic).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod cases;
+mod common;
+mod property;
+mod transformer;
