@@ -147,3 +147,30 @@ fn a_generated_huge_expression_is_handled() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("100000"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn explain_prints_kernels_and_writes_dot() {
+    let dir = tempfile::tempdir().unwrap();
+    let dot = dir.path().join("softmax.dot");
+    let out = tcc(&["explain", "examples/softmax.tc", "--dim", "N=64", "--dot", dot.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("fn softmax on cpu: 1 kernels"), "{stdout}");
+    assert!(stdout.contains("[row-reduction]") && stdout.contains("formed by:"), "{stdout}");
+    let dot_text = std::fs::read_to_string(&dot).unwrap();
+    assert!(dot_text.starts_with("digraph \"softmax\""), "{dot_text}");
+    let out = tcc(&["explain", "examples/mlp.tc", "--target", "sm_90a"]);
+    assert!(text(&out.stdout).contains("[matmul]"), "{}", text(&out.stdout));
+    assert_eq!(tcc(&["explain", "examples/mlp.tc", "--target", "tpu"]).status.code(), Some(1));
+}
+
+#[test]
+fn explain_refuses_to_overwrite_its_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s.tc");
+    std::fs::copy(root().join("examples/softmax.tc"), &src).unwrap();
+    let before = std::fs::read(&src).unwrap();
+    let out = tcc(&["explain", src.to_str().unwrap(), "--dot", src.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read(&src).unwrap(), before);
+}

@@ -22,6 +22,26 @@ pub enum Command {
     Ir(IrArgs),
     /// Run a fn on random normal inputs and print each output's shape, dtype and statistics.
     Run(RunArgs),
+    /// Optimize a fn and explain the result: each kernel, the ops it fuses, its schedule, the
+    /// model's estimate and the rules that formed it.
+    Explain(ExplainArgs),
+}
+
+/// Arguments of `tcc explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The program.
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    /// The target whose cost model decides: interp, cpu, cpu:cranelift, cpu:llvm, sm_80, sm_90a.
+    #[arg(long, default_value = "cpu", value_name = "T")]
+    pub target: String,
+    /// Binds a shape variable for the cost model (unbound ones count as 1024).
+    #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
+    pub dims: Vec<(String, u64)>,
+    /// Also write the kernel graph in Graphviz dot format to this file (`-` for stdout).
+    #[arg(long, value_name = "OUT")]
+    pub dot: Option<PathBuf>,
 }
 
 /// The program a command works on.

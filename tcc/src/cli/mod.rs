@@ -4,6 +4,7 @@ mod args;
 mod atomic;
 mod check;
 mod error;
+mod explain;
 mod inputs;
 mod ir_cmd;
 mod load;
@@ -55,5 +56,6 @@ pub fn execute(cli: &Cli) -> Result<(), CliError> {
         Command::Check(a) => check::check(a),
         Command::Ir(a) => ir_cmd::ir(a),
         Command::Run(a) => run::run(a),
+        Command::Explain(a) => explain::explain(a),
     }
 }
