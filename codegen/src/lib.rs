@@ -1,4 +1,29 @@
-//! Code generation: lowers optimized programs to CPU code (cranelift, LLVM x86) and PTX.
-//! Codegen never launches anything. (Being built: see issues 4 and 5.)
+//! Code generation: lowers the kernels of optimized programs to machine code. Codegen never
+//! launches anything; the runtime loads and calls what it produces.
+//!
+//! ```text
+//!  tcc_ir::Kernel (fused graph + schedule) + Bindings
+//!        |  loops::lower_graph     materialize / inline each node -> loop nests
+//!        v
+//!  loops::LoopKernel  (buffers, loops, stores, accumulators, affine loads)
+//!        |  loops::split_rows      strip-mine, fuse nests into a row loop when rows are disjoint
+//!        v
+//!  cpu::cranelift::emit            scalar loops; f32x4 innermost loops with tails; polynomials
+//!        v
+//!  cpu::cranelift::CpuKernel       JIT'd fn(bufs, row_begin, row_end) + buffer list
+//! ```
 
 #![warn(missing_docs)]
+
+pub mod backend;
+pub mod cpu;
+pub mod error;
+pub mod loops;
+/// PTX code generation (LLVM NVPTX; the compiler itself needs feature `llvm`).
+pub mod ptx;
+
+pub use backend::Backend;
+pub use cpu::CpuCaps;
+pub use cpu::cranelift::{CpuKernel, CraneliftBackend, PhaseFn};
+pub use error::CodegenError;
+pub use loops::{BufDecl, BufKind, GemmTiles, LoopKernel, LowerOptions};

@@ -1,0 +1,1269 @@
+//! Emission of a [`LoopKernel`] as one cranelift function with the uniform ABI
+//! `extern "C" fn(bufs: *const *mut u8, row_begin: u64, row_end: u64)`.
+//!
+//! Every loop runs as scalar code; an innermost loop whose stores are contiguous along its
+//! variable, whose loads are contiguous or invariant along it and whose ops all have vector forms
+//! runs four lanes at a time (`f32x4`/`i32x4`), with a scalar loop for the tail and vector
+//! accumulators for reductions. Expressions are computed once per loop body (the arena is
+//! hash-consed), and expressions that do not depend on the vectorized variable are computed as
+//! scalars and broadcast.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{Endianness, FuncRef, InstBuilder, MemFlagsData, Type, Value, types};
+use cranelift_frontend::{FunctionBuilder, Variable};
+use tcc_ir::{BinaryOp, CompareOp, DType, UnaryOp};
+
+use super::convert;
+use super::math;
+use super::simd::Simd;
+use crate::cpu::target::CpuCaps;
+use crate::error::CodegenError;
+use crate::loops::{
+    AccId, BufId, Combine, Expr, ExprId, Extent, Index, LoopKernel, MicroKernel, Phase, Stmt, VarId,
+};
+
+/// The register class a dtype computes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Float,
+    Int,
+    Bool,
+}
+
+fn class(d: DType) -> Class {
+    match d {
+        DType::F32 | DType::F16 | DType::BF16 => Class::Float,
+        DType::I32 => Class::Int,
+        DType::Bool => Class::Bool,
+    }
+}
+
+/// Lanes of the code being emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Scalar,
+    /// Four consecutive values of the variable per iteration.
+    Vector(VarId),
+}
+
+/// Emits phase `phase` of `kernel` into the function `b` is building (its signature is the
+/// uniform ABI).
+pub fn emit_phase(
+    kernel: &LoopKernel,
+    phase: &Phase,
+    caps: CpuCaps,
+    b: FunctionBuilder<'_>,
+    pow: FuncRef,
+    frontend: cranelift_codegen::isa::TargetFrontendConfig,
+) -> Result<(), CodegenError> {
+    let mut e = Emitter::new(kernel, caps, b, pow);
+    e.entry(phase)?;
+    e.b.seal_all_blocks();
+    e.b.finalize(frontend);
+    Ok(())
+}
+
+struct Emitter<'k, 'f> {
+    k: &'k LoopKernel,
+    caps: CpuCaps,
+    b: FunctionBuilder<'f>,
+    pow: FuncRef,
+    bases: Vec<Value>,
+    vars: HashMap<VarId, Variable>,
+    accs: Vec<Variable>,
+    vaccs: HashMap<AccId, Variable>,
+    memo: Vec<HashMap<(ExprId, bool), Value>>,
+    has_acc: Vec<bool>,
+    reads: Vec<u64>,
+    depends: Vec<bool>,
+    recips: HashMap<ExprId, Value>,
+    mode: Mode,
+}
+
+fn mem() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+fn le() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(Endianness::Little)
+}
+
+impl<'k, 'f> Emitter<'k, 'f> {
+    fn new(
+        k: &'k LoopKernel,
+        caps: CpuCaps,
+        b: FunctionBuilder<'f>,
+        pow: FuncRef,
+    ) -> Emitter<'k, 'f> {
+        let n = k.exprs.len();
+        let mut has_acc = vec![false; n];
+        let mut reads = vec![0u64; n];
+        for (i, e) in k.exprs.iter().enumerate() {
+            let id = ExprId(i as u32);
+            let ops = k.operands(id);
+            has_acc[i] = matches!(e, Expr::Acc(_))
+                || ops
+                    .iter()
+                    .any(|o| has_acc.get(o.0 as usize).copied().unwrap_or(true));
+            let own = match e {
+                Expr::Load { buf, .. } => 1u64 << (buf.0 % 64),
+                _ => 0,
+            };
+            reads[i] = ops.iter().fold(own, |m, o| {
+                m | reads.get(o.0 as usize).copied().unwrap_or(u64::MAX)
+            });
+        }
+        Emitter {
+            k,
+            caps,
+            b,
+            pow,
+            bases: Vec::new(),
+            vars: HashMap::new(),
+            accs: Vec::new(),
+            vaccs: HashMap::new(),
+            memo: vec![HashMap::new()],
+            has_acc,
+            reads,
+            depends: vec![false; n],
+            recips: HashMap::new(),
+            mode: Mode::Scalar,
+        }
+    }
+
+    fn bad(&self, reason: impl Into<String>) -> CodegenError {
+        CodegenError::malformed(&self.k.name, reason)
+    }
+
+    fn simd(&mut self, vector: bool) -> Simd<'_, 'f> {
+        Simd {
+            b: &mut self.b,
+            vector,
+            fma: self.caps.has_fma,
+        }
+    }
+
+    fn vector(&self) -> bool {
+        matches!(self.mode, Mode::Vector(_))
+    }
+
+    fn entry(&mut self, phase: &Phase) -> Result<(), CodegenError> {
+        let entry = self.b.create_block();
+        self.b.append_block_params_for_function_params(entry);
+        self.b.switch_to_block(entry);
+        let params = self.b.block_params(entry).to_vec();
+        let [ptrs, row_begin, row_end] = params[..] else {
+            return Err(self.bad("the function signature is not the uniform ABI"));
+        };
+        for i in 0..self.k.bufs.len() {
+            let offset = i32::try_from(i * 8).map_err(|_| self.bad("too many buffers"))?;
+            let base = self.b.ins().load(
+                types::I64,
+                MemFlagsData::trusted().with_readonly(),
+                ptrs,
+                offset,
+            );
+            self.bases.push(base);
+        }
+        for &dtype in &self.k.accs {
+            let ty = match class(dtype) {
+                Class::Float => types::F32,
+                Class::Int => types::I32,
+                Class::Bool => types::I8,
+            };
+            let v = self.b.declare_var(ty);
+            let zero = self.zero_of(ty);
+            self.b.def_var(v, zero);
+            self.accs.push(v);
+        }
+        match phase.row_var {
+            Some(r) => {
+                let rows = self
+                    .b
+                    .ins()
+                    .iconst(types::I64, i64::try_from(phase.rows).unwrap_or(i64::MAX));
+                let end = self.b.ins().smin(row_end, rows);
+                self.scalar_loop(r, row_begin, end, &phase.body)?;
+            }
+            None => {
+                let body = self.b.create_block();
+                let exit = self.b.create_block();
+                let go = self.b.ins().icmp(IntCC::SignedLessThan, row_begin, row_end);
+                self.b.ins().brif(go, body, &[], exit, &[]);
+                self.b.switch_to_block(body);
+                self.stmts(&phase.body)?;
+                self.b.ins().jump(exit, &[]);
+                self.b.switch_to_block(exit);
+            }
+        }
+        self.b.ins().return_(&[]);
+        Ok(())
+    }
+
+    fn zero_of(&mut self, ty: Type) -> Value {
+        if ty == types::F32 {
+            self.b.ins().f32const(0.0)
+        } else {
+            self.b.ins().iconst(ty, 0)
+        }
+    }
+
+    fn var(&mut self, v: VarId) -> Variable {
+        if let Some(&x) = self.vars.get(&v) {
+            return x;
+        }
+        let x = self.b.declare_var(types::I64);
+        self.vars.insert(v, x);
+        x
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
+        for s in stmts {
+            self.stmt(s)?;
+        }
+        Ok(())
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<(), CodegenError> {
+        match s {
+            Stmt::Loop { var, extent, body } => self.emit_loop(*var, extent, body),
+            Stmt::MicroKernel(mk) => {
+                if self.vector() {
+                    return Err(self.bad("micro-kernel inside a vector loop"));
+                }
+                self.micro_kernel(mk)?;
+                let bit = 1u64 << (mk.c.0 % 64);
+                let reads = &self.reads;
+                for layer in &mut self.memo {
+                    layer.retain(|(e, _), _| reads.get(e.0 as usize).is_none_or(|r| r & bit == 0));
+                }
+                Ok(())
+            }
+            Stmt::Store { buf, index, value } => {
+                let v = self.expr(*value)?;
+                self.store(*buf, index, v)?;
+                let bit = 1u64 << (buf.0 % 64);
+                let reads = &self.reads;
+                for layer in &mut self.memo {
+                    layer.retain(|(e, _), _| reads.get(e.0 as usize).is_none_or(|r| r & bit == 0));
+                }
+                Ok(())
+            }
+            Stmt::AccInit { acc, value } => {
+                if self.vector() {
+                    return Err(self.bad("accumulator initialized inside a vector loop"));
+                }
+                let v = self.expr(*value)?;
+                let var = self.acc_var(*acc)?;
+                self.b.def_var(var, v);
+                Ok(())
+            }
+            Stmt::AccUpdate {
+                acc,
+                combine,
+                value,
+            } => {
+                let v = self.expr(*value)?;
+                let dtype = self.acc_dtype(*acc)?;
+                let var = match self.mode {
+                    Mode::Scalar => self.acc_var(*acc)?,
+                    Mode::Vector(_) => *self
+                        .vaccs
+                        .get(acc)
+                        .ok_or_else(|| self.bad("vector accumulator missing"))?,
+                };
+                let cur = self.b.use_var(var);
+                let new = self.combine(*combine, dtype, cur, v);
+                self.b.def_var(var, new);
+                Ok(())
+            }
+        }
+    }
+
+    fn acc_var(&self, a: AccId) -> Result<Variable, CodegenError> {
+        self.accs
+            .get(a.0 as usize)
+            .copied()
+            .ok_or_else(|| self.bad(format!("unknown accumulator {}", a.0)))
+    }
+
+    fn acc_dtype(&self, a: AccId) -> Result<DType, CodegenError> {
+        self.k
+            .accs
+            .get(a.0 as usize)
+            .copied()
+            .ok_or_else(|| self.bad(format!("unknown accumulator {}", a.0)))
+    }
+
+    fn combine(&mut self, c: Combine, dtype: DType, a: Value, v: Value) -> Value {
+        let float = class(dtype) == Class::Float;
+        match (c, float) {
+            (Combine::Add, true) => self.b.ins().fadd(a, v),
+            (Combine::Add, false) => self.b.ins().iadd(a, v),
+            (Combine::Max, true) => self.b.ins().fmax(a, v),
+            (Combine::Max, false) => self.b.ins().smax(a, v),
+            (Combine::Min, true) => self.b.ins().fmin(a, v),
+            (Combine::Min, false) => self.b.ins().smin(a, v),
+        }
+    }
+
+    /// The value of an affine index (an `i64`).
+    fn index_value(&mut self, index: &Index) -> Value {
+        let mut v = self.b.ins().iconst(types::I64, index.offset);
+        for &(var, c) in &index.terms {
+            let x = self.var(var);
+            let x = self.b.use_var(x);
+            let scaled = self.b.ins().imul_imm_s(x, c);
+            v = self.b.ins().iadd(v, scaled);
+        }
+        v
+    }
+
+    fn extent(&mut self, extent: Extent) -> Value {
+        match extent {
+            Extent::Const(n) => self
+                .b
+                .ins()
+                .iconst(types::I64, i64::try_from(n).unwrap_or(i64::MAX)),
+            Extent::Tail {
+                total,
+                block,
+                outer,
+            } => {
+                let o = self.index_value(&outer);
+                let done = self
+                    .b
+                    .ins()
+                    .imul_imm_s(o, i64::try_from(block).unwrap_or(i64::MAX));
+                let total = self
+                    .b
+                    .ins()
+                    .iconst(types::I64, i64::try_from(total).unwrap_or(i64::MAX));
+                let rest = self.b.ins().isub(total, done);
+                let block = self
+                    .b
+                    .ins()
+                    .iconst(types::I64, i64::try_from(block).unwrap_or(i64::MAX));
+                self.b.ins().smin(rest, block)
+            }
+        }
+    }
+
+    fn emit_loop(
+        &mut self,
+        var: VarId,
+        extent: &Extent,
+        body: &[Stmt],
+    ) -> Result<(), CodegenError> {
+        let n = self.extent(extent.clone());
+        if extent.max() >= 4 && self.mode == Mode::Scalar && self.vectorizable(var, body) {
+            self.hoist_uniform(var, body)?;
+            let start = self.vector_loop(var, n, body);
+            self.recips.clear();
+            let start = start?;
+            return self.scalar_loop(var, start, n, body);
+        }
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.scalar_loop(var, zero, n, body)
+    }
+
+    /// `for var in start..end { body }`.
+    fn scalar_loop(
+        &mut self,
+        var: VarId,
+        start: Value,
+        end: Value,
+        body: &[Stmt],
+    ) -> Result<(), CodegenError> {
+        let v = self.var(var);
+        self.b.def_var(v, start);
+        let header = self.b.create_block();
+        let block = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let i = self.b.use_var(v);
+        let go = self.b.ins().icmp(IntCC::SignedLessThan, i, end);
+        self.b.ins().brif(go, block, &[], exit, &[]);
+        self.b.switch_to_block(block);
+        self.memo.push(HashMap::new());
+        self.stmts(body)?;
+        self.memo.pop();
+        let i = self.b.use_var(v);
+        let next = self.b.ins().iadd_imm_s(i, 1);
+        self.b.def_var(v, next);
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// Four iterations at a time while they fit; returns the first index left for the tail.
+    /// Pure reductions run four vectors per iteration into separate accumulators (so the
+    /// combining instruction's latency overlaps), then one vector at a time.
+    fn vector_loop(
+        &mut self,
+        var: VarId,
+        end: Value,
+        body: &[Stmt],
+    ) -> Result<Value, CodegenError> {
+        self.depends = self.compute_depends(var);
+        let mut updated = Vec::new();
+        for s in body {
+            if let Stmt::AccUpdate { acc, combine, .. } = s
+                && !updated.iter().any(|(a, _)| a == acc)
+            {
+                updated.push((*acc, *combine));
+            }
+        }
+        let reduction_only = body.iter().all(|s| matches!(s, Stmt::AccUpdate { .. }));
+        let unroll = if reduction_only { 4 } else { 1 };
+        let mut sets: Vec<HashMap<AccId, Variable>> = Vec::with_capacity(unroll);
+        for _ in 0..unroll {
+            let mut set = HashMap::new();
+            for &(acc, combine) in &updated {
+                let dtype = self.acc_dtype(acc)?;
+                let float = class(dtype) == Class::Float;
+                let mut s = self.simd(true);
+                let init = match (combine, float) {
+                    (Combine::Add, true) => s.fc(0.0),
+                    (Combine::Add, false) => s.ic(0),
+                    (Combine::Max, true) => s.fc(f32::NEG_INFINITY),
+                    (Combine::Min, true) => s.fc(f32::INFINITY),
+                    (Combine::Max, false) => s.ic(i32::MIN),
+                    (Combine::Min, false) => s.ic(i32::MAX),
+                };
+                let ty = if float { types::F32X4 } else { types::I32X4 };
+                let x = self.b.declare_var(ty);
+                self.b.def_var(x, init);
+                set.insert(acc, x);
+            }
+            sets.push(set);
+        }
+        let v = self.var(var);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.def_var(v, zero);
+        let passes: &[usize] = if unroll > 1 { &[4, 1] } else { &[1] };
+        for &copies in passes {
+            let header = self.b.create_block();
+            let block = self.b.create_block();
+            let exit = self.b.create_block();
+            self.b.ins().jump(header, &[]);
+            self.b.switch_to_block(header);
+            let i = self.b.use_var(v);
+            let next = self.b.ins().iadd_imm_s(i, 4 * copies as i64);
+            let go = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, next, end);
+            self.b.ins().brif(go, block, &[], exit, &[]);
+            self.b.switch_to_block(block);
+            let i = self.b.use_var(v);
+            for (c, set) in sets.iter().enumerate().take(copies) {
+                let at = self.b.ins().iadd_imm_s(i, 4 * c as i64);
+                self.b.def_var(v, at);
+                self.vaccs = set.clone();
+                self.mode = Mode::Vector(var);
+                self.memo.push(HashMap::new());
+                let result = self.stmts(body);
+                self.memo.pop();
+                self.mode = Mode::Scalar;
+                result?;
+            }
+            let next = self.b.ins().iadd_imm_s(i, 4 * copies as i64);
+            self.b.def_var(v, next);
+            self.b.ins().jump(header, &[]);
+            self.b.switch_to_block(exit);
+        }
+        self.vaccs.clear();
+        for (acc, combine) in updated {
+            let dtype = self.acc_dtype(acc)?;
+            let mut vec = None;
+            for set in &sets {
+                let Some(&x) = set.get(&acc) else { continue };
+                let part = self.b.use_var(x);
+                vec = Some(match vec {
+                    None => part,
+                    Some(prev) => self.combine(combine, dtype, prev, part),
+                });
+            }
+            let Some(vec) = vec else { continue };
+            let lanes: Vec<Value> = (0..4).map(|l| self.b.ins().extractlane(vec, l)).collect();
+            let lo = self.combine(combine, dtype, lanes[0], lanes[1]);
+            let hi = self.combine(combine, dtype, lanes[2], lanes[3]);
+            let all = self.combine(combine, dtype, lo, hi);
+            let var = self.acc_var(acc)?;
+            let cur = self.b.use_var(var);
+            let new = self.combine(combine, dtype, cur, all);
+            self.b.def_var(var, new);
+        }
+        Ok(self.b.use_var(v))
+    }
+
+    /// Computes, before a vector loop over `var`, the largest subexpressions that do not move
+    /// with `var` (and read nothing the loop writes), as scalars and as broadcasts, and the
+    /// reciprocals of invariant divisors; the loop body then finds them in the memo.
+    fn hoist_uniform(&mut self, var: VarId, body: &[Stmt]) -> Result<(), CodegenError> {
+        self.depends = self.compute_depends(var);
+        let mut stored = 0u64;
+        let mut roots = Vec::new();
+        for s in body {
+            match s {
+                Stmt::Store { buf, value, .. } => {
+                    stored |= 1u64 << (buf.0 % 64);
+                    roots.push(*value);
+                }
+                Stmt::AccUpdate { value, .. } => roots.push(*value),
+                _ => {}
+            }
+        }
+        let mut seen = vec![false; self.k.exprs.len()];
+        while let Some(e) = roots.pop() {
+            let i = e.0 as usize;
+            if seen.get(i).copied().unwrap_or(true) {
+                continue;
+            }
+            seen[i] = true;
+            let hoistable = |me: &Self, x: ExprId| {
+                let j = x.0 as usize;
+                !me.depends.get(j).copied().unwrap_or(true)
+                    && !me.has_acc.get(j).copied().unwrap_or(true)
+                    && me.reads.get(j).is_some_and(|r| r & stored == 0)
+            };
+            if hoistable(self, e) {
+                if !matches!(self.k.expr(e), Some(Expr::Const { .. })) {
+                    let scalar = self.expr(e)?;
+                    let dtype = self
+                        .k
+                        .dtype_of(e)
+                        .ok_or_else(|| self.bad("dangling expression"))?;
+                    let wide = self.splat(dtype, scalar);
+                    if let Some(layer) = self.memo.last_mut() {
+                        layer.insert((e, true), wide);
+                    }
+                }
+                continue;
+            }
+            if let Some(&Expr::Binary {
+                op: BinaryOp::Div,
+                dtype,
+                rhs,
+                ..
+            }) = self.k.expr(e)
+                && class(dtype) == Class::Float
+                && hoistable(self, rhs)
+            {
+                let d = self.expr(rhs)?;
+                let one = self.b.ins().f32const(1.0);
+                let r = self.b.ins().fdiv(one, d);
+                let r = self.b.ins().splat(types::F32X4, r);
+                self.recips.insert(e, r);
+            }
+            roots.extend(self.k.operands(e));
+        }
+        Ok(())
+    }
+
+    /// Which expressions read memory that moves with `var`.
+    fn compute_depends(&self, var: VarId) -> Vec<bool> {
+        let mut dep = vec![false; self.k.exprs.len()];
+        for (i, e) in self.k.exprs.iter().enumerate() {
+            dep[i] = match e {
+                Expr::Load { index, .. } => index.coef(var) != 0,
+                _ => self
+                    .k
+                    .operands(ExprId(i as u32))
+                    .iter()
+                    .any(|o| dep.get(o.0 as usize).copied().unwrap_or(true)),
+            };
+        }
+        dep
+    }
+
+    /// True if the innermost loop over `var` with `body` has a four-lane form.
+    fn vectorizable(&self, var: VarId, body: &[Stmt]) -> bool {
+        if !self.caps.has_sse41 || self.caps.f32_lanes != 4 {
+            return false;
+        }
+        let dep = self.compute_depends(var);
+        let mut roots = Vec::new();
+        for s in body {
+            match s {
+                Stmt::Loop { .. } | Stmt::AccInit { .. } | Stmt::MicroKernel(_) => return false,
+                Stmt::Store { buf, index, value } => {
+                    let bool_buf = self.k.buf(*buf).is_none_or(|b| b.dtype == DType::Bool);
+                    if index.coef(var) != 1 || bool_buf {
+                        return false;
+                    }
+                    roots.push(*value);
+                }
+                Stmt::AccUpdate { value, .. } => roots.push(*value),
+            }
+        }
+        let mut seen = vec![false; self.k.exprs.len()];
+        while let Some(e) = roots.pop() {
+            let i = e.0 as usize;
+            if seen.get(i).copied().unwrap_or(true) {
+                continue;
+            }
+            seen[i] = true;
+            if self.has_acc.get(i).copied().unwrap_or(true) {
+                return false;
+            }
+            if !dep.get(i).copied().unwrap_or(false) {
+                continue; // computed once as a scalar and broadcast
+            }
+            let ok = match self.k.expr(e) {
+                Some(Expr::Load { buf, index }) => {
+                    index.coef(var) == 1 && self.k.buf(*buf).is_some_and(|b| b.dtype != DType::Bool)
+                }
+                Some(Expr::Binary {
+                    op: BinaryOp::Div,
+                    dtype: DType::I32,
+                    ..
+                }) => false,
+                Some(_) => true,
+                None => false,
+            };
+            if !ok {
+                return false;
+            }
+            roots.extend(self.k.operands(e));
+        }
+        true
+    }
+
+    /// The byte address of element `index` of `buf`.
+    fn address(&mut self, buf: BufId, index: &Index) -> Result<Value, CodegenError> {
+        let decl = *self
+            .k
+            .buf(buf)
+            .ok_or_else(|| self.bad(format!("unknown buffer {}", buf.0)))?;
+        let base = *self
+            .bases
+            .get(buf.0 as usize)
+            .ok_or_else(|| self.bad("buffer base missing"))?;
+        let size = i64::try_from(decl.dtype.size_bytes()).unwrap_or(1);
+        let mut addr = if index.offset != 0 {
+            self.b
+                .ins()
+                .iadd_imm_s(base, index.offset.wrapping_mul(size))
+        } else {
+            base
+        };
+        for &(v, c) in &index.terms {
+            let x = self.var(v);
+            let x = self.b.use_var(x);
+            let scaled = self.b.ins().imul_imm_s(x, c.wrapping_mul(size));
+            addr = self.b.ins().iadd(addr, scaled);
+        }
+        Ok(addr)
+    }
+
+    fn expr(&mut self, e: ExprId) -> Result<Value, CodegenError> {
+        let i = e.0 as usize;
+        let vector = self.vector();
+        let cacheable = !self.has_acc.get(i).copied().unwrap_or(true);
+        if cacheable {
+            for layer in self.memo.iter().rev() {
+                if let Some(&v) = layer.get(&(e, vector)) {
+                    return Ok(v);
+                }
+            }
+        }
+        let v = if vector && !self.depends.get(i).copied().unwrap_or(true) {
+            let saved = self.mode;
+            self.mode = Mode::Scalar;
+            let s = self.expr(e);
+            self.mode = saved;
+            let s = s?;
+            let dtype = self
+                .k
+                .dtype_of(e)
+                .ok_or_else(|| self.bad("dangling expression"))?;
+            self.splat(dtype, s)
+        } else {
+            self.compute(e)?
+        };
+        if cacheable && let Some(layer) = self.memo.last_mut() {
+            layer.insert((e, vector), v);
+        }
+        Ok(v)
+    }
+
+    /// Broadcasts a scalar of `dtype`'s class to four lanes.
+    fn splat(&mut self, dtype: DType, s: Value) -> Value {
+        match class(dtype) {
+            Class::Float => self.b.ins().splat(types::F32X4, s),
+            Class::Int => self.b.ins().splat(types::I32X4, s),
+            Class::Bool => {
+                let wide = self.b.ins().uextend(types::I32, s);
+                let mask = self.b.ins().ineg(wide);
+                self.b.ins().splat(types::I32X4, mask)
+            }
+        }
+    }
+
+    fn compute(&mut self, e: ExprId) -> Result<Value, CodegenError> {
+        let expr = self
+            .k
+            .expr(e)
+            .ok_or_else(|| self.bad("dangling expression"))?
+            .clone();
+        let vector = self.vector();
+        match expr {
+            Expr::Const { dtype, bits } => {
+                let value = f64::from_bits(bits);
+                let mut s = self.simd(vector);
+                Ok(match class(dtype) {
+                    Class::Float => s.fc(value as f32),
+                    Class::Int => s.ic(value as i32),
+                    Class::Bool => {
+                        let on = value != 0.0 && !value.is_nan();
+                        if vector {
+                            s.ic(if on { -1 } else { 0 })
+                        } else {
+                            s.b.ins().iconst(types::I8, i64::from(on))
+                        }
+                    }
+                })
+            }
+            Expr::Load { buf, index } => self.load(buf, &index),
+            Expr::Acc(a) => {
+                let var = self.acc_var(a)?;
+                let v = self.b.use_var(var);
+                match self.k.accs.get(a.0 as usize) {
+                    Some(&d) if vector => Ok(self.splat(d, v)),
+                    _ => Ok(v),
+                }
+            }
+            Expr::Unary { op, dtype, arg } => {
+                let x = self.expr(arg)?;
+                self.unary(op, dtype, x)
+            }
+            Expr::Binary {
+                op,
+                dtype,
+                lhs,
+                rhs,
+            } => {
+                let a = self.expr(lhs)?;
+                if vector && let Some(&r) = self.recips.get(&e) {
+                    // Division by a loop-invariant divisor: multiply by its reciprocal.
+                    let q = self.b.ins().fmul(a, r);
+                    return Ok(self.round(dtype, q));
+                }
+                let c = self.expr(rhs)?;
+                self.binary(op, dtype, a, c)
+            }
+            Expr::Compare {
+                op,
+                operand,
+                lhs,
+                rhs,
+            } => {
+                let a = self.expr(lhs)?;
+                let c = self.expr(rhs)?;
+                Ok(self.compare(op, operand, a, c))
+            }
+            Expr::Select {
+                cond,
+                on_true,
+                on_false,
+                ..
+            } => {
+                let c = self.expr(cond)?;
+                let t = self.expr(on_true)?;
+                let f = self.expr(on_false)?;
+                Ok(self.simd(vector).sel(c, t, f))
+            }
+            Expr::Cast { from, to, arg } => {
+                let x = self.expr(arg)?;
+                Ok(self.cast(from, to, x))
+            }
+        }
+    }
+
+    /// Rounds a float result to `dtype` (f16/bf16 values live in f32 registers).
+    fn round(&mut self, dtype: DType, x: Value) -> Value {
+        let vector = self.vector();
+        let mut s = self.simd(vector);
+        match dtype {
+            DType::F16 => convert::round_f16(&mut s, x),
+            DType::BF16 => convert::round_bf16(&mut s, x),
+            _ => x,
+        }
+    }
+
+    fn unary(&mut self, op: UnaryOp, dtype: DType, x: Value) -> Result<Value, CodegenError> {
+        let vector = self.vector();
+        match class(dtype) {
+            Class::Float => {
+                let mut s = self.simd(vector);
+                let r = match op {
+                    UnaryOp::Neg => s.b.ins().fneg(x),
+                    UnaryOp::Abs => s.b.ins().fabs(x),
+                    UnaryOp::Exp => math::exp(&mut s, x),
+                    UnaryOp::Log => math::log(&mut s, x),
+                    UnaryOp::Sqrt => s.b.ins().sqrt(x),
+                    UnaryOp::Rsqrt => {
+                        let r = s.b.ins().sqrt(x);
+                        let one = s.fc(1.0);
+                        s.b.ins().fdiv(one, r)
+                    }
+                    UnaryOp::Tanh => math::tanh(&mut s, x),
+                    UnaryOp::Sigmoid => math::sigmoid(&mut s, x),
+                    UnaryOp::Relu => {
+                        let zero = s.fc(0.0);
+                        s.b.ins().fmax(x, zero)
+                    }
+                    UnaryOp::Gelu => math::gelu(&mut s, x),
+                };
+                Ok(self.round(dtype, r))
+            }
+            Class::Int => {
+                let mut s = self.simd(vector);
+                match op {
+                    UnaryOp::Neg => Ok(s.b.ins().ineg(x)),
+                    UnaryOp::Abs => Ok(s.b.ins().iabs(x)),
+                    UnaryOp::Relu => {
+                        let zero = s.ic(0);
+                        Ok(s.b.ins().smax(x, zero))
+                    }
+                    _ => Err(CodegenError::UnsupportedOp {
+                        op: op.name().into(),
+                        dtype,
+                    }),
+                }
+            }
+            Class::Bool => Err(CodegenError::UnsupportedOp {
+                op: op.name().into(),
+                dtype,
+            }),
+        }
+    }
+
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        dtype: DType,
+        a: Value,
+        c: Value,
+    ) -> Result<Value, CodegenError> {
+        let vector = self.vector();
+        match class(dtype) {
+            Class::Float => {
+                let r = match op {
+                    BinaryOp::Add => self.b.ins().fadd(a, c),
+                    BinaryOp::Sub => self.b.ins().fsub(a, c),
+                    BinaryOp::Mul => self.b.ins().fmul(a, c),
+                    BinaryOp::Div => self.b.ins().fdiv(a, c),
+                    BinaryOp::Max => self.b.ins().fmax(a, c),
+                    BinaryOp::Min => self.b.ins().fmin(a, c),
+                    BinaryOp::Pow => self.pow(a, c),
+                };
+                Ok(self.round(dtype, r))
+            }
+            Class::Int => Ok(match op {
+                BinaryOp::Add => self.b.ins().iadd(a, c),
+                BinaryOp::Sub => self.b.ins().isub(a, c),
+                BinaryOp::Mul => self.b.ins().imul(a, c),
+                BinaryOp::Max => self.b.ins().smax(a, c),
+                BinaryOp::Min => self.b.ins().smin(a, c),
+                BinaryOp::Div if !vector => self.int_div(a, c),
+                BinaryOp::Div | BinaryOp::Pow => {
+                    return Err(CodegenError::UnsupportedOp {
+                        op: op.name().into(),
+                        dtype,
+                    });
+                }
+            }),
+            Class::Bool => Err(CodegenError::UnsupportedOp {
+                op: op.name().into(),
+                dtype,
+            }),
+        }
+    }
+
+    /// Truncating i32 division where `x / 0 = 0` and `MIN / -1 = MIN` (wrapping), never trapping.
+    fn int_div(&mut self, a: Value, c: Value) -> Value {
+        let zero = self.b.ins().icmp_imm_s(IntCC::Equal, c, 0);
+        let minus_one = self.b.ins().icmp_imm_s(IntCC::Equal, c, -1);
+        let risky = self.b.ins().bor(zero, minus_one);
+        let one = self.b.ins().iconst(types::I32, 1);
+        let safe = self.b.ins().select(risky, one, c);
+        let q = self.b.ins().sdiv(a, safe);
+        let neg = self.b.ins().ineg(a);
+        let q = self.b.ins().select(minus_one, neg, q);
+        let z = self.b.ins().iconst(types::I32, 0);
+        self.b.ins().select(zero, z, q)
+    }
+
+    /// `a ^ b` through the host's `powf`, lane by lane.
+    fn pow(&mut self, a: Value, c: Value) -> Value {
+        if !self.vector() {
+            let call = self.b.ins().call(self.pow, &[a, c]);
+            return self.b.inst_results(call)[0];
+        }
+        let mut out = None;
+        for lane in 0..4u8 {
+            let x = self.b.ins().extractlane(a, lane);
+            let y = self.b.ins().extractlane(c, lane);
+            let call = self.b.ins().call(self.pow, &[x, y]);
+            let r = self.b.inst_results(call)[0];
+            out = Some(match out {
+                None => self.b.ins().splat(types::F32X4, r),
+                Some(v) => self.b.ins().insertlane(v, r, lane),
+            });
+        }
+        out.unwrap_or(a)
+    }
+
+    fn compare(&mut self, op: CompareOp, operand: DType, a: Value, c: Value) -> Value {
+        match class(operand) {
+            Class::Float => {
+                let cc = match op {
+                    CompareOp::Eq => FloatCC::Equal,
+                    CompareOp::Ne => FloatCC::NotEqual,
+                    CompareOp::Lt => FloatCC::LessThan,
+                    CompareOp::Le => FloatCC::LessThanOrEqual,
+                    CompareOp::Gt => FloatCC::GreaterThan,
+                    CompareOp::Ge => FloatCC::GreaterThanOrEqual,
+                };
+                self.b.ins().fcmp(cc, a, c)
+            }
+            Class::Int | Class::Bool => {
+                let signed = class(operand) == Class::Int;
+                let cc = match (op, signed) {
+                    (CompareOp::Eq, _) => IntCC::Equal,
+                    (CompareOp::Ne, _) => IntCC::NotEqual,
+                    (CompareOp::Lt, true) => IntCC::SignedLessThan,
+                    (CompareOp::Le, true) => IntCC::SignedLessThanOrEqual,
+                    (CompareOp::Gt, true) => IntCC::SignedGreaterThan,
+                    (CompareOp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
+                    (CompareOp::Lt, false) => IntCC::UnsignedLessThan,
+                    (CompareOp::Le, false) => IntCC::UnsignedLessThanOrEqual,
+                    (CompareOp::Gt, false) => IntCC::UnsignedGreaterThan,
+                    (CompareOp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
+                };
+                self.b.ins().icmp(cc, a, c)
+            }
+        }
+    }
+
+    fn cast(&mut self, from: DType, to: DType, x: Value) -> Value {
+        let vector = self.vector();
+        let (fty, ity) = if vector {
+            (types::F32X4, types::I32X4)
+        } else {
+            (types::F32, types::I32)
+        };
+        match (class(from), class(to)) {
+            (Class::Float, Class::Float) => self.round(to, x),
+            (Class::Float, Class::Int) => self.b.ins().fcvt_to_sint_sat(ity, x),
+            (Class::Float, Class::Bool) => {
+                // `x < 0 || x > 0`: false for NaN (x86 has no vector `one`).
+                let zero = self.simd(vector).fc(0.0);
+                let lt = self.b.ins().fcmp(FloatCC::LessThan, x, zero);
+                let gt = self.b.ins().fcmp(FloatCC::GreaterThan, x, zero);
+                self.b.ins().bor(lt, gt)
+            }
+            (Class::Int, Class::Float) => {
+                let f = self.b.ins().fcvt_from_sint(fty, x);
+                self.round(to, f)
+            }
+            (Class::Int, Class::Int) | (Class::Bool, Class::Bool) => x,
+            (Class::Int, Class::Bool) => {
+                let mut s = self.simd(vector);
+                math::nonzero_int(&mut s, x)
+            }
+            (Class::Bool, Class::Int) => self.bool_to_int(x),
+            (Class::Bool, Class::Float) => {
+                let i = self.bool_to_int(x);
+                self.b.ins().fcvt_from_sint(fty, i)
+            }
+        }
+    }
+
+    /// A bool (`i8` 0/1, or an `i32x4` mask) as `i32` 0/1 lanes.
+    fn bool_to_int(&mut self, x: Value) -> Value {
+        if self.vector() {
+            let one = self.simd(true).ic(1);
+            self.b.ins().band(x, one)
+        } else {
+            self.b.ins().uextend(types::I32, x)
+        }
+    }
+
+    fn load(&mut self, buf: BufId, index: &Index) -> Result<Value, CodegenError> {
+        let dtype = self
+            .k
+            .buf(buf)
+            .ok_or_else(|| self.bad("unknown buffer"))?
+            .dtype;
+        let addr = self.address(buf, index)?;
+        let vector = self.vector();
+        let v = match (dtype, vector) {
+            (DType::F32, false) => self.b.ins().load(types::F32, mem(), addr, 0),
+            (DType::I32, false) => self.b.ins().load(types::I32, mem(), addr, 0),
+            (DType::Bool, false) => self.b.ins().load(types::I8, mem(), addr, 0),
+            (DType::F32, true) => self.b.ins().load(types::F32X4, mem(), addr, 0),
+            (DType::I32, true) => self.b.ins().load(types::I32X4, mem(), addr, 0),
+            (DType::F16 | DType::BF16, _) => {
+                let bits = if vector {
+                    self.b.ins().uload16x4(mem(), addr, 0)
+                } else {
+                    self.b.ins().uload16(types::I32, mem(), addr, 0)
+                };
+                let mut s = self.simd(vector);
+                if dtype == DType::F16 {
+                    convert::f16_bits_to_f32(&mut s, bits)
+                } else {
+                    convert::bf16_bits_to_f32(&mut s, bits)
+                }
+            }
+            (DType::Bool, true) => return Err(self.bad("bool loads have no vector form")),
+        };
+        Ok(v)
+    }
+
+    /// An `mr x nr` register tile: `mr * nr / 4` f32x4 accumulators, one broadcast of A and
+    /// `nr / 4` loads of B per step, fused multiply-adds; full tiles store with vectors, edge
+    /// tiles through a stack copy.
+    fn micro_kernel(&mut self, mk: &MicroKernel) -> Result<(), CodegenError> {
+        let (mr, nv) = (mk.mr as usize, (mk.nr / 4) as usize);
+        if mr == 0 || nv == 0 || !mk.nr.is_multiple_of(4) {
+            return Err(self.bad(format!("bad register tile {}x{}", mk.mr, mk.nr)));
+        }
+        let a_base = self.address(mk.a, &mk.a_at)?;
+        let b_base = self.address(mk.b, &mk.b_at)?;
+        let depth = self.extent(mk.depth.clone());
+        let zero = self.simd(true).fc(0.0);
+        let accs: Vec<Variable> = (0..mr * nv)
+            .map(|_| {
+                let v = self.b.declare_var(types::F32X4);
+                self.b.def_var(v, zero);
+                v
+            })
+            .collect();
+        // for p in 0..depth, walking both panel pointers.
+        let pa = self.b.declare_var(types::I64);
+        let pb = self.b.declare_var(types::I64);
+        let left = self.b.declare_var(types::I64);
+        self.b.def_var(pa, a_base);
+        self.b.def_var(pb, b_base);
+        self.b.def_var(left, depth);
+        // One step per iteration: unrolling makes cranelift load every step's operands first
+        // and spill them.
+        self.tile_steps(mk, &accs, [pa, pb, left], 1);
+
+        // Store: C = acc where `first` is 0, C += acc elsewhere.
+        let c_index = mk.c_row.scale(mk.ldc).add(&mk.c_col);
+        let c_base = self.address(mk.c, &c_index)?;
+        let first = self.index_value(&mk.first);
+        let is_first = self.b.ins().icmp_imm_s(IntCC::Equal, first, 0);
+        let rows = self.extent(mk.rows.clone());
+        let cols = self.extent(mk.cols.clone());
+        let full_rows = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::Equal, rows, i64::from(mk.mr));
+        let full_cols = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::Equal, cols, i64::from(mk.nr));
+        let full = self.b.ins().band(full_rows, full_cols);
+        let full_block = self.b.create_block();
+        let edge_block = self.b.create_block();
+        let done = self.b.create_block();
+        self.b.ins().brif(full, full_block, &[], edge_block, &[]);
+
+        self.b.switch_to_block(full_block);
+        let wide = self.b.ins().uextend(types::I32, is_first);
+        let wide = self.b.ins().ineg(wide);
+        let mask = self.b.ins().splat(types::I32X4, wide);
+        let mask = self.b.ins().bitcast(types::F32X4, le(), mask);
+        for i in 0..mr {
+            for v in 0..nv {
+                let offset = (i as i64 * mk.ldc + 4 * v as i64) * 4;
+                let ptr = self.b.ins().iadd_imm_s(c_base, offset);
+                let old = self.b.ins().load(types::F32X4, mem(), ptr, 0);
+                let base = self.b.ins().bitselect(mask, zero, old);
+                let acc = self.b.use_var(accs[i * nv + v]);
+                let new = self.b.ins().fadd(acc, base);
+                self.b.ins().store(mem(), new, ptr, 0);
+            }
+        }
+        self.b.ins().jump(done, &[]);
+
+        self.b.switch_to_block(edge_block);
+        let slot = self
+            .b
+            .create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
+                cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
+                u32::try_from(mr * nv * 16).unwrap_or(u32::MAX),
+                4,
+            ));
+        for (j, &acc) in accs.iter().enumerate() {
+            let acc = self.b.use_var(acc);
+            self.b
+                .ins()
+                .stack_store(types::I64, acc, slot, i32::try_from(j * 16).unwrap_or(0));
+        }
+        let tile = self.b.ins().stack_addr(types::I64, slot, 0);
+        // for i in 0..rows, j in 0..cols: c[i*ldc + j] = tile[i*nr + j] + (first ? 0 : c[..]).
+        let i_var = self.b.declare_var(types::I64);
+        let j_var = self.b.declare_var(types::I64);
+        let zero64 = self.b.ins().iconst(types::I64, 0);
+        self.b.def_var(i_var, zero64);
+        let ih = self.b.create_block();
+        let ib = self.b.create_block();
+        let jh = self.b.create_block();
+        let jb = self.b.create_block();
+        let jx = self.b.create_block();
+        self.b.ins().jump(ih, &[]);
+        self.b.switch_to_block(ih);
+        let i = self.b.use_var(i_var);
+        let go = self.b.ins().icmp(IntCC::SignedLessThan, i, rows);
+        self.b.ins().brif(go, ib, &[], done, &[]);
+        self.b.switch_to_block(ib);
+        let zero64 = self.b.ins().iconst(types::I64, 0);
+        self.b.def_var(j_var, zero64);
+        self.b.ins().jump(jh, &[]);
+        self.b.switch_to_block(jh);
+        let j = self.b.use_var(j_var);
+        let go = self.b.ins().icmp(IntCC::SignedLessThan, j, cols);
+        self.b.ins().brif(go, jb, &[], jx, &[]);
+        self.b.switch_to_block(jb);
+        let i = self.b.use_var(i_var);
+        let j = self.b.use_var(j_var);
+        let t_off = self.b.ins().imul_imm_s(i, i64::from(mk.nr));
+        let t_off = self.b.ins().iadd(t_off, j);
+        let t_off = self.b.ins().imul_imm_s(t_off, 4);
+        let t_ptr = self.b.ins().iadd(tile, t_off);
+        let value = self.b.ins().load(types::F32, mem(), t_ptr, 0);
+        let c_off = self.b.ins().imul_imm_s(i, mk.ldc);
+        let c_off = self.b.ins().iadd(c_off, j);
+        let c_off = self.b.ins().imul_imm_s(c_off, 4);
+        let c_ptr = self.b.ins().iadd(c_base, c_off);
+        let old = self.b.ins().load(types::F32, mem(), c_ptr, 0);
+        let fzero = self.b.ins().f32const(0.0);
+        let base = self.b.ins().select(is_first, fzero, old);
+        let new = self.b.ins().fadd(value, base);
+        self.b.ins().store(mem(), new, c_ptr, 0);
+        let j = self.b.ins().iadd_imm_s(j, 1);
+        self.b.def_var(j_var, j);
+        self.b.ins().jump(jh, &[]);
+        self.b.switch_to_block(jx);
+        let i = self.b.use_var(i_var);
+        let i = self.b.ins().iadd_imm_s(i, 1);
+        self.b.def_var(i_var, i);
+        self.b.ins().jump(ih, &[]);
+        self.b.switch_to_block(done);
+        Ok(())
+    }
+
+    /// `while left >= unroll { unroll steps of the tile }`, advancing the panel pointers.
+    fn tile_steps(
+        &mut self,
+        mk: &MicroKernel,
+        accs: &[Variable],
+        [pa, pb, left]: [Variable; 3],
+        unroll: i64,
+    ) {
+        let (mr, nv) = (mk.mr as usize, (mk.nr / 4) as usize);
+        let header = self.b.create_block();
+        let block = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let l = self.b.use_var(left);
+        let go = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, l, unroll);
+        self.b.ins().brif(go, block, &[], exit, &[]);
+        self.b.switch_to_block(block);
+        let a_ptr = self.b.use_var(pa);
+        let b_ptr = self.b.use_var(pb);
+        for step in 0..unroll as usize {
+            let b_off = step * mk.nr as usize * 4;
+            let a_off = step * mr * 4;
+            // The panels are not written while tiles run: their loads may move next to their uses
+            // (cranelift keeps side-effecting loads in order, which would keep every value live).
+            let panel = mem().with_readonly().with_can_move();
+            let bv: Vec<Value> = (0..nv)
+                .map(|v| {
+                    self.b.ins().load(
+                        types::F32X4,
+                        panel,
+                        b_ptr,
+                        i32::try_from(b_off + 16 * v).unwrap_or(0),
+                    )
+                })
+                .collect();
+            for i in 0..mr {
+                let a = self.b.ins().load(
+                    types::F32,
+                    panel,
+                    a_ptr,
+                    i32::try_from(a_off + 4 * i).unwrap_or(0),
+                );
+                let a = self.b.ins().splat(types::F32X4, a);
+                for (v, &b) in bv.iter().enumerate() {
+                    let acc = self.b.use_var(accs[i * nv + v]);
+                    let r = self.simd(true).mul_add(a, b, acc);
+                    self.b.def_var(accs[i * nv + v], r);
+                }
+            }
+        }
+        let a_next = self
+            .b
+            .ins()
+            .iadd_imm_s(a_ptr, i64::from(mk.mr) * 4 * unroll);
+        let b_next = self
+            .b
+            .ins()
+            .iadd_imm_s(b_ptr, i64::from(mk.nr) * 4 * unroll);
+        self.b.def_var(pa, a_next);
+        self.b.def_var(pb, b_next);
+        let l = self.b.use_var(left);
+        let l = self.b.ins().iadd_imm_s(l, -unroll);
+        self.b.def_var(left, l);
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    fn store(&mut self, buf: BufId, index: &Index, v: Value) -> Result<(), CodegenError> {
+        let dtype = self
+            .k
+            .buf(buf)
+            .ok_or_else(|| self.bad("unknown buffer"))?
+            .dtype;
+        let addr = self.address(buf, index)?;
+        let vector = self.vector();
+        match dtype {
+            DType::F32 | DType::I32 | DType::Bool => {
+                if vector && dtype == DType::Bool {
+                    return Err(self.bad("bool stores have no vector form"));
+                }
+                self.b.ins().store(mem(), v, addr, 0);
+            }
+            DType::F16 | DType::BF16 => {
+                let mut s = self.simd(vector);
+                let bits = if dtype == DType::F16 {
+                    convert::f32_to_f16_bits(&mut s, v)
+                } else {
+                    convert::f32_to_bf16_bits(&mut s, v)
+                };
+                if vector {
+                    let packed = self.b.ins().unarrow(bits, bits);
+                    let wide = self.b.ins().bitcast(types::I64X2, le(), packed);
+                    let low = self.b.ins().extractlane(wide, 0);
+                    self.b.ins().store(mem(), low, addr, 0);
+                } else {
+                    self.b.ins().istore16(mem(), bits, addr, 0);
+                }
+            }
+        }
+        Ok(())
+    }
+}

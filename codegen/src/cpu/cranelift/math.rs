@@ -1,0 +1,199 @@
+//! Vectorizable f32 transcendentals: Cephes-style range reduction plus polynomials, written once
+//! for one lane or four. Their error against f64 is measured by the `math` tests (max relative
+//! error over the whole f32 range, including inf, NaN and large negatives).
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+
+use super::simd::Simd;
+
+/// `e^x`: exact 0 below the subnormal range, inf above `ln(f32::MAX)`, NaN kept.
+pub fn exp(s: &mut Simd, x: Value) -> Value {
+    // Clamp by compare and select (NaN stays NaN); cranelift's NaN-propagating fmax/fmin cost
+    // several instructions each on x86.
+    let lo = s.fc(-104.0);
+    let hi = s.fc(89.0);
+    let below = s.fcmp(FloatCC::LessThan, x, lo);
+    let x = s.sel(below, lo, x);
+    let above = s.fcmp(FloatCC::GreaterThan, x, hi);
+    let x = s.sel(above, hi, x);
+    let log2e = s.fc(std::f32::consts::LOG2_E);
+    let t = s.b.ins().fmul(x, log2e);
+    let n = s.b.ins().nearest(t);
+    let neg_n = s.b.ins().fneg(n);
+    let r = s.mul_add_c(neg_n, 0.693_359_4, x);
+    let r = s.mul_add_c(neg_n, -2.121_944_4e-4, r);
+    let p = s.horner(
+        r,
+        &[
+            1.987_569_1e-4,
+            1.398_199_9e-3,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            1.666_666_5e-1,
+            0.5,
+        ],
+    );
+    let r2 = s.b.ins().fmul(r, r);
+    let y = s.mul_add(p, r2, r);
+    let one = s.fc(1.0);
+    let y = s.b.ins().fadd(y, one);
+    // Scale by 2^n in two steps so that both factors are normal numbers (n is in [-150, 128]).
+    // `n` is integral and within [-150, 128], or NaN (then `y` is NaN and the scale does not
+    // matter): the plain truncating conversion suffices for vectors.
+    let ni = if s.vector {
+        s.b.ins().x86_cvtt2dq(types::I32X4, n)
+    } else {
+        s.b.ins().fcvt_to_sint_sat(types::I32, n)
+    };
+    let n1 = s.sshr(ni, 1);
+    let n2 = s.b.ins().isub(ni, n1);
+    let s1 = pow2i(s, n1);
+    let s2 = pow2i(s, n2);
+    let y = s.b.ins().fmul(y, s1);
+    s.b.ins().fmul(y, s2)
+}
+
+/// `2^n` for integer lanes `n` in the normal exponent range.
+fn pow2i(s: &mut Simd, n: Value) -> Value {
+    let bias = s.ic(127);
+    let e = s.b.ins().iadd(n, bias);
+    let bits = s.shl(e, 23);
+    s.as_float(bits)
+}
+
+/// Natural logarithm: NaN below 0 and for NaN, -inf at ±0, inf at inf; subnormals handled.
+pub fn log(s: &mut Simd, x: Value) -> Value {
+    let min_normal = s.fc(f32::MIN_POSITIVE);
+    let is_sub = s.fcmp(FloatCC::LessThan, x, min_normal);
+    let scale = s.fc(8_388_608.0);
+    let scaled = s.b.ins().fmul(x, scale);
+    let xs = s.sel(is_sub, scaled, x);
+    let u = s.as_int(xs);
+    let e = s.ushr(u, 23);
+    let byte = s.ic(0xff);
+    let e = s.b.ins().band(e, byte);
+    let bias = s.ic(126);
+    let e = s.b.ins().isub(e, bias);
+    let (sub_adj, zero) = (s.ic(23), s.ic(0));
+    let adj = s.sel(is_sub, sub_adj, zero);
+    let e = s.b.ins().isub(e, adj);
+    let mant_mask = s.ic(0x007f_ffff);
+    let m = s.b.ins().band(u, mant_mask);
+    let half_bits = s.ic(0x3f00_0000);
+    let m = s.b.ins().bor(m, half_bits);
+    let m = s.as_float(m);
+    let sqrt_half = s.fc(std::f32::consts::FRAC_1_SQRT_2);
+    let small = s.fcmp(FloatCC::LessThan, m, sqrt_half);
+    let one_i = s.ic(1);
+    let dec = s.sel(small, one_i, zero);
+    let e = s.b.ins().isub(e, dec);
+    let m2 = s.b.ins().fadd(m, m);
+    let m = s.sel(small, m2, m);
+    let one = s.fc(1.0);
+    let m = s.b.ins().fsub(m, one);
+    let fty = s.fty();
+    let ef = s.b.ins().fcvt_from_sint(fty, e);
+    let z = s.b.ins().fmul(m, m);
+    let p = s.horner(
+        m,
+        &[
+            7.037_683_6e-2,
+            -1.151_461e-1,
+            1.167_699_9e-1,
+            -1.242_014_1e-1,
+            1.424_932_3e-1,
+            -1.666_805_8e-1,
+            2.000_071_4e-1,
+            -2.499_999_4e-1,
+            0.333_333_3,
+        ],
+    );
+    let mz = s.b.ins().fmul(m, z);
+    let y = s.b.ins().fmul(mz, p);
+    let y = s.mul_add_c(ef, -2.121_944_4e-4, y);
+    let y = s.mul_add_c(z, -0.5, y);
+    let r = s.b.ins().fadd(m, y);
+    let r = s.mul_add_c(ef, 0.693_359_4, r);
+    let inf = s.fc(f32::INFINITY);
+    let is_inf = s.fcmp(FloatCC::Equal, x, inf);
+    let r = s.sel(is_inf, inf, r);
+    let fzero = s.fc(0.0);
+    let is_zero = s.fcmp(FloatCC::Equal, x, fzero);
+    let neg_inf = s.fc(f32::NEG_INFINITY);
+    let r = s.sel(is_zero, neg_inf, r);
+    let bad = s.fcmp(FloatCC::UnorderedOrLessThan, x, fzero);
+    let nan = s.fc(f32::NAN);
+    s.sel(bad, nan, r)
+}
+
+/// Hyperbolic tangent: a polynomial below |x| = 0.625, `1 - 2 / (e^2|x| + 1)` above.
+pub fn tanh(s: &mut Simd, x: Value) -> Value {
+    let z = s.b.ins().fmul(x, x);
+    let p = s.horner(
+        z,
+        &[
+            -0.005_704_988_7,
+            2.063_909e-2,
+            -5.373_971_6e-2,
+            1.333_144_2e-1,
+            -0.333_332_8,
+        ],
+    );
+    let pz = s.b.ins().fmul(p, z);
+    let small = s.mul_add(pz, x, x);
+    let ax = s.b.ins().fabs(x);
+    let two_ax = s.b.ins().fadd(ax, ax);
+    let e = exp(s, two_ax);
+    let one = s.fc(1.0);
+    let two = s.fc(2.0);
+    let e1 = s.b.ins().fadd(e, one);
+    let q = s.b.ins().fdiv(two, e1);
+    let big = s.b.ins().fsub(one, q);
+    // copysign by bits (cranelift has no vector `fcopysign` on x86): `big` is never negative.
+    let big_bits = s.as_int(big);
+    let x_bits = s.as_int(x);
+    let sign_mask = s.ic(i32::MIN);
+    let sign = s.b.ins().band(x_bits, sign_mask);
+    let big_bits = s.b.ins().bor(big_bits, sign);
+    let big = s.as_float(big_bits);
+    let limit = s.fc(0.625);
+    let is_small = s.fcmp(FloatCC::LessThan, ax, limit);
+    s.sel(is_small, small, big)
+}
+
+/// `1 / (1 + e^-x)`, as `e^x / (1 + e^x)` for negative `x` so that no `exp` overflows.
+pub fn sigmoid(s: &mut Simd, x: Value) -> Value {
+    let ax = s.b.ins().fabs(x);
+    let nax = s.b.ins().fneg(ax);
+    let e = exp(s, nax);
+    let one = s.fc(1.0);
+    let d = s.b.ins().fadd(e, one);
+    let pos = s.b.ins().fdiv(one, d);
+    let neg = s.b.ins().fmul(e, pos);
+    let zero = s.fc(0.0);
+    let is_neg = s.fcmp(FloatCC::LessThan, x, zero);
+    s.sel(is_neg, neg, pos)
+}
+
+/// GELU (tanh form) as `x * sigmoid(2u)`, `u = sqrt(2/pi) (x + 0.044715 x^3)`: the same function
+/// as `0.5 x (1 + tanh(u))` without its cancellation for negative `x`; `gelu(-inf) = -0`.
+pub fn gelu(s: &mut Simd, x: Value) -> Value {
+    let x2 = s.b.ins().fmul(x, x);
+    let x3 = s.b.ins().fmul(x2, x);
+    let inner = s.mul_add_c(x3, 0.044_715, x);
+    let k = s.fc(2.0 * 0.797_884_6);
+    let t = s.b.ins().fmul(inner, k);
+    let sg = sigmoid(s, t);
+    let r = s.b.ins().fmul(x, sg);
+    let neg_inf = s.fc(f32::NEG_INFINITY);
+    let is_neg_inf = s.fcmp(FloatCC::Equal, x, neg_inf);
+    let neg_zero = s.fc(-0.0);
+    s.sel(is_neg_inf, neg_zero, r)
+}
+
+/// `x` with its integer lanes compared to zero: used by callers that need `x != 0`.
+pub fn nonzero_int(s: &mut Simd, x: Value) -> Value {
+    let zero = s.ic(0);
+    s.icmp(IntCC::NotEqual, x, zero)
+}

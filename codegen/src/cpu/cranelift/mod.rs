@@ -1,0 +1,252 @@
+//! The cranelift tier: loop kernels JIT-compiled for the host CPU.
+//!
+//! Every phase of a kernel becomes one function with the uniform ABI
+//! `extern "C" fn(bufs: *const *mut u8, row_begin: u64, row_end: u64)`: `bufs` holds one pointer
+//! per [`BufDecl`] of the artifact (inputs, outputs, scratch and call-local buffers, in declared
+//! order), and the call computes rows `row_begin..row_end` of that phase (see [`Phase`]). Phases
+//! run in order, each after the previous one finished on every thread.
+
+pub mod convert;
+pub mod emit;
+pub mod math;
+pub mod simd;
+
+use std::sync::Mutex;
+
+use cranelift_codegen::ir::{AbiParam, types};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{Linkage, Module};
+use tcc_ir::{Bindings, Kernel, Tier};
+
+use crate::backend::Backend;
+use crate::cpu::target::{self, CpuCaps};
+use crate::error::CodegenError;
+use crate::loops::{BufDecl, GemmTiles, LoopKernel, LowerOptions, Phase, lower_graph, split_rows};
+
+/// Rows of a strip-mined flat loop: the unit of work a thread takes.
+pub const STRIP: u64 = 4096;
+
+/// `powf` for JIT'd code (cranelift has no `pow` instruction).
+extern "C" fn tcc_powf(a: f32, b: f32) -> f32 {
+    a.powf(b)
+}
+
+/// The cranelift code generator for the host CPU.
+pub struct CraneliftBackend {
+    isa: OwnedTargetIsa,
+    caps: CpuCaps,
+    options: LowerOptions,
+}
+
+impl std::fmt::Debug for CraneliftBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CraneliftBackend")
+            .field("caps", &self.caps)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// One compiled phase: its function's address, its rows and its amount of work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhaseFn {
+    /// Address of the function with the uniform ABI; valid while its [`CpuKernel`] lives.
+    pub entry: usize,
+    /// Rows the phase may be split into (1: call it once with `(0, 1)`).
+    pub rows: u64,
+    /// Innermost iterations of all rows: how much work the phase is.
+    pub work: u64,
+}
+
+/// A compiled kernel: JIT'd code plus what the runtime needs to call it.
+pub struct CpuKernel {
+    name: String,
+    bufs: Vec<BufDecl>,
+    phases: Vec<PhaseFn>,
+    module: Mutex<JITModule>,
+}
+
+impl std::fmt::Debug for CpuKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuKernel")
+            .field("name", &self.name)
+            .field("phases", &self.phases)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CpuKernel {
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The buffers the function expects, in pointer-array order.
+    pub fn buffers(&self) -> &[BufDecl] {
+        &self.bufs
+    }
+
+    /// The phases, in the order they must run.
+    pub fn phases(&self) -> &[PhaseFn] {
+        &self.phases
+    }
+
+    /// Gives up the code's memory owner; the caller frees it (after the last call) with
+    /// `JITModule::free_memory`. Dropping a `CpuKernel` without doing so leaks the code.
+    pub fn into_module(self) -> JITModule {
+        self.module
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl CraneliftBackend {
+    /// A backend for the host CPU with the default lowering.
+    pub fn new() -> Result<CraneliftBackend, CodegenError> {
+        CraneliftBackend::with_options(LowerOptions::default())
+    }
+
+    /// A backend for the host CPU with the given lowering options.
+    pub fn with_options(options: LowerOptions) -> Result<CraneliftBackend, CodegenError> {
+        let (isa, caps) = target::host()?;
+        Ok(CraneliftBackend { isa, caps, options })
+    }
+
+    /// The same backend with FMA use switched off or on (for tests comparing both).
+    pub fn with_fma(mut self, on: bool) -> CraneliftBackend {
+        self.caps.has_fma = self.caps.has_fma && on;
+        self
+    }
+
+    /// What this backend may use on the host.
+    pub fn caps(&self) -> CpuCaps {
+        self.caps
+    }
+
+    /// Lowers a kernel to the loop IR this backend emits (with rows split where that is safe);
+    /// matmul tiles come from the kernel's schedule.
+    pub fn lower(&self, kernel: &Kernel, bindings: &Bindings) -> Result<LoopKernel, CodegenError> {
+        let mut options = self.options;
+        if options.gemm.is_some() {
+            options.gemm = Some(GemmTiles::from_schedule(&kernel.schedule));
+        }
+        let mut lk = lower_graph(&kernel.name, &kernel.graph, bindings, &options)?;
+        split_rows(&mut lk, STRIP);
+        Ok(lk)
+    }
+
+    /// The cranelift IR of every phase of a loop kernel, as text (for `--emit` and debugging).
+    pub fn clif_text(&self, lk: &LoopKernel) -> Result<String, CodegenError> {
+        let mut module = Self::module(&self.isa);
+        let mut text = String::new();
+        for phase in &lk.phases {
+            let (ctx, _) = self.build(&mut module, lk, phase)?;
+            text.push_str(&ctx.func.display().to_string());
+        }
+        Ok(text)
+    }
+
+    /// The machine code of every phase of a loop kernel, disassembled (for `--emit asm`).
+    pub fn disassemble(&self, lk: &LoopKernel) -> Result<String, CodegenError> {
+        let mut module = Self::module(&self.isa);
+        let mut text = String::new();
+        for (i, phase) in lk.phases.iter().enumerate() {
+            let (mut ctx, _) = self.build(&mut module, lk, phase)?;
+            ctx.set_disasm(true);
+            let code = ctx
+                .compile(&*self.isa, &mut Default::default())
+                .map_err(|e| self.cl_err(lk, format!("{:?}", e.inner)))?;
+            text.push_str(&format!("; phase {i}: rows {}\n", phase.rows));
+            text.push_str(code.vcode.as_deref().unwrap_or(""));
+        }
+        Ok(text)
+    }
+
+    fn module(isa: &OwnedTargetIsa) -> JITModule {
+        let mut jb = JITBuilder::with_isa(isa.clone(), cranelift_module::default_libcall_names());
+        let powf: extern "C" fn(f32, f32) -> f32 = tcc_powf;
+        jb.symbol("tcc_powf", powf as *const u8);
+        JITModule::new(jb)
+    }
+
+    fn cl_err(&self, lk: &LoopKernel, e: impl std::fmt::Display) -> CodegenError {
+        CodegenError::Cranelift {
+            kernel: lk.name.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    fn build(
+        &self,
+        module: &mut JITModule,
+        lk: &LoopKernel,
+        phase: &Phase,
+    ) -> Result<(cranelift_codegen::Context, cranelift_module::FuncId), CodegenError> {
+        let mut sig = module.make_signature();
+        for _ in 0..3 {
+            sig.params.push(AbiParam::new(types::I64));
+        }
+        let func_id = module
+            .declare_anonymous_function(&sig)
+            .map_err(|e| self.cl_err(lk, e))?;
+        let mut pow_sig = module.make_signature();
+        pow_sig.params.push(AbiParam::new(types::F32));
+        pow_sig.params.push(AbiParam::new(types::F32));
+        pow_sig.returns.push(AbiParam::new(types::F32));
+        let pow_id = module
+            .declare_function("tcc_powf", Linkage::Import, &pow_sig)
+            .map_err(|e| self.cl_err(lk, e))?;
+        let mut ctx = module.make_context();
+        ctx.func.signature = sig;
+        let mut fctx = FunctionBuilderContext::new();
+        let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let pow = module.declare_func_in_func(pow_id, b.func);
+        emit::emit_phase(lk, phase, self.caps, b, pow, module.isa().frontend_config())?;
+        Ok((ctx, func_id))
+    }
+
+    /// Compiles a loop kernel (every phase) to machine code.
+    pub fn compile_loops(&self, lk: &LoopKernel) -> Result<CpuKernel, CodegenError> {
+        let mut module = Self::module(&self.isa);
+        let mut ids = Vec::with_capacity(lk.phases.len());
+        for phase in &lk.phases {
+            let (mut ctx, func_id) = self.build(&mut module, lk, phase)?;
+            module
+                .define_function(func_id, &mut ctx)
+                .map_err(|e| self.cl_err(lk, format!("{e:?}")))?;
+            ids.push((func_id, phase.rows, phase.work()));
+        }
+        module
+            .finalize_definitions()
+            .map_err(|e| self.cl_err(lk, e))?;
+        let phases = ids
+            .into_iter()
+            .map(|(id, rows, work)| PhaseFn {
+                entry: module.get_finalized_function(id) as usize,
+                rows,
+                work,
+            })
+            .collect();
+        Ok(CpuKernel {
+            name: lk.name.clone(),
+            bufs: lk.bufs.clone(),
+            phases,
+            module: Mutex::new(module),
+        })
+    }
+}
+
+impl Backend for CraneliftBackend {
+    type Artifact = CpuKernel;
+
+    fn tier(&self) -> Tier {
+        Tier::Cranelift
+    }
+
+    fn compile(&self, kernel: &Kernel, bindings: &Bindings) -> Result<CpuKernel, CodegenError> {
+        let lk = self.lower(kernel, bindings)?;
+        self.compile_loops(&lk)
+    }
+}

@@ -1,0 +1,61 @@
+//! The host CPU as the cranelift tier sees it: its capabilities as data, detected at run time.
+
+use std::sync::Arc;
+
+use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
+use cranelift_codegen::settings::{self, Configurable};
+
+use crate::error::CodegenError;
+
+/// What the emitter may use on this CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CpuCaps {
+    /// f32 lanes of one vector register the emitter uses (cranelift's vectors are 128-bit).
+    pub f32_lanes: u32,
+    /// Fused multiply-add is available (cranelift lowers `fma` to `vfmadd` only with it).
+    pub has_fma: bool,
+    /// SSE4.1 is available (`roundps`, `pmulld`, `pminsd`).
+    pub has_sse41: bool,
+}
+
+impl CpuCaps {
+    /// Capabilities of an ISA built for the host.
+    pub fn of_isa(isa: &dyn TargetIsa) -> CpuCaps {
+        let flag = |name: &str| {
+            isa.isa_flags()
+                .iter()
+                .any(|v| v.name == name && v.as_bool() == Some(true))
+        };
+        CpuCaps {
+            f32_lanes: 4,
+            has_fma: flag("has_fma"),
+            has_sse41: flag("has_sse41"),
+        }
+    }
+}
+
+/// Builds a cranelift ISA for the host CPU with every feature it has (`opt_level = speed`).
+pub fn host_isa() -> Result<OwnedTargetIsa, CodegenError> {
+    let mut flags = settings::builder();
+    let set = |flags: &mut settings::Builder, name: &str, value: &str| {
+        flags
+            .set(name, value)
+            .map_err(|e| CodegenError::UnsupportedHost(format!("setting {name}: {e}")))
+    };
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(&mut flags, "is_pic", "false")?;
+    let isa_builder =
+        cranelift_native::builder().map_err(|e| CodegenError::UnsupportedHost(e.to_string()))?;
+    let isa = isa_builder
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| CodegenError::UnsupportedHost(e.to_string()))?;
+    Ok(isa)
+}
+
+/// The host ISA shared behind an `Arc`, with its capabilities.
+pub fn host() -> Result<(Arc<dyn TargetIsa>, CpuCaps), CodegenError> {
+    let isa = host_isa()?;
+    let caps = CpuCaps::of_isa(&*isa);
+    Ok((isa, caps))
+}

@@ -1,0 +1,888 @@
+//! Lowering of a kernel graph to a [`LoopKernel`]: the always-correct path for every op and dtype.
+//!
+//! Each node is either *materialized* (written to a buffer by its own loop nest: kernel outputs,
+//! reductions, matmuls, concats, operands of reshapes, and nodes whose inlined expression would grow
+//! too large) or *inlined* as an expression into the nests that use it. A kernel of pointwise ops
+//! therefore becomes one nest with no temporaries, and a softmax becomes a few nests over rows.
+
+use std::collections::HashMap;
+
+use tcc_ir::{BinaryOp, Bindings, DType, Graph, NodeId, Op, ReduceOp};
+
+use super::ir::{
+    AccId, BufDecl, BufId, BufKind, Combine, Expr, ExprArena, ExprId, Extent, Index, LoopKernel,
+    MicroKernel, Phase, Stmt, VarId,
+};
+use crate::error::CodegenError;
+
+/// Knobs of the lowering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LowerOptions {
+    /// Materialize every node into its own buffer (the simplest lowering; used to test the others).
+    pub materialize_all: bool,
+    /// Materialize a node when its inlined expression would exceed this many ops.
+    pub max_inline_cost: usize,
+    /// Lower matmuls to packed panels and register tiles of these sizes; `None` lowers them to a
+    /// plain loop nest.
+    pub gemm: Option<GemmTiles>,
+}
+
+impl Default for LowerOptions {
+    fn default() -> LowerOptions {
+        LowerOptions {
+            materialize_all: false,
+            max_inline_cost: 48,
+            gemm: Some(GemmTiles::default()),
+        }
+    }
+}
+
+/// Tile sizes of a packed matmul: an `mr x nr` register tile, `mc x kc` panels of A and
+/// `kc x nc` panels of B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GemmTiles {
+    /// Rows of the register tile (1..=8).
+    pub mr: u32,
+    /// Columns of the register tile (4, 8, 12 or 16).
+    pub nr: u32,
+    /// Rows of an A panel (a multiple of `mr`).
+    pub mc: u32,
+    /// Columns of a B panel (a multiple of `nr`).
+    pub nc: u32,
+    /// Depth of both panels.
+    pub kc: u32,
+}
+
+impl Default for GemmTiles {
+    fn default() -> GemmTiles {
+        GemmTiles {
+            mr: 4,
+            nr: 8,
+            mc: 64,
+            nc: 256,
+            kc: 256,
+        }
+    }
+}
+
+impl GemmTiles {
+    /// Tiles from a schedule's knobs (`micro_m x micro_n` registers, `tile_m x tile_n x tile_k`
+    /// panels), rounded to sizes the emitter supports: at most 12 f32x4 accumulators.
+    pub fn from_schedule(s: &tcc_ir::Schedule) -> GemmTiles {
+        let nr = (s.micro_n.clamp(4, 16) / 4) * 4;
+        let mr = s.micro_m.clamp(1, 8).min(48 / nr).max(1);
+        let round_up = |x: u32, m: u32| x.max(m).div_ceil(m) * m;
+        GemmTiles {
+            mr,
+            nr,
+            mc: round_up(s.tile_m.min(1024), mr),
+            nc: round_up(s.tile_n.min(4096), nr),
+            kc: s.tile_k.clamp(1, 4096),
+        }
+    }
+}
+
+/// Lowers `graph` (a kernel's fused ops) under `bindings` to a loop kernel named `name`.
+pub fn lower_graph(
+    name: &str,
+    graph: &Graph,
+    bindings: &Bindings,
+    options: &LowerOptions,
+) -> Result<LoopKernel, CodegenError> {
+    let mut lowerer = Lowerer::new(name, graph, bindings)?;
+    lowerer.plan(options)?;
+    lowerer.build()?;
+    Ok(lowerer.finish())
+}
+
+/// Resolves a shape to sizes, checking that its element count can be indexed.
+pub fn resolve_dims(shape: &tcc_ir::Shape, bindings: &Bindings) -> Result<Vec<u64>, CodegenError> {
+    let mut dims = Vec::with_capacity(shape.rank());
+    for d in shape.dims() {
+        match d.resolve(bindings) {
+            Some(n) => dims.push(n),
+            None => return Err(CodegenError::UnboundDim(d.to_string())),
+        }
+    }
+    let numel = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+    match numel {
+        Some(n) if n < (1u64 << 40) => Ok(dims),
+        _ => Err(CodegenError::TooLarge(dims)),
+    }
+}
+
+fn numel(dims: &[u64]) -> u64 {
+    dims.iter().product()
+}
+
+fn as_i64(n: u64) -> i64 {
+    // Sizes are below 2^40 (checked by `resolve_dims`), so this never saturates.
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+struct Lowerer<'g> {
+    g: &'g Graph,
+    shapes: Vec<Vec<u64>>,
+    kernel: LoopKernel,
+    arena: ExprArena,
+    mat: Vec<Option<BufId>>,
+    copies: Vec<(BufId, NodeId)>,
+    memo: HashMap<(NodeId, Vec<Index>), ExprId>,
+    body: Vec<Vec<Stmt>>,
+    gemm: Option<GemmTiles>,
+}
+
+impl<'g> Lowerer<'g> {
+    fn new(name: &str, g: &'g Graph, bindings: &Bindings) -> Result<Lowerer<'g>, CodegenError> {
+        let shapes = g
+            .nodes
+            .iter()
+            .map(|n| resolve_dims(&n.ty.shape, bindings))
+            .collect::<Result<_, _>>()?;
+        let mut kernel = LoopKernel::new(name);
+        for p in &g.params {
+            let dims = resolve_dims(&p.ty.shape, bindings)?;
+            let kind = BufKind::Input(kernel.bufs.len());
+            kernel.bufs.push(BufDecl {
+                dtype: p.ty.dtype,
+                len: numel(&dims),
+                kind,
+            });
+        }
+        Ok(Lowerer {
+            g,
+            shapes,
+            kernel,
+            arena: ExprArena::default(),
+            mat: vec![None; g.nodes.len()],
+            copies: Vec::new(),
+            memo: HashMap::new(),
+            body: Vec::new(),
+            gemm: None,
+        })
+    }
+
+    fn bad(&self, reason: impl Into<String>) -> CodegenError {
+        CodegenError::malformed(&self.kernel.name, reason)
+    }
+
+    fn shape(&self, n: NodeId) -> Result<&[u64], CodegenError> {
+        self.shapes
+            .get(n.index())
+            .map(Vec::as_slice)
+            .ok_or_else(|| self.bad(format!("dangling node {n}")))
+    }
+
+    fn dtype(&self, n: NodeId) -> Result<DType, CodegenError> {
+        self.g
+            .ty(n)
+            .map(|t| t.dtype)
+            .ok_or_else(|| self.bad(format!("dangling node {n}")))
+    }
+
+    fn scratch(&mut self, n: NodeId) -> Result<BufId, CodegenError> {
+        let dtype = self.dtype(n)?;
+        let len = numel(self.shape(n)?);
+        Ok(self.push_buf(BufDecl {
+            dtype,
+            len,
+            kind: BufKind::Scratch,
+        }))
+    }
+
+    fn push_buf(&mut self, decl: BufDecl) -> BufId {
+        let id = BufId(u32::try_from(self.kernel.bufs.len()).unwrap_or(u32::MAX));
+        self.kernel.bufs.push(decl);
+        id
+    }
+
+    fn new_var(&mut self) -> VarId {
+        let v = VarId(self.kernel.vars);
+        self.kernel.vars += 1;
+        v
+    }
+
+    fn new_acc(&mut self, dtype: DType) -> AccId {
+        let a = AccId(u32::try_from(self.kernel.accs.len()).unwrap_or(u32::MAX));
+        self.kernel.accs.push(dtype);
+        a
+    }
+
+    /// Decides which nodes get buffers.
+    fn plan(&mut self, options: &LowerOptions) -> Result<(), CodegenError> {
+        self.gemm = options.gemm;
+        for (i, node) in self.g.nodes.iter().enumerate() {
+            if let Op::Input { index } = node.op {
+                if index >= self.g.params.len() {
+                    return Err(self.bad(format!("input {index} names no parameter")));
+                }
+                self.mat[i] = Some(BufId(u32::try_from(index).unwrap_or(u32::MAX)));
+            }
+        }
+        for (k, &o) in self.g.outputs.iter().enumerate() {
+            let dtype = self.dtype(o)?;
+            let len = numel(self.shape(o)?);
+            let buf = self.push_buf(BufDecl {
+                dtype,
+                len,
+                kind: BufKind::Output(k),
+            });
+            if self.mat[o.index()].is_none() {
+                self.mat[o.index()] = Some(buf);
+            } else {
+                self.copies.push((buf, o));
+            }
+        }
+        for (i, node) in self.g.nodes.iter().enumerate() {
+            let forced = options.materialize_all
+                || matches!(
+                    node.op,
+                    Op::Reduce { .. } | Op::MatMul(..) | Op::Concat { .. }
+                );
+            if forced && self.mat[i].is_none() {
+                self.mat[i] = Some(self.scratch(NodeId(i as u32))?);
+            }
+            if let Op::Reshape(a) = node.op
+                && self.mat.get(a.index()).is_some_and(Option::is_none)
+                && numel(self.shape(a)?) > 1
+            {
+                self.mat[a.index()] = Some(self.scratch(a)?);
+            }
+        }
+        let mut cost = vec![1usize; self.g.nodes.len()];
+        for (i, node) in self.g.nodes.iter().enumerate() {
+            if self.mat[i].is_some() {
+                continue;
+            }
+            let c = 1 + node
+                .op
+                .operands()
+                .iter()
+                .map(|a| {
+                    if self.mat.get(a.index()).is_some_and(Option::is_some) {
+                        1
+                    } else {
+                        cost.get(a.index()).copied().unwrap_or(1)
+                    }
+                })
+                .sum::<usize>();
+            if c > options.max_inline_cost {
+                self.mat[i] = Some(self.scratch(NodeId(i as u32))?);
+            } else {
+                cost[i] = c;
+            }
+        }
+        Ok(())
+    }
+
+    /// Emits the nests in topological order, then the copies of repeated outputs.
+    fn build(&mut self) -> Result<(), CodegenError> {
+        for i in 0..self.g.nodes.len() {
+            let n = NodeId(i as u32);
+            let Some(buf) = self.mat[i] else { continue };
+            let stmt = match &self.g.nodes[i].op {
+                Op::Input { .. } => continue,
+                Op::Reduce {
+                    op,
+                    input,
+                    axes,
+                    keepdim,
+                } => self.reduce_nest(n, buf, *op, *input, axes, *keepdim)?,
+                Op::MatMul(a, b) => match self.gemm {
+                    Some(tiles) => self.gemm_nest(n, buf, *a, *b, tiles)?,
+                    None => self.matmul_nest(n, buf, *a, *b)?,
+                },
+                Op::Concat { inputs, axis } => self.concat_nests(n, buf, inputs, *axis)?,
+                _ => self.pointwise_nest(n, buf, |l, idx| l.op_expr(n, idx))?,
+            };
+            if !stmt.is_empty() {
+                self.body.push(stmt);
+            }
+        }
+        for (buf, o) in std::mem::take(&mut self.copies) {
+            let stmts = self.pointwise_nest(o, buf, |l, idx| l.expr_at(o, idx))?;
+            self.body.push(stmts);
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> LoopKernel {
+        let mut kernel = self.kernel;
+        kernel.exprs = self.arena.into_exprs();
+        // One serial phase per nest; `split_rows` fuses and parallelizes them.
+        kernel.phases = self.body.into_iter().map(Phase::serial).collect();
+        kernel
+    }
+
+    /// A nest over the shape of `n` storing `value(idx)` into `buf`.
+    fn pointwise_nest(
+        &mut self,
+        n: NodeId,
+        buf: BufId,
+        value: impl FnOnce(&mut Self, &[Index]) -> Result<ExprId, CodegenError>,
+    ) -> Result<Vec<Stmt>, CodegenError> {
+        let dims = self.shape(n)?.to_vec();
+        let vars: Vec<VarId> = dims.iter().map(|_| self.new_var()).collect();
+        let idx: Vec<Index> = vars.iter().map(|&v| Index::var(v)).collect();
+        let value = value(self, &idx)?;
+        let store = Stmt::Store {
+            buf,
+            index: Index::flatten(&idx, &dims),
+            value,
+        };
+        Ok(wrap_loops(&vars, &dims, vec![store]))
+    }
+
+    fn reduce_nest(
+        &mut self,
+        n: NodeId,
+        buf: BufId,
+        op: ReduceOp,
+        input: NodeId,
+        axes: &[usize],
+        keepdim: bool,
+    ) -> Result<Vec<Stmt>, CodegenError> {
+        let in_dims = self.shape(input)?.to_vec();
+        let out_dims = self.shape(n)?.to_vec();
+        let dtype = self.dtype(n)?;
+        let acc_dtype = if dtype == DType::I32 {
+            DType::I32
+        } else {
+            DType::F32
+        };
+        let vars: Vec<VarId> = in_dims.iter().map(|_| self.new_var()).collect();
+        let full: Vec<Index> = vars.iter().map(|&v| Index::var(v)).collect();
+        let mut out_idx = Vec::new();
+        for (d, &v) in vars.iter().enumerate() {
+            if !axes.contains(&d) {
+                out_idx.push(Index::var(v));
+            } else if keepdim {
+                out_idx.push(Index::constant(0));
+            }
+        }
+        if out_idx.len() != out_dims.len() {
+            return Err(self.bad(format!("reduction {n} has the wrong output rank")));
+        }
+        let acc = self.new_acc(acc_dtype);
+        let (combine, init) = match (op, acc_dtype) {
+            (ReduceOp::Sum | ReduceOp::Mean, _) => (Combine::Add, 0.0),
+            (ReduceOp::Max, DType::I32) => (Combine::Max, f64::from(i32::MIN)),
+            (ReduceOp::Min, DType::I32) => (Combine::Min, f64::from(i32::MAX)),
+            (ReduceOp::Max, _) => (Combine::Max, f64::NEG_INFINITY),
+            (ReduceOp::Min, _) => (Combine::Min, f64::INFINITY),
+        };
+        let init = self.arena.constant(acc_dtype, init);
+        let value = self.expr_at(input, &full)?;
+        let mut inner = vec![Stmt::AccUpdate {
+            acc,
+            combine,
+            value,
+        }];
+        for &a in axes.iter().rev() {
+            let (Some(&var), Some(&extent)) = (vars.get(a), in_dims.get(a)) else {
+                return Err(self.bad(format!("reduction {n} has a bad axis {a}")));
+            };
+            inner = vec![Stmt::Loop {
+                var,
+                extent: Extent::Const(extent),
+                body: inner,
+            }];
+        }
+        let acc_value = self.arena.intern(Expr::Acc(acc));
+        let result = if op == ReduceOp::Mean {
+            let count: u64 = axes.iter().filter_map(|&a| in_dims.get(a)).product();
+            let count = self.arena.constant(DType::F32, count as f64);
+            self.arena.intern(Expr::Binary {
+                op: BinaryOp::Div,
+                dtype,
+                lhs: acc_value,
+                rhs: count,
+            })
+        } else {
+            acc_value
+        };
+        let mut body = vec![Stmt::AccInit { acc, value: init }];
+        body.extend(inner);
+        body.push(Stmt::Store {
+            buf,
+            index: Index::flatten(&out_idx, &out_dims),
+            value: result,
+        });
+        let kept: Vec<(VarId, u64)> = vars
+            .iter()
+            .zip(&in_dims)
+            .enumerate()
+            .filter(|(d, _)| !axes.contains(d))
+            .map(|(_, (&v, &e))| (v, e))
+            .collect();
+        let (kv, ke): (Vec<VarId>, Vec<u64>) = kept.into_iter().unzip();
+        Ok(wrap_loops(&kv, &ke, body))
+    }
+
+    fn matmul_nest(
+        &mut self,
+        n: NodeId,
+        buf: BufId,
+        a: NodeId,
+        b: NodeId,
+    ) -> Result<Vec<Stmt>, CodegenError> {
+        let out_dims = self.shape(n)?.to_vec();
+        let a_dims = self.shape(a)?.to_vec();
+        let b_dims = self.shape(b)?.to_vec();
+        let (r, ra, rb) = (out_dims.len(), a_dims.len(), b_dims.len());
+        if r < 2 || ra < 2 || rb < 2 {
+            return Err(self.bad(format!("matmul {n} has operands of rank below 2")));
+        }
+        let k = a_dims[ra - 1];
+        let vars: Vec<VarId> = out_dims.iter().map(|_| self.new_var()).collect();
+        let kv = self.new_var();
+        let idx: Vec<Index> = vars.iter().map(|&v| Index::var(v)).collect();
+        let batch = &idx[..r - 2];
+        let mut a_idx = broadcast_index(batch, &a_dims[..ra - 2], &out_dims[..r - 2]);
+        a_idx.push(idx[r - 2].clone());
+        a_idx.push(Index::var(kv));
+        let mut b_idx = broadcast_index(batch, &b_dims[..rb - 2], &out_dims[..r - 2]);
+        b_idx.push(Index::var(kv));
+        b_idx.push(idx[r - 1].clone());
+        let lhs = self.expr_at(a, &a_idx)?;
+        let rhs = self.expr_at(b, &b_idx)?;
+        let product = self.arena.intern(Expr::Binary {
+            op: BinaryOp::Mul,
+            dtype: DType::F32,
+            lhs,
+            rhs,
+        });
+        let acc = self.new_acc(DType::F32);
+        let zero = self.arena.constant(DType::F32, 0.0);
+        let acc_value = self.arena.intern(Expr::Acc(acc));
+        let body = vec![
+            Stmt::AccInit { acc, value: zero },
+            Stmt::Loop {
+                var: kv,
+                extent: Extent::Const(k),
+                body: vec![Stmt::AccUpdate {
+                    acc,
+                    combine: Combine::Add,
+                    value: product,
+                }],
+            },
+            Stmt::Store {
+                buf,
+                index: Index::flatten(&idx, &out_dims),
+                value: acc_value,
+            },
+        ];
+        Ok(wrap_loops(&vars, &out_dims, body))
+    }
+
+    /// A matmul as packed panels and register tiles (GotoBLAS order: for each block of `mc` rows,
+    /// for each `nc` columns, for each `kc` depth: pack B and A panels, then run the tiles).
+    /// Operands are evaluated while packing, so a pointwise prologue costs one pass over them.
+    /// Panels are call-local; each row block (or batch entry) is independent.
+    fn gemm_nest(
+        &mut self,
+        n: NodeId,
+        buf: BufId,
+        a: NodeId,
+        b: NodeId,
+        t: GemmTiles,
+    ) -> Result<Vec<Stmt>, CodegenError> {
+        let out_dims = self.shape(n)?.to_vec();
+        let a_dims = self.shape(a)?.to_vec();
+        let b_dims = self.shape(b)?.to_vec();
+        let (r, ra, rb) = (out_dims.len(), a_dims.len(), b_dims.len());
+        if r < 2 || ra < 2 || rb < 2 {
+            return Err(self.bad(format!("matmul {n} has operands of rank below 2")));
+        }
+        let (m, nn, k) = (out_dims[r - 2], out_dims[r - 1], a_dims[ra - 1]);
+        let (mr, nr, mc, nc, kc) = (
+            u64::from(t.mr),
+            u64::from(t.nr),
+            u64::from(t.mc),
+            u64::from(t.nc),
+            u64::from(t.kc),
+        );
+        let dtype = self.dtype(n)?;
+        let c = if dtype == DType::F32 {
+            buf
+        } else {
+            self.push_buf(BufDecl {
+                dtype: DType::F32,
+                len: numel(&out_dims),
+                kind: BufKind::Scratch,
+            })
+        };
+        let ap = self.push_buf(BufDecl {
+            dtype: DType::F32,
+            len: mc * kc,
+            kind: BufKind::Local,
+        });
+        let bp = self.push_buf(BufDecl {
+            dtype: DType::F32,
+            len: nc * kc,
+            kind: BufKind::Local,
+        });
+        let batch_vars: Vec<VarId> = out_dims[..r - 2].iter().map(|_| self.new_var()).collect();
+        let batch: Vec<Index> = batch_vars.iter().map(|&v| Index::var(v)).collect();
+        let (icb, jcb, pcb) = (self.new_var(), self.new_var(), self.new_var());
+        let i64c = as_i64;
+        // Rows of C before this batch entry, and the panel counts.
+        let batch_row = Index::flatten(&batch, &out_dims[..r - 2]).scale(i64c(m));
+        let k_eff = Extent::Tail {
+            total: k,
+            block: kc,
+            outer: Index::var(pcb),
+        };
+        let k0 = Index::var(pcb).scale(i64c(kc));
+        // Pack B: for jr, p, jj: bp[jr*kc*nr + p*nr + jj] = B[batch, k0 + p, jcb*nc + jr*nr + jj].
+        let (jr, p, jj) = (self.new_var(), self.new_var(), self.new_var());
+        let n_panels = Extent::Tail {
+            total: nn.div_ceil(nr),
+            block: nc / nr,
+            outer: Index::var(jcb),
+        };
+        let panel_n = Index::var(jcb).scale(i64c(nc / nr)).add(&Index::var(jr));
+        let col = panel_n.scale(i64c(nr)).add(&Index::var(jj));
+        let mut b_idx = broadcast_index(&batch, &b_dims[..rb - 2], &out_dims[..r - 2]);
+        b_idx.push(k0.add(&Index::var(p)));
+        b_idx.push(col);
+        let b_val = self.expr_at(b, &b_idx)?;
+        let b_at = Index::var(jr)
+            .scale(i64c(kc * nr))
+            .add(&Index::var(p).scale(i64c(nr)))
+            .add(&Index::var(jj));
+        let pack_b = Stmt::Loop {
+            var: jr,
+            extent: n_panels.clone(),
+            body: vec![Stmt::Loop {
+                var: p,
+                extent: k_eff.clone(),
+                body: vec![Stmt::Loop {
+                    var: jj,
+                    extent: Extent::Tail {
+                        total: nn,
+                        block: nr,
+                        outer: panel_n.clone(),
+                    },
+                    body: vec![Stmt::Store {
+                        buf: bp,
+                        index: b_at,
+                        value: b_val,
+                    }],
+                }],
+            }],
+        };
+        // Pack A: for ir, ii, p: ap[ir*kc*mr + p*mr + ii] = A[batch, icb*mc + ir*mr + ii, k0 + p].
+        let (ir, ii, p2) = (self.new_var(), self.new_var(), self.new_var());
+        let m_panels = Extent::Tail {
+            total: m.div_ceil(mr),
+            block: mc / mr,
+            outer: Index::var(icb),
+        };
+        let panel_m = Index::var(icb).scale(i64c(mc / mr)).add(&Index::var(ir));
+        let row = panel_m.scale(i64c(mr)).add(&Index::var(ii));
+        let mut a_idx = broadcast_index(&batch, &a_dims[..ra - 2], &out_dims[..r - 2]);
+        a_idx.push(row);
+        a_idx.push(k0.add(&Index::var(p2)));
+        let a_val = self.expr_at(a, &a_idx)?;
+        let a_at = Index::var(ir)
+            .scale(i64c(kc * mr))
+            .add(&Index::var(p2).scale(i64c(mr)))
+            .add(&Index::var(ii));
+        let pack_a = Stmt::Loop {
+            var: ir,
+            extent: m_panels.clone(),
+            body: vec![Stmt::Loop {
+                var: ii,
+                extent: Extent::Tail {
+                    total: m,
+                    block: mr,
+                    outer: panel_m.clone(),
+                },
+                body: vec![Stmt::Loop {
+                    var: p2,
+                    extent: k_eff.clone(),
+                    body: vec![Stmt::Store {
+                        buf: ap,
+                        index: a_at,
+                        value: a_val,
+                    }],
+                }],
+            }],
+        };
+        // Tiles: for jr, ir: C[batch_row + panel_m*mr, panel_n*nr] (+)= ap[ir] . bp[jr].
+        let (jt, it) = (self.new_var(), self.new_var());
+        let tile_m = Index::var(icb).scale(i64c(mc / mr)).add(&Index::var(it));
+        let tile_n = Index::var(jcb).scale(i64c(nc / nr)).add(&Index::var(jt));
+        let bound = if batch.is_empty() {
+            (Index::var(icb).scale(i64c(mc)), mc)
+        } else {
+            (batch_row.clone(), m)
+        };
+        let tile = Stmt::MicroKernel(Box::new(MicroKernel {
+            mr: t.mr,
+            nr: t.nr,
+            a: ap,
+            a_at: Index::var(it).scale(i64c(kc * mr)),
+            b: bp,
+            b_at: Index::var(jt).scale(i64c(kc * nr)),
+            depth: k_eff,
+            c,
+            c_row: batch_row.add(&tile_m.scale(i64c(mr))),
+            c_col: tile_n.scale(i64c(nr)),
+            ldc: i64c(nn),
+            bound,
+            rows: Extent::Tail {
+                total: m,
+                block: mr,
+                outer: tile_m,
+            },
+            cols: Extent::Tail {
+                total: nn,
+                block: nr,
+                outer: tile_n,
+            },
+            first: Index::var(pcb),
+        }));
+        let tiles = Stmt::Loop {
+            var: jt,
+            extent: n_panels,
+            body: vec![Stmt::Loop {
+                var: it,
+                extent: m_panels,
+                body: vec![tile],
+            }],
+        };
+        let per_block = vec![Stmt::Loop {
+            var: jcb,
+            extent: Extent::Const(nn.div_ceil(nc)),
+            body: vec![Stmt::Loop {
+                var: pcb,
+                extent: Extent::Const(k.div_ceil(kc)),
+                body: vec![pack_b, pack_a, tiles],
+            }],
+        }];
+        let row_blocks = vec![Stmt::Loop {
+            var: icb,
+            extent: Extent::Const(m.div_ceil(mc)),
+            body: per_block,
+        }];
+        let stmts = wrap_loops(&batch_vars, &out_dims[..r - 2], row_blocks);
+        if c != buf {
+            // Round the f32 result once to the node's dtype, in a nest of its own.
+            let out = self.pointwise_nest(n, buf, |l, idx| {
+                let index = Index::flatten(idx, &out_dims);
+                Ok(l.arena.intern(Expr::Load { buf: c, index }))
+            })?;
+            self.body.push(stmts);
+            return Ok(out);
+        }
+        Ok(stmts)
+    }
+
+    fn concat_nests(
+        &mut self,
+        n: NodeId,
+        buf: BufId,
+        inputs: &[NodeId],
+        axis: usize,
+    ) -> Result<Vec<Stmt>, CodegenError> {
+        let out_dims = self.shape(n)?.to_vec();
+        let mut offset = 0i64;
+        for &input in inputs {
+            let dims = self.shape(input)?.to_vec();
+            let Some(&len) = dims.get(axis) else {
+                return Err(self.bad(format!("concat {n} has a bad axis {axis}")));
+            };
+            let vars: Vec<VarId> = dims.iter().map(|_| self.new_var()).collect();
+            let idx: Vec<Index> = vars.iter().map(|&v| Index::var(v)).collect();
+            let value = self.expr_at(input, &idx)?;
+            let mut out_idx = idx.clone();
+            out_idx[axis] = out_idx[axis].add_const(offset);
+            let store = Stmt::Store {
+                buf,
+                index: Index::flatten(&out_idx, &out_dims),
+                value,
+            };
+            self.body.push(wrap_loops(&vars, &dims, vec![store]));
+            offset += as_i64(len);
+        }
+        Ok(Vec::new())
+    }
+
+    /// The value of node `n` at multi-index `idx`: a load if it is materialized, else its op.
+    fn expr_at(&mut self, n: NodeId, idx: &[Index]) -> Result<ExprId, CodegenError> {
+        let key = (n, idx.to_vec());
+        if let Some(&e) = self.memo.get(&key) {
+            return Ok(e);
+        }
+        let e = match self.mat.get(n.index()).copied().flatten() {
+            Some(buf) => {
+                let index = Index::flatten(idx, self.shape(n)?);
+                self.arena.intern(Expr::Load { buf, index })
+            }
+            None => self.op_expr(n, idx)?,
+        };
+        self.memo.insert(key, e);
+        Ok(e)
+    }
+
+    /// The value of node `n`'s op at `idx`, reading its operands through [`Self::expr_at`].
+    fn op_expr(&mut self, n: NodeId, idx: &[Index]) -> Result<ExprId, CodegenError> {
+        let node = self
+            .g
+            .node(n)
+            .ok_or_else(|| self.bad(format!("dangling node {n}")))?;
+        let dtype = node.ty.dtype;
+        let dims = self.shape(n)?.to_vec();
+        if idx.len() != dims.len() {
+            return Err(self.bad(format!("node {n} indexed with the wrong rank")));
+        }
+        let e = match node.op.clone() {
+            Op::Input { .. } | Op::Reduce { .. } | Op::MatMul(..) | Op::Concat { .. } => {
+                return Err(self.bad(format!(
+                    "node {n} ({}) must be materialized",
+                    node.op.kind_name()
+                )));
+            }
+            Op::Constant { value } => self.arena.constant(dtype, value),
+            Op::Unary(op, a) => {
+                let arg = self.operand_at(a, idx, &dims)?;
+                self.arena.intern(Expr::Unary { op, dtype, arg })
+            }
+            Op::Cast(a) => {
+                let from = self.dtype(a)?;
+                let arg = self.operand_at(a, idx, &dims)?;
+                if from == dtype {
+                    arg
+                } else {
+                    self.arena.intern(Expr::Cast {
+                        from,
+                        to: dtype,
+                        arg,
+                    })
+                }
+            }
+            Op::Binary(op, a, b) => {
+                let lhs = self.operand_at(a, idx, &dims)?;
+                let rhs = self.operand_at(b, idx, &dims)?;
+                self.arena.intern(Expr::Binary {
+                    op,
+                    dtype,
+                    lhs,
+                    rhs,
+                })
+            }
+            Op::Compare(op, a, b) => {
+                let operand = self.dtype(a)?;
+                let lhs = self.operand_at(a, idx, &dims)?;
+                let rhs = self.operand_at(b, idx, &dims)?;
+                self.arena.intern(Expr::Compare {
+                    op,
+                    operand,
+                    lhs,
+                    rhs,
+                })
+            }
+            Op::Select {
+                cond,
+                on_true,
+                on_false,
+            } => {
+                let cond = self.operand_at(cond, idx, &dims)?;
+                let on_true = self.operand_at(on_true, idx, &dims)?;
+                let on_false = self.operand_at(on_false, idx, &dims)?;
+                self.arena.intern(Expr::Select {
+                    dtype,
+                    cond,
+                    on_true,
+                    on_false,
+                })
+            }
+            Op::Broadcast(a) => self.operand_at(a, idx, &dims)?,
+            Op::Permute { input, perm } => {
+                let mut in_idx = vec![Index::constant(0); perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    match (in_idx.get_mut(p), idx.get(i)) {
+                        (Some(slot), Some(v)) => *slot = v.clone(),
+                        _ => return Err(self.bad(format!("permute {n} has a bad permutation"))),
+                    }
+                }
+                self.expr_at(input, &in_idx)?
+            }
+            Op::Slice {
+                input, axis, start, ..
+            } => {
+                let mut in_idx = idx.to_vec();
+                let slot = in_idx
+                    .get_mut(axis)
+                    .ok_or_else(|| self.bad(format!("slice {n} has a bad axis")))?;
+                *slot = slot.add_const(as_i64(start));
+                self.expr_at(input, &in_idx)?
+            }
+            Op::Reshape(a) => {
+                let a_dims = self.shape(a)?.to_vec();
+                match self.mat.get(a.index()).copied().flatten() {
+                    Some(buf) => {
+                        let index = Index::flatten(idx, &dims);
+                        self.arena.intern(Expr::Load { buf, index })
+                    }
+                    None if numel(&a_dims) == 1 => {
+                        let zeros = vec![Index::constant(0); a_dims.len()];
+                        self.expr_at(a, &zeros)?
+                    }
+                    None => {
+                        return Err(
+                            self.bad(format!("the operand of reshape {n} is not materialized"))
+                        );
+                    }
+                }
+            }
+        };
+        Ok(e)
+    }
+
+    /// Operand `a` of a node of shape `dims`, at the broadcast of `idx`.
+    fn operand_at(
+        &mut self,
+        a: NodeId,
+        idx: &[Index],
+        dims: &[u64],
+    ) -> Result<ExprId, CodegenError> {
+        let a_dims = self.shape(a)?.to_vec();
+        if a_dims.len() > dims.len() {
+            return Err(self.bad(format!("operand {a} has a higher rank than its user")));
+        }
+        let a_idx = broadcast_index(idx, &a_dims, dims);
+        self.expr_at(a, &a_idx)
+    }
+}
+
+/// The index into an operand of shape `from` (right-aligned, size-1 axes broadcast) of the
+/// element at `idx` of a tensor of shape `to`.
+fn broadcast_index(idx: &[Index], from: &[u64], to: &[u64]) -> Vec<Index> {
+    let offset = to.len().saturating_sub(from.len());
+    from.iter()
+        .enumerate()
+        .map(|(j, &d)| {
+            if d == 1 {
+                Index::constant(0)
+            } else {
+                idx.get(j + offset).cloned().unwrap_or_default()
+            }
+        })
+        .collect()
+}
+
+/// Wraps `body` in loops over `vars` (outermost first) with trip counts `dims`.
+fn wrap_loops(vars: &[VarId], dims: &[u64], body: Vec<Stmt>) -> Vec<Stmt> {
+    let mut stmts = body;
+    for (&var, &d) in vars.iter().zip(dims).rev() {
+        stmts = vec![Stmt::Loop {
+            var,
+            extent: Extent::Const(d),
+            body: stmts,
+        }];
+    }
+    stmts
+}

@@ -1,0 +1,433 @@
+//! Scalar semantics (DESIGN §0) as LLVM IR: every elementwise op, cast, comparison and reduction
+//! step on one element.
+//!
+//! Values are computed in three register kinds: `float` for f32/f16/bf16 (an f16/bf16 value is an
+//! f32 holding a value representable in its dtype; each op's result is rounded to nearest even),
+//! `i32` (wrapping) and `i1` (bool). f32 add, sub, mul, div and sqrt are IEEE correctly rounded,
+//! so they equal the interpreter's f64 result rounded once; for f16/bf16 the f32 result rounded
+//! again equals it too (f32 has more than twice their precision plus two bits).
+//!
+//! Transcendentals use no libdevice. Error bounds, for f32 results (f16/bf16 round further):
+//! - `exp`: `ex2.approx.f32` (PTX ISA: at most 2 ulp) of `x·log2(e)` split in two parts with an
+//!   FMA, the small part applied to first order: at most about 3 ulp (relative 2^-21).
+//! - `log`: `lg2.approx.f32 · ln 2`: absolute error at most about 2^-22 for x in [0.5, 2], relative
+//!   error about 3 ulp elsewhere.
+//! - `tanh`: Cephes `tanhf` (odd polynomial for |x| < 0.625, `1 - 2/(e^{2|x|}+1)` above): a few ulp.
+//! - `sigmoid`, `gelu`: built from `exp`/`tanh` with correctly rounded division: a few ulp.
+//! - `pow(a, b) = 2^(b·log2|a|)` with IEEE special cases: relative error about
+//!   `(2 + |b·log2|a||)·2^-22`, so it grows with the size of the result's exponent.
+
+use tcc_ir::{BinaryOp, CompareOp, DType, ReduceOp, UnaryOp};
+
+use super::arch::{Feature, GpuCaps};
+use super::error::PtxError;
+use super::ir::Func;
+
+/// An f32 constant in LLVM's exact hexadecimal form.
+pub(crate) fn fc(v: f32) -> String {
+    format!("0x{:016X}", f64::from(v).to_bits())
+}
+
+/// The register type values of `dtype` are computed in.
+pub(crate) fn ctype(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 | DType::F16 | DType::BF16 => "float",
+        DType::I32 => "i32",
+        DType::Bool => "i1",
+    }
+}
+
+/// The type values of `dtype` are stored as in memory.
+pub(crate) fn stype(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "float",
+        DType::F16 => "half",
+        DType::BF16 => "bfloat",
+        DType::I32 => "i32",
+        DType::Bool => "i8",
+    }
+}
+
+/// A constant of `dtype` (the value is representable in it).
+pub(crate) fn constant(dtype: DType, value: f64) -> String {
+    match dtype {
+        DType::F32 | DType::F16 | DType::BF16 => fc(value as f32),
+        // Saturating; the value is an exact i32 already.
+        DType::I32 => format!("{}", value as i32),
+        DType::Bool => (if value != 0.0 && !value.is_nan() { "true" } else { "false" }).to_string(),
+    }
+}
+
+/// Converts a loaded value of `dtype` (storage type) to its register kind.
+pub(crate) fn from_storage(f: &mut Func, caps: &GpuCaps, dtype: DType, v: &str) -> Result<String, PtxError> {
+    Ok(match dtype {
+        DType::F16 => f.v(format!("fpext half {v} to float")),
+        DType::BF16 => {
+            caps.require(Feature::Bf16Convert, "bf16 values")?;
+            f.v(format!("fpext bfloat {v} to float"))
+        }
+        DType::Bool => f.v(format!("icmp ne i8 {v}, 0")),
+        DType::F32 | DType::I32 => v.to_string(),
+    })
+}
+
+/// Converts a register value of `dtype` to its storage type.
+pub(crate) fn to_storage(f: &mut Func, caps: &GpuCaps, dtype: DType, v: &str) -> Result<String, PtxError> {
+    Ok(match dtype {
+        DType::F16 => f.v(format!("fptrunc float {v} to half")),
+        DType::BF16 => {
+            caps.require(Feature::Bf16Convert, "bf16 values")?;
+            f.v(format!("fptrunc float {v} to bfloat"))
+        }
+        DType::Bool => f.v(format!("zext i1 {v} to i8")),
+        DType::F32 | DType::I32 => v.to_string(),
+    })
+}
+
+/// Rounds an f32 register value to `dtype` (round to nearest even), keeping it in f32.
+pub(crate) fn round(f: &mut Func, caps: &GpuCaps, dtype: DType, v: &str) -> Result<String, PtxError> {
+    Ok(match dtype {
+        DType::F16 | DType::BF16 => {
+            let s = to_storage(f, caps, dtype, v)?;
+            from_storage(f, caps, dtype, &s)?
+        }
+        _ => v.to_string(),
+    })
+}
+
+fn fabs(f: &mut Func, x: &str) -> String {
+    f.call("float", "llvm.fabs.f32", &[("float", x)])
+}
+
+fn fma(f: &mut Func, a: &str, b: &str, c: &str) -> String {
+    f.call("float", "llvm.fma.f32", &[("float", a), ("float", b), ("float", c)])
+}
+
+fn sel(f: &mut Func, c: &str, ty: &str, a: &str, b: &str) -> String {
+    f.v(format!("select i1 {c}, {ty} {a}, {ty} {b}"))
+}
+
+/// `2^x` (`ex2.approx.f32`, non-flushing: at most 2 ulp per the PTX ISA).
+fn exp2(f: &mut Func, x: &str) -> String {
+    f.call("float", "llvm.nvvm.ex2.approx.f", &[("float", x)])
+}
+
+/// `log2(x)` (`lg2.approx.f32`, non-flushing).
+fn log2(f: &mut Func, x: &str) -> String {
+    f.call("float", "llvm.nvvm.lg2.approx.f", &[("float", x)])
+}
+
+/// `e^x`: `2^(x·log2 e)` with the product split as `hi + lo` by an FMA and `2^lo ≈ 1 + lo·ln 2`.
+pub(crate) fn exp(f: &mut Func, x: &str) -> String {
+    let l2e_hi = std::f32::consts::LOG2_E;
+    let l2e_lo = (std::f64::consts::LOG2_E - f64::from(l2e_hi)) as f32;
+    let hi = f.v(format!("fmul float {x}, {}", fc(l2e_hi)));
+    let neg_hi = f.v(format!("fneg float {hi}"));
+    let err = fma(f, x, &fc(l2e_hi), &neg_hi);
+    let lo = fma(f, x, &fc(l2e_lo), &err);
+    let e = exp2(f, &hi);
+    let lo_ln2 = f.v(format!("fmul float {lo}, {}", fc(std::f32::consts::LN_2)));
+    let corrected = fma(f, &e, &lo_ln2, &e);
+    let ahi = fabs(f, &hi);
+    let small = f.v(format!("fcmp olt float {ahi}, {}", fc(120.0)));
+    sel(f, &small, "float", &corrected, &e)
+}
+
+/// `ln x`.
+fn log(f: &mut Func, x: &str) -> String {
+    let l = log2(f, x);
+    f.v(format!("fmul float {l}, {}", fc(std::f32::consts::LN_2)))
+}
+
+/// `tanh x`, Cephes `tanhf`.
+fn tanh(f: &mut Func, x: &str) -> String {
+    let ax = fabs(f, x);
+    // Small: x + x^3 P(x^2).
+    let z = f.v(format!("fmul float {x}, {x}"));
+    let coeffs: [f32; 5] = [-5.704_988_7e-3, 2.063_909e-2, -5.373_971_6e-2, 1.333_144_2e-1, -3.333_328e-1];
+    let mut p = fc(coeffs[0]);
+    for c in &coeffs[1..] {
+        p = fma(f, &p, &z, &fc(*c));
+    }
+    let pz = f.v(format!("fmul float {p}, {z}"));
+    let small_v = fma(f, &pz, x, x);
+    // Large: 1 - 2 / (e^{2|x|} + 1), with the sign of x.
+    let two_ax = f.v(format!("fmul float {ax}, {}", fc(2.0)));
+    let e = exp(f, &two_ax);
+    let e1 = f.v(format!("fadd float {e}, {}", fc(1.0)));
+    let q = f.v(format!("fdiv float {}, {e1}", fc(2.0)));
+    let r = f.v(format!("fsub float {}, {q}", fc(1.0)));
+    let large_v = f.call("float", "llvm.copysign.f32", &[("float", &r), ("float", x)]);
+    let small = f.v(format!("fcmp olt float {ax}, {}", fc(0.625)));
+    sel(f, &small, "float", &small_v, &large_v)
+}
+
+fn sigmoid(f: &mut Func, x: &str) -> String {
+    let nx = f.v(format!("fneg float {x}"));
+    let e = exp(f, &nx);
+    let d = f.v(format!("fadd float {}, {e}", fc(1.0)));
+    f.v(format!("fdiv float {}, {d}", fc(1.0)))
+}
+
+fn gelu(f: &mut Func, x: &str) -> String {
+    let x2 = f.v(format!("fmul float {x}, {x}"));
+    let x3 = f.v(format!("fmul float {x2}, {x}"));
+    let t = f.v(format!("fmul float {x3}, {}", fc(0.044_715)));
+    let s = f.v(format!("fadd float {x}, {t}"));
+    let u = f.v(format!("fmul float {s}, {}", fc(0.797_884_6)));
+    let th = tanh(f, &u);
+    let one_p = f.v(format!("fadd float {}, {th}", fc(1.0)));
+    let hx = f.v(format!("fmul float {}, {x}", fc(0.5)));
+    let r = f.v(format!("fmul float {hx}, {one_p}"));
+    let ninf = f.v(format!("fcmp oeq float {x}, {}", fc(f32::NEG_INFINITY)));
+    sel(f, &ninf, "float", &fc(-0.0), &r)
+}
+
+/// Maximum or minimum propagating NaN: `NaN` if either is NaN, else `b` if `b > a` (`<` for
+/// min), else `a`.
+fn minmax_nan(f: &mut Func, max: bool, a: &str, b: &str) -> String {
+    let uno = f.v(format!("fcmp uno float {a}, {b}"));
+    let pred = if max { "ogt" } else { "olt" };
+    let better = f.v(format!("fcmp {pred} float {b}, {a}"));
+    let m = sel(f, &better, "float", b, a);
+    sel(f, &uno, "float", &fc(f32::NAN), &m)
+}
+
+fn pow(f: &mut Func, a: &str, b: &str) -> String {
+    let aa = fabs(f, a);
+    let l = log2(f, &aa);
+    let bl = f.v(format!("fmul float {b}, {l}"));
+    let r = exp2(f, &bl);
+    // Is b an integer, and odd?
+    let fb = f.call("float", "llvm.floor.f32", &[("float", b)]);
+    let is_int = f.v(format!("fcmp oeq float {fb}, {b}"));
+    let hb = f.v(format!("fmul float {b}, {}", fc(0.5)));
+    let fhb = f.call("float", "llvm.floor.f32", &[("float", &hb)]);
+    let half_frac = f.v(format!("fcmp une float {fhb}, {hb}"));
+    let odd = f.v(format!("and i1 {is_int}, {half_frac}"));
+    // Sign: negative results for a negative base (or -0) and an odd integer exponent.
+    let abits = f.v(format!("bitcast float {a} to i32"));
+    let aneg = f.v(format!("icmp slt i32 {abits}, 0"));
+    let flip = f.v(format!("and i1 {aneg}, {odd}"));
+    let nr = f.v(format!("fneg float {r}"));
+    let signed = sel(f, &flip, "float", &nr, &r);
+    // A finite negative base and a non-integer exponent give NaN.
+    let alt0 = f.v(format!("fcmp olt float {a}, {}", fc(0.0)));
+    let afin = f.v(format!("fcmp one float {aa}, {}", fc(f32::INFINITY)));
+    let not_int = f.v(format!("xor i1 {is_int}, true"));
+    let bad0 = f.v(format!("and i1 {alt0}, {afin}"));
+    let bad = f.v(format!("and i1 {bad0}, {not_int}"));
+    let r1 = sel(f, &bad, "float", &fc(f32::NAN), &signed);
+    // |a| == 1 and b = ±inf gives 1.
+    let aone = f.v(format!("fcmp oeq float {aa}, {}", fc(1.0)));
+    let ab = fabs(f, b);
+    let binf = f.v(format!("fcmp oeq float {ab}, {}", fc(f32::INFINITY)));
+    let one_inf = f.v(format!("and i1 {aone}, {binf}"));
+    let r2 = sel(f, &one_inf, "float", &fc(1.0), &r1);
+    // NaN operands give NaN, except that b == 0 or a == 1 give 1.
+    let uno = f.v(format!("fcmp uno float {a}, {b}"));
+    let r3 = sel(f, &uno, "float", &fc(f32::NAN), &r2);
+    let b0 = f.v(format!("fcmp oeq float {b}, {}", fc(0.0)));
+    let a1 = f.v(format!("fcmp oeq float {a}, {}", fc(1.0)));
+    let one = f.v(format!("or i1 {b0}, {a1}"));
+    sel(f, &one, "float", &fc(1.0), &r3)
+}
+
+/// One element of a unary op on a value of `dtype`.
+pub(crate) fn unary(f: &mut Func, caps: &GpuCaps, op: UnaryOp, dtype: DType, x: &str) -> Result<String, PtxError> {
+    if dtype == DType::I32 {
+        return Ok(match op {
+            UnaryOp::Neg => f.v(format!("sub i32 0, {x}")),
+            UnaryOp::Abs => {
+                let n = f.v(format!("sub i32 0, {x}"));
+                let c = f.v(format!("icmp slt i32 {x}, 0"));
+                sel(f, &c, "i32", &n, x)
+            }
+            UnaryOp::Relu => {
+                let c = f.v(format!("icmp sgt i32 {x}, 0"));
+                sel(f, &c, "i32", x, "0")
+            }
+            _ => {
+                return Err(PtxError::Unsupported { target: caps.name, what: format!("`{}` on i32", op.name()) });
+            }
+        });
+    }
+    if !dtype.is_float() {
+        return Err(PtxError::Unsupported { target: caps.name, what: format!("`{}` on {dtype}", op.name()) });
+    }
+    let r = match op {
+        UnaryOp::Neg => f.v(format!("fneg float {x}")),
+        UnaryOp::Abs => fabs(f, x),
+        UnaryOp::Exp => exp(f, x),
+        UnaryOp::Log => log(f, x),
+        UnaryOp::Sqrt => f.call("float", "llvm.sqrt.f32", &[("float", x)]),
+        UnaryOp::Rsqrt => {
+            let s = f.call("float", "llvm.sqrt.f32", &[("float", x)]);
+            f.v(format!("fdiv float {}, {s}", fc(1.0)))
+        }
+        UnaryOp::Tanh => tanh(f, x),
+        UnaryOp::Sigmoid => sigmoid(f, x),
+        UnaryOp::Relu => {
+            let c = f.v(format!("fcmp ole float {x}, {}", fc(0.0)));
+            sel(f, &c, "float", &fc(0.0), x)
+        }
+        UnaryOp::Gelu => gelu(f, x),
+    };
+    round(f, caps, dtype, &r)
+}
+
+/// One element of a binary op on values of `dtype`.
+pub(crate) fn binary(
+    f: &mut Func,
+    caps: &GpuCaps,
+    op: BinaryOp,
+    dtype: DType,
+    a: &str,
+    b: &str,
+) -> Result<String, PtxError> {
+    if dtype == DType::I32 {
+        return Ok(match op {
+            BinaryOp::Add => f.v(format!("add i32 {a}, {b}")),
+            BinaryOp::Sub => f.v(format!("sub i32 {a}, {b}")),
+            BinaryOp::Mul => f.v(format!("mul i32 {a}, {b}")),
+            BinaryOp::Div => {
+                // x / 0 = 0; i32::MIN / -1 wraps to i32::MIN; never divide by 0 or overflow.
+                let z = f.v(format!("icmp eq i32 {b}, 0"));
+                let m1 = f.v(format!("icmp eq i32 {b}, -1"));
+                let bad = f.v(format!("or i1 {z}, {m1}"));
+                let d = sel(f, &bad, "i32", "1", b);
+                let q = f.v(format!("sdiv i32 {a}, {d}"));
+                let na = f.v(format!("sub i32 0, {a}"));
+                let q1 = sel(f, &m1, "i32", &na, &q);
+                sel(f, &z, "i32", "0", &q1)
+            }
+            BinaryOp::Max | BinaryOp::Min => {
+                let pred = if op == BinaryOp::Max { "sgt" } else { "slt" };
+                let c = f.v(format!("icmp {pred} i32 {b}, {a}"));
+                sel(f, &c, "i32", b, a)
+            }
+            BinaryOp::Pow => {
+                return Err(PtxError::Unsupported { target: caps.name, what: "`pow` on i32".into() });
+            }
+        });
+    }
+    if !dtype.is_float() {
+        return Err(PtxError::Unsupported { target: caps.name, what: format!("`{}` on {dtype}", op.name()) });
+    }
+    let r = match op {
+        BinaryOp::Add => f.v(format!("fadd float {a}, {b}")),
+        BinaryOp::Sub => f.v(format!("fsub float {a}, {b}")),
+        BinaryOp::Mul => f.v(format!("fmul float {a}, {b}")),
+        BinaryOp::Div => f.v(format!("fdiv float {a}, {b}")),
+        BinaryOp::Max => minmax_nan(f, true, a, b),
+        BinaryOp::Min => minmax_nan(f, false, a, b),
+        BinaryOp::Pow => pow(f, a, b),
+    };
+    round(f, caps, dtype, &r)
+}
+
+/// One element of a comparison of values of `dtype`, as `i1`.
+pub(crate) fn compare(f: &mut Func, op: CompareOp, dtype: DType, a: &str, b: &str) -> String {
+    let (fp, ip, bp) = match op {
+        CompareOp::Eq => ("oeq", "eq", "eq"),
+        CompareOp::Ne => ("une", "ne", "ne"),
+        CompareOp::Lt => ("olt", "slt", "ult"),
+        CompareOp::Le => ("ole", "sle", "ule"),
+        CompareOp::Gt => ("ogt", "sgt", "ugt"),
+        CompareOp::Ge => ("oge", "sge", "uge"),
+    };
+    match dtype {
+        DType::F32 | DType::F16 | DType::BF16 => f.v(format!("fcmp {fp} float {a}, {b}")),
+        DType::I32 => f.v(format!("icmp {ip} i32 {a}, {b}")),
+        DType::Bool => f.v(format!("icmp {bp} i1 {a}, {b}")),
+    }
+}
+
+/// i32 → f32 rounded to odd (truncate, then set the last bit if inexact): rounding that to a
+/// narrower float once more gives the correctly rounded result (no double rounding).
+fn i32_to_f32_odd(f: &mut Func, x: &str) -> String {
+    let r = f.v(format!("sitofp i32 {x} to float"));
+    let back = f.v(format!("fptosi float {r} to i64"));
+    let x64 = f.v(format!("sext i32 {x} to i64"));
+    let ab = f.call("i64", "llvm.abs.i64", &[("i64", &back), ("i1", "false")]);
+    let ax = f.call("i64", "llvm.abs.i64", &[("i64", &x64), ("i1", "false")]);
+    let away = f.v(format!("icmp ugt i64 {ab}, {ax}"));
+    let bits = f.v(format!("bitcast float {r} to i32"));
+    let dec = f.v(format!("sub i32 {bits}, 1"));
+    let trunc = sel(f, &away, "i32", &dec, &bits);
+    let inexact = f.v(format!("icmp ne i64 {back}, {x64}"));
+    let odd = f.v(format!("or i32 {trunc}, 1"));
+    let b2 = sel(f, &inexact, "i32", &odd, &trunc);
+    f.v(format!("bitcast i32 {b2} to float"))
+}
+
+/// Converts a value of dtype `from` to dtype `to` (DESIGN §0: round to nearest even, float → i32
+/// saturating with NaN → 0, `x != 0` for bool).
+pub(crate) fn cast(f: &mut Func, caps: &GpuCaps, from: DType, to: DType, x: &str) -> Result<String, PtxError> {
+    use DType::*;
+    Ok(match (from, to) {
+        (a, b) if a == b => x.to_string(),
+        (F32 | F16 | BF16, F32 | F16 | BF16) => round(f, caps, to, x)?,
+        (F32 | F16 | BF16, I32) => f.call("i32", "llvm.fptosi.sat.i32.f32", &[("float", x)]),
+        (F32 | F16 | BF16, Bool) => f.v(format!("fcmp one float {x}, {}", fc(0.0))),
+        (I32, F32 | F16) => {
+            // Exact below 2^24; above, f16 overflows anyway and f32 rounds once.
+            let r = f.v(format!("sitofp i32 {x} to float"));
+            round(f, caps, to, &r)?
+        }
+        (I32, BF16) => {
+            let r = i32_to_f32_odd(f, x);
+            round(f, caps, to, &r)?
+        }
+        (I32, Bool) => f.v(format!("icmp ne i32 {x}, 0")),
+        (Bool, I32) => f.v(format!("zext i1 {x} to i32")),
+        (Bool, F32 | F16 | BF16) => f.v(format!("uitofp i1 {x} to float")),
+        // Covered by the first arm; listed for exhaustiveness.
+        (I32, I32) | (Bool, Bool) => x.to_string(),
+    })
+}
+
+/// The identity of a reduction, in the register kind of `dtype`.
+pub(crate) fn reduce_init(op: ReduceOp, dtype: DType) -> String {
+    match (op, dtype) {
+        (ReduceOp::Sum | ReduceOp::Mean, DType::I32) => "0".into(),
+        (ReduceOp::Sum | ReduceOp::Mean, _) => fc(0.0),
+        (ReduceOp::Max, DType::I32) => i32::MIN.to_string(),
+        (ReduceOp::Max, _) => fc(f32::NEG_INFINITY),
+        (ReduceOp::Min, DType::I32) => i32::MAX.to_string(),
+        (ReduceOp::Min, _) => fc(f32::INFINITY),
+    }
+}
+
+/// One step of a reduction: combines the accumulator with a value (no rounding: reductions
+/// accumulate in f32 and round once at the output).
+pub(crate) fn reduce_step(f: &mut Func, op: ReduceOp, dtype: DType, acc: &str, x: &str) -> String {
+    let int = dtype == DType::I32;
+    match op {
+        ReduceOp::Sum | ReduceOp::Mean if int => f.v(format!("add i32 {acc}, {x}")),
+        ReduceOp::Sum | ReduceOp::Mean => f.v(format!("fadd float {acc}, {x}")),
+        ReduceOp::Max | ReduceOp::Min if int => {
+            let pred = if op == ReduceOp::Max { "sgt" } else { "slt" };
+            let c = f.v(format!("icmp {pred} i32 {x}, {acc}"));
+            sel(f, &c, "i32", x, acc)
+        }
+        ReduceOp::Max => minmax_nan(f, true, acc, x),
+        ReduceOp::Min => minmax_nan(f, false, acc, x),
+    }
+}
+
+/// The final value of a reduction over `count` elements, rounded to `dtype`.
+pub(crate) fn reduce_finish(
+    f: &mut Func,
+    caps: &GpuCaps,
+    op: ReduceOp,
+    dtype: DType,
+    acc: &str,
+    count: u64,
+) -> Result<String, PtxError> {
+    if dtype == DType::I32 {
+        return Ok(acc.to_string());
+    }
+    let v = if op == ReduceOp::Mean { f.v(format!("fdiv float {acc}, {}", fc(count as f32))) } else { acc.to_string() };
+    round(f, caps, dtype, &v)
+}

@@ -1,0 +1,145 @@
+//! PTX code generation: kernels to LLVM IR (text), then LLVM's NVPTX backend (feature `llvm`) to
+//! PTX for `sm_80` or `sm_90a`.
+//!
+//! ```text
+//!  Kernel + Bindings ──plan──▶ stages (elementwise │ rows │ reduce │ matmul), scratch layout
+//!        ──emit──▶ LLVM IR text (one entry per stage) ──inkwell: parse, verify, O3──▶ PTX
+//! ```
+//!
+//! Kernel ABI (every entry of a kernel has the same parameters, in this order): one
+//! `.global` pointer per kernel input (the kernel graph's params), one per kernel output, then
+//! one scratch pointer (`scratch_bytes` long; may be null when 0). Every pointer must be 16-byte
+//! aligned; sizes are specialized into the code (the kernel is compiled for one binding of its
+//! shape variables). Elements are stored densely in row-major order: f32, f16, bf16 and i32 in
+//! their own formats, bool as one byte 0 or 1. The runtime launches the entries in order on one
+//! stream; each is a grid-stride loop, so any grid size from 1 up is correct.
+
+mod arch;
+mod error;
+mod expr;
+mod ir;
+#[cfg(feature = "llvm")]
+mod llvm;
+mod math;
+mod plan;
+mod ptxas;
+mod rows;
+mod stages;
+
+pub use arch::{Feature, GpuArch, GpuCaps};
+pub use error::PtxError;
+#[cfg(feature = "llvm")]
+pub use llvm::{compile_kernel, compile_program};
+pub use ptxas::{EntryReport, PtxasError, PtxasReport, assemble, find_ptxas};
+
+use tcc_ir::{Bindings, Kernel};
+
+use ir::ModuleText;
+use plan::Stage;
+use stages::StageCx;
+
+/// How to launch one entry of a kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Threads per block (the entry is compiled for exactly this many: `maxntid`).
+    pub block_threads: u32,
+    /// Blocks beyond which more add no work (at least 1).
+    pub max_blocks: u64,
+    /// Resident blocks per SM worth launching (grid = SMs x this, at most `max_blocks`).
+    pub blocks_per_sm: u32,
+    /// Static shared memory per block, in bytes (declared in the PTX; for information).
+    pub shared_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// The grid size for a device with `sm_count` SMs: enough blocks to fill it, no more than
+    /// useful, at least 1.
+    pub fn grid(&self, sm_count: u32) -> u32 {
+        let fill = u64::from(sm_count.max(1)) * u64::from(self.blocks_per_sm.max(1));
+        let blocks = self.max_blocks.clamp(1, fill);
+        u32::try_from(blocks).unwrap_or(u32::MAX)
+    }
+}
+
+/// One entry (stage) of a kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PtxStep {
+    /// The entry's name in the PTX module.
+    pub entry: String,
+    /// Which lowering it uses (`elementwise`, `rows`, `reduce`, `matmul`).
+    pub lowering: &'static str,
+    /// How to launch it.
+    pub launch: LaunchConfig,
+}
+
+/// The LLVM IR of one kernel and how to launch its entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelIr {
+    /// The kernel's name.
+    pub name: String,
+    /// The target.
+    pub arch: GpuArch,
+    /// The LLVM IR module, as text.
+    pub llvm_ir: String,
+    /// Entries in launch order.
+    pub steps: Vec<PtxStep>,
+    /// Number of input pointers (the kernel graph's params).
+    pub inputs: usize,
+    /// Number of output pointers.
+    pub outputs: usize,
+    /// Bytes of the scratch buffer the entries share.
+    pub scratch_bytes: u64,
+}
+
+/// A compiled kernel: PTX text and how to launch its entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PtxKernel {
+    /// The PTX module (one `.entry` per step).
+    pub ptx: String,
+    /// Everything else: names, launches, ABI sizes and the LLVM IR it came from.
+    pub ir: KernelIr,
+}
+
+/// A symbol-safe version of a kernel name.
+fn symbol(name: &str) -> String {
+    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    if s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') { s } else { format!("k_{s}") }
+}
+
+/// Plans `kernel` under `bindings` and writes its LLVM IR for `arch` (no LLVM needed).
+pub fn emit_llvm_ir(kernel: &Kernel, bindings: &Bindings, arch: GpuArch) -> Result<KernelIr, PtxError> {
+    let caps = arch.caps();
+    let plan = plan::plan(kernel, bindings)?;
+    let g = &kernel.graph;
+    let mut params: Vec<String> =
+        (0..g.params.len()).map(|i| format!("ptr addrspace(1) noalias readonly align 16 %in{i}")).collect();
+    params.extend((0..g.outputs.len()).map(|k| format!("ptr addrspace(1) noalias align 16 %out{k}")));
+    params.push("ptr addrspace(1) align 16 %scratch".to_string());
+    let cx = StageCx { g, plan: &plan, caps: &caps, schedule: &kernel.schedule, params: &params };
+    let mut module = ModuleText::default();
+    let base = symbol(&kernel.name);
+    let mut steps = Vec::new();
+    for (i, stage) in plan.stages.iter().enumerate() {
+        let entry = format!("{base}_s{i}");
+        let (lowering, launch) = match stage {
+            Stage::Elementwise { shape, outs } => {
+                ("elementwise", stages::elementwise(&cx, &mut module, &entry, shape, outs)?)
+            }
+            Stage::Rows { prefix, row_dims, reduces, outs } => {
+                ("rows", rows::rows(&cx, &mut module, &entry, *prefix, row_dims, reduces, outs)?)
+            }
+            Stage::Reduce { node, dest } => ("reduce", stages::reduce(&cx, &mut module, &entry, *node, *dest)?),
+            Stage::MatMul { node, outs } => ("matmul", stages::matmul(&cx, &mut module, &entry, *node, outs)?),
+        };
+        steps.push(PtxStep { entry, lowering, launch });
+    }
+    Ok(KernelIr {
+        name: kernel.name.clone(),
+        arch,
+        llvm_ir: module.finish(),
+        steps,
+        inputs: g.params.len(),
+        outputs: g.outputs.len(),
+        scratch_bytes: plan.scratch_bytes,
+    })
+}

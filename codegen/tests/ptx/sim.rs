@@ -1,0 +1,350 @@
+//! A CPU emulator of the PTX backend's kernels, for tests without a GPU: the kernel's LLVM IR is
+//! retargeted to the host (special registers, barriers and warp shuffles become calls into this
+//! file; `ex2/lg2.approx` become `llvm.exp2/log2`) and JIT-compiled; each block runs as one OS
+//! thread per GPU thread, blocks one after another, entries in launch order.
+//!
+//! It checks everything the backend decides (plans, index mappings, scalar semantics, loops,
+//! shared memory, reductions across lanes and warps); NVPTX instruction selection itself is
+//! checked by ptxas and, on a GPU, by the runtime's `gpu-tests`.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Barrier};
+
+use inkwell::OptimizationLevel;
+use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
+use tcc_codegen::ptx::KernelIr;
+use tcc_ir::interp::Tensor;
+use tcc_ir::{DType, TensorType};
+
+/// What one emulated GPU thread knows about itself.
+#[derive(Clone)]
+struct ThreadState {
+    tid: u32,
+    ctaid: u32,
+    ntid: u32,
+    nctaid: u32,
+    block: Arc<Barrier>,
+    warp: Arc<Warp>,
+}
+
+/// The lanes of one warp exchanging values.
+struct Warp {
+    barrier: Barrier,
+    slots: Vec<AtomicU32>,
+}
+
+thread_local! {
+    static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
+}
+
+fn with<T>(f: impl FnOnce(&ThreadState) -> T) -> T {
+    STATE.with(|s| f(s.borrow().as_ref().expect("emulated kernel code runs on an emulated thread")))
+}
+
+extern "C" fn sim_tid() -> i32 {
+    with(|s| s.tid as i32)
+}
+extern "C" fn sim_ctaid() -> i32 {
+    with(|s| s.ctaid as i32)
+}
+extern "C" fn sim_ntid() -> i32 {
+    with(|s| s.ntid as i32)
+}
+extern "C" fn sim_nctaid() -> i32 {
+    with(|s| s.nctaid as i32)
+}
+extern "C" fn sim_barrier() {
+    let b = with(|s| s.block.clone());
+    b.wait();
+}
+
+fn shfl_bits(bits: u32, off: i32) -> u32 {
+    let (warp, lane) = with(|s| (s.warp.clone(), (s.tid % 32) as usize));
+    warp.slots[lane].store(bits, Ordering::SeqCst);
+    warp.barrier.wait();
+    let other = warp.slots[(lane ^ off as usize) % 32].load(Ordering::SeqCst);
+    warp.barrier.wait();
+    other
+}
+
+extern "C" fn sim_shfl_f32(_mask: i32, v: f32, off: i32, _c: i32) -> f32 {
+    f32::from_bits(shfl_bits(v.to_bits(), off))
+}
+extern "C" fn sim_shfl_i32(_mask: i32, v: i32, off: i32, _c: i32) -> i32 {
+    shfl_bits(v as u32, off) as i32
+}
+
+extern "C" fn sim_exp2(x: f32) -> f32 {
+    x.exp2()
+}
+extern "C" fn sim_log2(x: f32) -> f32 {
+    x.log2()
+}
+extern "C" fn sim_fma(a: f32, b: f32, c: f32) -> f32 {
+    a.mul_add(b, c)
+}
+extern "C" fn sim_floor(x: f32) -> f32 {
+    x.floor()
+}
+extern "C" fn sim_sqrt(x: f32) -> f32 {
+    x.sqrt()
+}
+
+extern "C" fn sim_f32_to_f16(x: f32) -> u16 {
+    half::f16::from_f32(x).to_bits()
+}
+extern "C" fn sim_f32_to_bf16(x: f32) -> u16 {
+    half::bf16::from_f32(x).to_bits()
+}
+extern "C" fn sim_f16_to_f32(x: u16) -> f32 {
+    half::f16::from_bits(x).to_f32()
+}
+
+/// Host functions the retargeted IR calls: name, return type, parameter types.
+const HOST_FNS: &[(&str, &str, &[&str])] = &[
+    ("sim_tid", "i32", &[]),
+    ("sim_ctaid", "i32", &[]),
+    ("sim_ntid", "i32", &[]),
+    ("sim_nctaid", "i32", &[]),
+    ("sim_barrier", "void", &[]),
+    ("sim_shfl_f32", "float", &["i32", "float", "i32", "i32"]),
+    ("sim_shfl_i32", "i32", &["i32", "i32", "i32", "i32"]),
+    ("sim_exp2", "float", &["float"]),
+    ("sim_log2", "float", &["float"]),
+    ("sim_fma", "float", &["float", "float", "float"]),
+    ("sim_floor", "float", &["float"]),
+    ("sim_sqrt", "float", &["float"]),
+    ("sim_f32_to_f16", "i16", &["float"]),
+    ("sim_f32_to_bf16", "i16", &["float"]),
+    ("sim_f16_to_f32", "float", &["i16"]),
+];
+
+/// The kernel's IR retargeted to the host, with one `sim_call_<entry>(ptr args)` per entry.
+fn host_ir(ir: &KernelIr) -> String {
+    let mut text = ir.llvm_ir.clone();
+    for (from, to) in [
+        ("target triple = \"nvptx64-nvidia-cuda\"", ""),
+        ("addrspace(1) ", ""),
+        ("addrspace(3) ", ""),
+        ("@llvm.nvvm.read.ptx.sreg.tid.x", "@sim_tid"),
+        ("@llvm.nvvm.read.ptx.sreg.ctaid.x", "@sim_ctaid"),
+        ("@llvm.nvvm.read.ptx.sreg.ntid.x", "@sim_ntid"),
+        ("@llvm.nvvm.read.ptx.sreg.nctaid.x", "@sim_nctaid"),
+        ("@llvm.nvvm.barrier0", "@sim_barrier"),
+        ("@llvm.nvvm.shfl.sync.bfly.f32", "@sim_shfl_f32"),
+        ("@llvm.nvvm.shfl.sync.bfly.i32", "@sim_shfl_i32"),
+        ("@llvm.nvvm.ex2.approx.f(", "@sim_exp2("),
+        ("@llvm.nvvm.lg2.approx.f(", "@sim_log2("),
+        ("@llvm.fma.f32(", "@sim_fma("),
+        ("@llvm.floor.f32(", "@sim_floor("),
+        ("@llvm.sqrt.f32(", "@sim_sqrt("),
+    ] {
+        text = text.replace(from, to);
+    }
+    // Half-precision conversions would be libcalls on the host: route them through ours.
+    text = text
+        .lines()
+        .map(|line| {
+            let Some((lhs, rhs)) = line.split_once(" = ") else { return line.to_string() };
+            let conv = |op: &str, from: &str, to: &str| -> Option<String> {
+                let v = rhs.strip_prefix(&format!("{op} {from} "))?.strip_suffix(&format!(" to {to}"))?;
+                Some(v.to_string())
+            };
+            let name = lhs.trim();
+            if let Some(v) = conv("fptrunc", "float", "half") {
+                format!("  {name}.b = call i16 @sim_f32_to_f16(float {v})\n  {name} = bitcast i16 {name}.b to half")
+            } else if let Some(v) = conv("fptrunc", "float", "bfloat") {
+                format!("  {name}.b = call i16 @sim_f32_to_bf16(float {v})\n  {name} = bitcast i16 {name}.b to bfloat")
+            } else if let Some(v) = conv("fpext", "half", "float") {
+                format!("  {name}.b = bitcast half {v} to i16\n  {name} = call float @sim_f16_to_f32(i16 {name}.b)")
+            } else {
+                line.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    // The host functions are reached through pointers the runner stores in globals (robust
+    // against symbol resolution in the JIT).
+    let mut lines: Vec<String> = text.lines().filter(|l| !(l.starts_with("declare") && l.contains("@sim_"))).map(String::from).collect();
+    for (name, ret, params) in HOST_FNS {
+        let args: Vec<String> = params.iter().enumerate().map(|(i, t)| format!("{t} %x{i}")).collect();
+        let call_args = args.join(", ");
+        let (call, tail) = if *ret == "void" {
+            (format!("  call void %f({call_args})"), "  ret void".to_string())
+        } else {
+            (format!("  %r = call {ret} %f({call_args})"), format!("  ret {ret} %r"))
+        };
+        lines.push(format!(
+            "@{name}_ptr = global ptr null\ndefine {ret} @{name}({call_args}) {{\n  %f = load ptr, ptr @{name}_ptr\n{call}\n{tail}\n}}"
+        ));
+    }
+    let mut init = String::from("define void @sim_init(ptr %table) {\n");
+    for (i, (name, _, _)) in HOST_FNS.iter().enumerate() {
+        init.push_str(&format!(
+            "  %q{i} = getelementptr ptr, ptr %table, i64 {i}\n  %v{i} = load ptr, ptr %q{i}\n  store ptr %v{i}, ptr @{name}_ptr\n"
+        ));
+    }
+    init.push_str("  ret void\n}");
+    lines.push(init);
+    let mut text = lines.join("\n");
+    let n = ir.inputs + ir.outputs + 1;
+    for step in &ir.steps {
+        text.push_str(&format!("\ndefine void @sim_call_{}(ptr %args) {{\n", step.entry));
+        for i in 0..n {
+            text.push_str(&format!("  %p{i} = getelementptr ptr, ptr %args, i64 {i}\n  %a{i} = load ptr, ptr %p{i}\n"));
+        }
+        let args: Vec<String> = (0..n).map(|i| format!("ptr %a{i}")).collect();
+        text.push_str(&format!("  call void @{}({})\n  ret void\n}}\n", step.entry, args.join(", ")));
+    }
+    text
+}
+
+/// Device memory of the emulator: 16-byte aligned bytes.
+struct Buf {
+    words: Vec<u128>,
+}
+
+impl Buf {
+    fn zeroed(bytes: usize) -> Buf {
+        Buf { words: vec![0; bytes.div_ceil(16).max(1)] }
+    }
+    fn ptr(&mut self) -> *mut u8 {
+        self.words.as_mut_ptr().cast()
+    }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: u128 has no padding; the slice covers exactly the vector's memory.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast(), self.words.len() * 16) }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, uniquely borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast(), self.words.len() * 16) }
+    }
+}
+
+fn encode(t: &Tensor) -> Buf {
+    let size = t.dtype.size_bytes();
+    let mut b = Buf::zeroed(t.data.len() * size);
+    let out = b.bytes_mut();
+    for (i, &v) in t.data.iter().enumerate() {
+        let at = &mut out[i * size..(i + 1) * size];
+        match t.dtype {
+            DType::F32 => at.copy_from_slice(&(v as f32).to_le_bytes()),
+            DType::F16 => at.copy_from_slice(&half::f16::from_f64(v).to_le_bytes()),
+            DType::BF16 => at.copy_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
+            DType::I32 => at.copy_from_slice(&(v as i32).to_le_bytes()),
+            DType::Bool => at[0] = u8::from(v != 0.0),
+        }
+    }
+    b
+}
+
+fn decode(b: &Buf, dtype: DType, shape: Vec<usize>) -> Tensor {
+    let size = dtype.size_bytes();
+    let n: usize = shape.iter().product();
+    let bytes = b.bytes();
+    let data = (0..n)
+        .map(|i| {
+            let at = &bytes[i * size..(i + 1) * size];
+            match dtype {
+                DType::F32 => f64::from(f32::from_le_bytes([at[0], at[1], at[2], at[3]])),
+                DType::F16 => f64::from(half::f16::from_le_bytes([at[0], at[1]])),
+                DType::BF16 => f64::from(half::bf16::from_le_bytes([at[0], at[1]])),
+                DType::I32 => f64::from(i32::from_le_bytes([at[0], at[1], at[2], at[3]])),
+                DType::Bool => f64::from(u8::from(at[0] != 0)),
+            }
+        })
+        .collect();
+    Tensor { dtype, shape, data }
+}
+
+/// Runs a compiled kernel on the CPU with `inputs`; returns one tensor per output type.
+/// `sm_count` sets the emulated grid size (small values exercise the grid-stride loops).
+pub fn run(ir: &KernelIr, inputs: &[Tensor], outputs: &[TensorType], bindings: &tcc_ir::Bindings, sm_count: u32) -> Vec<Tensor> {
+    let context = Context::create();
+    let text = host_ir(ir);
+    if let Some(dir) = std::env::var_os("TCC_DUMP_PTX") {
+        std::fs::write(std::path::Path::new(&dir).join(format!("{}_host.ll", ir.name)), &text).unwrap();
+    }
+    let module = context
+        .create_module_from_ir(MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "sim"))
+        .unwrap_or_else(|e| panic!("{}: host IR does not parse: {e}", ir.name));
+    let ee = module.create_jit_execution_engine(OptimizationLevel::Less).unwrap();
+    // In the order of HOST_FNS.
+    let table: [usize; 15] = [
+        sim_tid as extern "C" fn() -> i32 as usize,
+        sim_ctaid as extern "C" fn() -> i32 as usize,
+        sim_ntid as extern "C" fn() -> i32 as usize,
+        sim_nctaid as extern "C" fn() -> i32 as usize,
+        sim_barrier as extern "C" fn() as usize,
+        sim_shfl_f32 as extern "C" fn(i32, f32, i32, i32) -> f32 as usize,
+        sim_shfl_i32 as extern "C" fn(i32, i32, i32, i32) -> i32 as usize,
+        sim_exp2 as extern "C" fn(f32) -> f32 as usize,
+        sim_log2 as extern "C" fn(f32) -> f32 as usize,
+        sim_fma as extern "C" fn(f32, f32, f32) -> f32 as usize,
+        sim_floor as extern "C" fn(f32) -> f32 as usize,
+        sim_sqrt as extern "C" fn(f32) -> f32 as usize,
+        sim_f32_to_f16 as extern "C" fn(f32) -> u16 as usize,
+        sim_f32_to_bf16 as extern "C" fn(f32) -> u16 as usize,
+        sim_f16_to_f32 as extern "C" fn(u16) -> f32 as usize,
+    ];
+    assert_eq!(table.len(), HOST_FNS.len());
+    let init = ee.get_function_address("sim_init").unwrap();
+    // SAFETY: `sim_init` has the signature `void(ptr)` and reads HOST_FNS.len() pointers.
+    let init: extern "C" fn(*const usize) = unsafe { std::mem::transmute(init) };
+    init(table.as_ptr());
+    let mut ins: Vec<Buf> = inputs.iter().map(encode).collect();
+    let shapes: Vec<Vec<usize>> = outputs.iter().map(|t| t.shape.resolve(bindings).unwrap()).collect();
+    let mut outs: Vec<Buf> = outputs
+        .iter()
+        .zip(&shapes)
+        .map(|(t, s)| Buf::zeroed(s.iter().product::<usize>() * t.dtype.size_bytes()))
+        .collect();
+    let mut scratch = Buf::zeroed(ir.scratch_bytes as usize);
+    let args: Vec<usize> = ins
+        .iter_mut()
+        .chain(outs.iter_mut())
+        .chain(std::iter::once(&mut scratch))
+        .map(|b| b.ptr() as usize)
+        .collect();
+    for step in &ir.steps {
+        let addr = ee.get_function_address(&format!("sim_call_{}", step.entry)).unwrap();
+        let grid = step.launch.grid(sm_count);
+        let threads = step.launch.block_threads;
+        for ctaid in 0..grid {
+            let block = Arc::new(Barrier::new(threads as usize));
+            let warps: Vec<Arc<Warp>> = (0..threads.div_ceil(32))
+                .map(|w| {
+                    let lanes = (threads - w * 32).min(32) as usize;
+                    Arc::new(Warp { barrier: Barrier::new(lanes), slots: (0..32).map(|_| AtomicU32::new(0)).collect() })
+                })
+                .collect();
+            std::thread::scope(|s| {
+                for tid in 0..threads {
+                    let state = ThreadState {
+                        tid,
+                        ctaid,
+                        ntid: threads,
+                        nctaid: grid,
+                        block: block.clone(),
+                        warp: warps[(tid / 32) as usize].clone(),
+                    };
+                    let args = &args;
+                    std::thread::Builder::new()
+                        .stack_size(1 << 20)
+                        .spawn_scoped(s, move || {
+                            STATE.with(|st| *st.borrow_mut() = Some(state));
+                            // SAFETY: `sim_call_<entry>` has the signature `void(ptr)` and reads
+                            // exactly `args.len()` pointers; every buffer is large enough for the
+                            // kernel's specialized shapes and outlives this scope.
+                            let f: extern "C" fn(*const usize) = unsafe { std::mem::transmute(addr) };
+                            f(args.as_ptr());
+                        })
+                        .unwrap();
+                }
+            });
+        }
+    }
+    outs.iter().zip(outputs).zip(shapes).map(|((b, t), s)| decode(b, t.dtype, s)).collect()
+}

@@ -1,0 +1,375 @@
+//! The CPU device: compiles programs with the cranelift tier, caches them, and runs their
+//! kernels on a thread pool, splitting each kernel's rows across threads.
+
+pub mod kernel;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+use tcc_codegen::{Backend, BufKind, CraneliftBackend, LowerOptions};
+use tcc_ir::{Bindings, Program, TensorType, ValueRef};
+
+use crate::bind::{bind_inputs, describe};
+use crate::error::RuntimeError;
+use crate::tensor::HostTensor;
+use kernel::LoadedKernel;
+
+/// Below this many innermost iterations per thread, a kernel runs on fewer threads.
+pub const MIN_WORK_PER_THREAD: u64 = 1 << 15;
+
+/// One launch of a compiled program.
+#[derive(Debug)]
+struct CompiledLaunch {
+    kernel: LoadedKernel,
+    inputs: Vec<ValueRef>,
+    outputs: Vec<ValueRef>,
+    threads: usize,
+}
+
+/// A program compiled for one set of shape bindings.
+#[derive(Debug)]
+pub struct CompiledProgram {
+    name: String,
+    params: Vec<tcc_ir::Param>,
+    bindings: Bindings,
+    buffers: Vec<(TensorType, Vec<usize>)>,
+    launches: Vec<CompiledLaunch>,
+    outputs: Vec<ValueRef>,
+    pool: Arc<rayon::ThreadPool>,
+}
+
+/// The host CPU as a device.
+#[derive(Debug)]
+pub struct CpuDevice {
+    backend: CraneliftBackend,
+    pool: Arc<rayon::ThreadPool>,
+    threads: usize,
+    cache: Mutex<HashMap<(String, Bindings), Arc<CompiledProgram>>>,
+}
+
+impl CpuDevice {
+    /// A device using every core.
+    pub fn new() -> Result<CpuDevice, RuntimeError> {
+        CpuDevice::with_threads(0)
+    }
+
+    /// A device using `threads` threads (0 = every core).
+    pub fn with_threads(threads: usize) -> Result<CpuDevice, RuntimeError> {
+        CpuDevice::with_backend(CraneliftBackend::new()?, threads)
+    }
+
+    /// A device compiling with the given lowering options (tests use `materialize_all`).
+    pub fn with_options(options: LowerOptions, threads: usize) -> Result<CpuDevice, RuntimeError> {
+        CpuDevice::with_backend(CraneliftBackend::with_options(options)?, threads)
+    }
+
+    /// A device compiling with `backend`.
+    pub fn with_backend(
+        backend: CraneliftBackend,
+        threads: usize,
+    ) -> Result<CpuDevice, RuntimeError> {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            threads
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("tcc-cpu-{i}"))
+            .build()
+            .map_err(|e| RuntimeError::ThreadPool(e.to_string()))?;
+        Ok(CpuDevice {
+            backend,
+            pool: Arc::new(pool),
+            threads,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The code generator.
+    pub fn backend(&self) -> &CraneliftBackend {
+        &self.backend
+    }
+
+    /// Number of compiled programs in the cache.
+    pub fn cache_len(&self) -> usize {
+        self.cache.lock().map_or(0, |c| c.len())
+    }
+
+    /// Empties the cache of compiled programs.
+    pub fn clear_cache(&self) {
+        if let Ok(mut c) = self.cache.lock() {
+            c.clear();
+        }
+    }
+
+    /// A stable fingerprint of a program: blake3 of its canonical JSON form.
+    pub fn fingerprint(program: &Program) -> Result<String, RuntimeError> {
+        let text = serde_json::to_string(program)
+            .map_err(|e| RuntimeError::Internal(format!("serializing: {e}")))?;
+        Ok(blake3::hash(text.as_bytes()).to_hex().to_string())
+    }
+
+    /// The program compiled for `bindings`, from the cache or compiled now.
+    pub fn compile(
+        &self,
+        program: &Program,
+        bindings: &Bindings,
+    ) -> Result<Arc<CompiledProgram>, RuntimeError> {
+        let key = (CpuDevice::fingerprint(program)?, bindings.clone());
+        if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Ok(hit);
+        }
+        let compiled = Arc::new(self.compile_uncached(program, bindings)?);
+        if let Ok(mut c) = self.cache.lock() {
+            c.insert(key, compiled.clone());
+        }
+        Ok(compiled)
+    }
+
+    fn compile_uncached(
+        &self,
+        program: &Program,
+        bindings: &Bindings,
+    ) -> Result<CompiledProgram, RuntimeError> {
+        let mut buffers = Vec::with_capacity(program.buffers.len());
+        for ty in &program.buffers {
+            let dims = tcc_codegen::loops::resolve_dims(&ty.shape, bindings)?;
+            buffers.push((ty.clone(), dims.iter().map(|&d| d as usize).collect()));
+        }
+        let mut launches = Vec::with_capacity(program.launches.len());
+        for launch in &program.launches {
+            let kernel = LoadedKernel::new(self.backend.compile(&launch.kernel, bindings)?);
+            let wanted = launch.kernel.schedule.threads as usize;
+            let threads = if wanted == 0 {
+                self.threads
+            } else {
+                wanted.min(self.threads)
+            };
+            launches.push(CompiledLaunch {
+                kernel,
+                inputs: launch.inputs.clone(),
+                outputs: launch.outputs.clone(),
+                threads,
+            });
+        }
+        Ok(CompiledProgram {
+            name: program.name.clone(),
+            params: program.params.clone(),
+            bindings: bindings.clone(),
+            buffers,
+            launches,
+            outputs: program.outputs.clone(),
+            pool: self.pool.clone(),
+        })
+    }
+
+    /// Runs `program` on `inputs`: binds shape variables from the inputs' shapes (an error names
+    /// the parameter and both shapes on a mismatch), compiles (or reuses) the program for those
+    /// bindings, and returns its outputs.
+    pub fn run(
+        &self,
+        program: &Program,
+        inputs: &[HostTensor],
+    ) -> Result<Vec<HostTensor>, RuntimeError> {
+        let bindings = bind_inputs(&program.name, &program.params, inputs)?;
+        self.compile(program, &bindings)?.run(inputs)
+    }
+}
+
+impl CompiledProgram {
+    /// The shape bindings this program was compiled for.
+    pub fn bindings(&self) -> &Bindings {
+        &self.bindings
+    }
+
+    /// Names of the compiled kernels, in launch order.
+    pub fn kernel_names(&self) -> Vec<&str> {
+        self.launches.iter().map(|l| l.kernel.name()).collect()
+    }
+
+    /// Runs the program; the inputs must have exactly the shapes it was compiled for.
+    pub fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+        let bindings = bind_inputs(&self.name, &self.params, inputs)?;
+        if bindings != self.bindings {
+            let param = self.params.iter().zip(inputs).find(|(p, _)| {
+                p.ty.shape
+                    .vars()
+                    .iter()
+                    .any(|v| bindings.get(v) != self.bindings.get(v))
+            });
+            let (name, expected, got) = match param {
+                Some((p, t)) => (
+                    p.name.clone(),
+                    describe(&p.ty.shape, &self.bindings),
+                    t.shape().to_vec(),
+                ),
+                None => (String::new(), format!("{:?}", self.bindings), Vec::new()),
+            };
+            return Err(RuntimeError::ShapeMismatch {
+                param: name,
+                expected,
+                got,
+            });
+        }
+        let mut buffers: Vec<Option<HostTensor>> = Vec::with_capacity(self.buffers.len());
+        for (ty, dims) in &self.buffers {
+            buffers.push(Some(HostTensor::zeros(ty.dtype, dims.clone())?));
+        }
+        for launch in &self.launches {
+            self.launch(launch, inputs, &mut buffers)?;
+        }
+        self.outputs
+            .iter()
+            .map(|o| match o {
+                ValueRef::Param(p) => inputs
+                    .get(*p)
+                    .cloned()
+                    .ok_or_else(|| bad(format!("output names parameter {p}"))),
+                ValueRef::Buffer(b) => {
+                    // A buffer returned twice is cloned for its second use.
+                    let repeated = self
+                        .outputs
+                        .iter()
+                        .filter(|x| **x == ValueRef::Buffer(*b))
+                        .count()
+                        > 1;
+                    let slot = buffers
+                        .get_mut(*b)
+                        .ok_or_else(|| bad(format!("output names buffer {b}")))?;
+                    let t = if repeated { slot.clone() } else { slot.take() };
+                    t.ok_or_else(|| bad(format!("output buffer {b} is missing")))
+                }
+            })
+            .collect()
+    }
+
+    fn launch(
+        &self,
+        launch: &CompiledLaunch,
+        inputs: &[HostTensor],
+        buffers: &mut [Option<HostTensor>],
+    ) -> Result<(), RuntimeError> {
+        let decls = launch.kernel.buffers();
+        // Outputs must be distinct buffers that the launch does not also read.
+        for (i, o) in launch.outputs.iter().enumerate() {
+            let ValueRef::Buffer(_) = o else {
+                return Err(bad(format!("launch writes parameter {o:?}")));
+            };
+            if launch.outputs[..i].contains(o) || launch.inputs.contains(o) {
+                return Err(bad(format!(
+                    "launch output {o:?} aliases another of its buffers"
+                )));
+            }
+        }
+        let mut scratch: Vec<Vec<u8>> = Vec::new();
+        let mut ptrs: Vec<usize> = Vec::with_capacity(decls.len());
+        let mut locals: Vec<(usize, usize)> = Vec::new();
+        for decl in decls {
+            let need = usize::try_from(decl.len)
+                .ok()
+                .and_then(|n| n.checked_mul(decl.dtype.size_bytes()))
+                .ok_or_else(|| bad("buffer too large"))?;
+            if decl.kind == BufKind::Scratch {
+                scratch.push(vec![0u8; need]);
+            }
+            if decl.kind == BufKind::Local {
+                locals.push((ptrs.len(), need));
+            }
+            ptrs.push(need);
+        }
+        let mut scratch_iter = scratch.iter_mut();
+        for (i, decl) in decls.iter().enumerate() {
+            let need = ptrs[i];
+            let (ptr, have, dtype) = match decl.kind {
+                BufKind::Input(k) => {
+                    let t = match launch.inputs.get(k) {
+                        Some(ValueRef::Param(p)) => inputs.get(*p),
+                        Some(ValueRef::Buffer(b)) => buffers.get(*b).and_then(Option::as_ref),
+                        None => None,
+                    }
+                    .ok_or_else(|| bad(format!("kernel input {k} is unbound")))?;
+                    // Inputs are only read by the kernel.
+                    (t.bytes().as_ptr() as usize, t.bytes().len(), t.dtype())
+                }
+                BufKind::Output(k) => {
+                    let t = match launch.outputs.get(k) {
+                        Some(ValueRef::Buffer(b)) => buffers.get_mut(*b).and_then(Option::as_mut),
+                        _ => None,
+                    }
+                    .ok_or_else(|| bad(format!("kernel output {k} is unbound")))?;
+                    let dtype = t.dtype();
+                    let bytes = t.bytes_mut();
+                    (bytes.as_mut_ptr() as usize, bytes.len(), dtype)
+                }
+                BufKind::Scratch => {
+                    let s = scratch_iter
+                        .next()
+                        .ok_or_else(|| bad("scratch buffer missing"))?;
+                    (s.as_mut_ptr() as usize, s.len(), decl.dtype)
+                }
+                // Filled per call below.
+                BufKind::Local => (0, need, decl.dtype),
+            };
+            if have != need || dtype != decl.dtype {
+                return Err(bad(format!(
+                    "kernel `{}` buffer {i} expects {need} bytes of {}, got {have} bytes of {dtype}",
+                    launch.kernel.name(),
+                    decl.dtype
+                )));
+            }
+            ptrs[i] = ptr;
+        }
+        let kernel = &launch.kernel;
+        // One call with its own local buffers.
+        let run = |phase: usize, begin: u64, end: u64| {
+            let mut mine = ptrs.clone();
+            let mut storage: Vec<Vec<u8>> = Vec::with_capacity(locals.len());
+            for &(slot, bytes) in &locals {
+                let mut v = vec![0u8; bytes];
+                mine[slot] = v.as_mut_ptr() as usize;
+                storage.push(v);
+            }
+            // SAFETY: `mine` holds one pointer per declared buffer, each checked above to span
+            // exactly the declared bytes (local ones freshly allocated for this call and alive
+            // until it returns); outputs are distinct buffers not read by this launch and scratch
+            // is freshly allocated, so nothing aliases; phases run one after another; concurrent
+            // calls get disjoint row ranges of a phase whose lowering proved that different rows
+            // write disjoint elements and never read what another row writes.
+            unsafe { kernel.call(phase, &mine, begin, end) };
+            drop(storage);
+        };
+        for (phase, (rows, work)) in kernel.phases().into_iter().enumerate() {
+            let by_work = usize::try_from(work / MIN_WORK_PER_THREAD)
+                .unwrap_or(usize::MAX)
+                .max(1);
+            let threads = launch
+                .threads
+                .min(usize::try_from(rows).unwrap_or(usize::MAX))
+                .min(by_work)
+                .max(1);
+            if threads <= 1 {
+                run(phase, 0, rows.max(1));
+                continue;
+            }
+            let chunks = (threads * 4).min(usize::try_from(rows).unwrap_or(usize::MAX)) as u64;
+            self.pool.install(|| {
+                (0..chunks)
+                    .into_par_iter()
+                    .for_each(|c| run(phase, rows * c / chunks, rows * (c + 1) / chunks));
+            });
+        }
+        drop(scratch);
+        Ok(())
+    }
+}
+
+fn bad(msg: impl Into<String>) -> RuntimeError {
+    RuntimeError::Internal(msg.into())
+}

@@ -1,0 +1,261 @@
+//! Host tensors: a dtype, a shape and little-endian element bytes.
+
+use half::{bf16, f16};
+use tcc_ir::DType;
+use tcc_ir::interp::Tensor;
+
+use crate::error::RuntimeError;
+
+/// An element type a host tensor can be built from or read as.
+pub trait Element: Copy {
+    /// The dtype of tensors of this element.
+    const DTYPE: DType;
+    /// Appends the element's little-endian bytes.
+    fn put(self, out: &mut Vec<u8>);
+    /// Reads one element from exactly `size_bytes` bytes.
+    fn get(bytes: &[u8]) -> Self;
+}
+
+macro_rules! element {
+    ($t:ty, $d:expr, $n:literal) => {
+        impl Element for $t {
+            const DTYPE: DType = $d;
+            fn put(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn get(bytes: &[u8]) -> Self {
+                let mut a = [0u8; $n];
+                a.copy_from_slice(&bytes[..$n]);
+                <$t>::from_le_bytes(a)
+            }
+        }
+    };
+}
+
+element!(f32, DType::F32, 4);
+element!(f16, DType::F16, 2);
+element!(bf16, DType::BF16, 2);
+element!(i32, DType::I32, 4);
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    fn put(self, out: &mut Vec<u8>) {
+        out.push(u8::from(self));
+    }
+    fn get(bytes: &[u8]) -> Self {
+        bytes.first().is_some_and(|&b| b != 0)
+    }
+}
+
+/// A tensor in host memory: row-major, little-endian elements (bool as one byte, 0 or 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostTensor {
+    dtype: DType,
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+fn numel(shape: &[usize]) -> Result<usize, RuntimeError> {
+    shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&n| (n as u64) < tcc_ir::limits::MAX_ELEMENTS)
+        .ok_or_else(|| RuntimeError::TooLarge(shape.to_vec()))
+}
+
+impl HostTensor {
+    /// A tensor from raw little-endian bytes; fails if their length does not fit dtype and shape.
+    pub fn from_bytes(
+        dtype: DType,
+        shape: Vec<usize>,
+        bytes: Vec<u8>,
+    ) -> Result<HostTensor, RuntimeError> {
+        let expected = numel(&shape)?
+            .checked_mul(dtype.size_bytes())
+            .ok_or_else(|| RuntimeError::TooLarge(shape.clone()))?;
+        if bytes.len() != expected {
+            return Err(RuntimeError::DataLength {
+                dtype,
+                shape,
+                expected,
+                got: bytes.len(),
+            });
+        }
+        Ok(HostTensor {
+            dtype,
+            shape,
+            bytes,
+        })
+    }
+
+    /// A tensor of zeros.
+    pub fn zeros(dtype: DType, shape: Vec<usize>) -> Result<HostTensor, RuntimeError> {
+        let n = numel(&shape)?
+            .checked_mul(dtype.size_bytes())
+            .ok_or_else(|| RuntimeError::TooLarge(shape.clone()))?;
+        Ok(HostTensor {
+            dtype,
+            shape,
+            bytes: vec![0; n],
+        })
+    }
+
+    /// A tensor of `shape` holding `data` (row-major).
+    pub fn from_slice<T: Element>(
+        shape: Vec<usize>,
+        data: &[T],
+    ) -> Result<HostTensor, RuntimeError> {
+        let n = numel(&shape)?;
+        if data.len() != n {
+            return Err(RuntimeError::DataLength {
+                dtype: T::DTYPE,
+                shape,
+                expected: n.saturating_mul(T::DTYPE.size_bytes()),
+                got: data.len().saturating_mul(T::DTYPE.size_bytes()),
+            });
+        }
+        let mut bytes = Vec::with_capacity(n * T::DTYPE.size_bytes());
+        for &x in data {
+            x.put(&mut bytes);
+        }
+        Ok(HostTensor {
+            dtype: T::DTYPE,
+            shape,
+            bytes,
+        })
+    }
+
+    /// A tensor of `shape` holding `data` (row-major).
+    pub fn from_vec<T: Element>(
+        shape: Vec<usize>,
+        data: Vec<T>,
+    ) -> Result<HostTensor, RuntimeError> {
+        HostTensor::from_slice(shape, &data)
+    }
+
+    /// The elements, if the tensor holds `T`s.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, RuntimeError> {
+        if self.dtype != T::DTYPE {
+            return Err(RuntimeError::WrongElementType {
+                actual: self.dtype,
+                requested: T::DTYPE,
+            });
+        }
+        Ok(self
+            .bytes
+            .chunks_exact(T::DTYPE.size_bytes())
+            .map(T::get)
+            .collect())
+    }
+
+    /// Every element as f64 (exact for every dtype).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        let size = self.dtype.size_bytes();
+        self.bytes
+            .chunks_exact(size)
+            .map(|b| match self.dtype {
+                DType::F32 => f64::from(f32::get(b)),
+                DType::F16 => f64::from(f16::get(b)),
+                DType::BF16 => f64::from(bf16::get(b)),
+                DType::I32 => f64::from(i32::get(b)),
+                DType::Bool => f64::from(u8::from(bool::get(b))),
+            })
+            .collect()
+    }
+
+    /// A tensor from f64 values, each rounded to `dtype` as DESIGN §0 casts round.
+    pub fn from_f64(
+        dtype: DType,
+        shape: Vec<usize>,
+        data: &[f64],
+    ) -> Result<HostTensor, RuntimeError> {
+        let n = numel(&shape)?;
+        if data.len() != n {
+            return Err(RuntimeError::DataLength {
+                dtype,
+                shape,
+                expected: n.saturating_mul(dtype.size_bytes()),
+                got: data.len().saturating_mul(dtype.size_bytes()),
+            });
+        }
+        let mut bytes = Vec::with_capacity(n * dtype.size_bytes());
+        for &v in data {
+            match dtype {
+                DType::F32 => (v as f32).put(&mut bytes),
+                DType::F16 => f16::from_f64(v).put(&mut bytes),
+                DType::BF16 => bf16::from_f64(v).put(&mut bytes),
+                DType::I32 => (v as i32).put(&mut bytes),
+                DType::Bool => (v != 0.0 && !v.is_nan()).put(&mut bytes),
+            }
+        }
+        Ok(HostTensor {
+            dtype,
+            shape,
+            bytes,
+        })
+    }
+
+    /// The same values as an interpreter tensor.
+    pub fn to_interp(&self) -> Tensor {
+        Tensor {
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            data: self.to_f64_vec(),
+        }
+    }
+
+    /// The same values as an interpreter tensor holds (its values are representable in its dtype).
+    pub fn from_interp(t: &Tensor) -> Result<HostTensor, RuntimeError> {
+        HostTensor::from_f64(t.dtype, t.shape.clone(), &t.data)
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The raw little-endian bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The raw bytes, mutably (the length is fixed).
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+}
+
+#[cfg(feature = "ndarray")]
+mod nd {
+    use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+
+    use super::{Element, HostTensor};
+    use crate::error::RuntimeError;
+
+    impl HostTensor {
+        /// A tensor with the elements and shape of an ndarray array (in logical row-major order).
+        pub fn from_ndarray<T: Element, S: Data<Elem = T>, D: Dimension>(
+            a: &ArrayBase<S, D>,
+        ) -> Result<HostTensor, RuntimeError> {
+            let data: Vec<T> = a.iter().copied().collect();
+            HostTensor::from_vec(a.shape().to_vec(), data)
+        }
+
+        /// The tensor as an ndarray array, if it holds `T`s.
+        pub fn to_ndarray<T: Element>(&self) -> Result<ArrayD<T>, RuntimeError> {
+            let data = self.to_vec::<T>()?;
+            ArrayD::from_shape_vec(IxDyn(self.shape()), data)
+                .map_err(|e| RuntimeError::Internal(format!("ndarray shape: {e}")))
+        }
+    }
+}

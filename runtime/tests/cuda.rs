@@ -1,0 +1,160 @@
+//! The CUDA runtime. Without a driver: opening a device is a clear error, never a panic. With
+//! feature `gpu-tests` (a CUDA device): the PTX backend against the interpreter on random
+//! programs, hand-built kernels and every example, as the CPU backend's differential tests do.
+
+use tcc_runtime::cuda::{CudaDevice, CudaError};
+
+fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+#[test]
+fn opening_a_device_never_panics_and_names_a_missing_driver() {
+    match CudaDevice::open(0) {
+        Err(e @ CudaError::NoDriver) => {
+            assert!(!driver_present());
+            assert!(e.to_string().starts_with("no CUDA driver found (libcuda.so)"), "{e}");
+        }
+        Ok(d) => assert!(d.info().sm_count > 0 && !d.info().name.is_empty()),
+        Err(e) => assert!(driver_present() && !e.to_string().is_empty(), "{e}"),
+    }
+    match CudaDevice::open(1 << 20) {
+        Err(CudaError::NoDriver) => assert!(!driver_present()),
+        Err(CudaError::NoDevice { ordinal, .. }) => assert_eq!(ordinal, 1 << 20),
+        other => panic!("device 2^20 should not exist: {other:?}"),
+    }
+}
+
+#[cfg(feature = "gpu-tests")]
+mod gpu {
+    use std::sync::OnceLock;
+
+    use proptest::prelude::*;
+    use tcc_ir::interp::{Tensor, run_graph};
+    use tcc_ir::testing::{GenConfig, GeneratedProgram, Tolerance, arb_graph, compare_outputs, random_inputs};
+    use tcc_ir::{Bindings, Graph, KernelClass, Program};
+    use tcc_runtime::HostTensor;
+    use tcc_runtime::cuda::{CudaDevice, TimingOptions};
+
+    use crate::common::{per_op, whole};
+
+    fn device() -> &'static CudaDevice {
+        static D: OnceLock<CudaDevice> = OnceLock::new();
+        D.get_or_init(|| match CudaDevice::open(0) {
+            Ok(d) => {
+                eprintln!("gpu-tests on {:?}", d.info());
+                d
+            }
+            Err(e) => panic!("feature `gpu-tests` needs a CUDA device: {e}"),
+        })
+    }
+
+    fn tolerance() -> Tolerance {
+        // Approximate transcendentals and f32 accumulation in a different order than the f64
+        // interpreter: allow a rare flip of a nearly tied comparison, as the CPU tests do.
+        Tolerance { outlier_fraction: 0.02, ..Tolerance::default() }.scaled(4.0)
+    }
+
+    fn run(program: &Program, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+        let out = device().run_program(program, &host).map_err(|e| e.to_string())?;
+        Ok(out.iter().map(HostTensor::to_interp).collect())
+    }
+
+    fn check(g: &Graph, inputs: &[Tensor]) -> Result<(), String> {
+        let expected = run_graph(g, inputs).map_err(|e| format!("interp: {e}"))?;
+        for (what, program) in
+            [("whole graph", whole(g, KernelClass::Generic)), ("one kernel per op", per_op(g))]
+        {
+            let actual = run(&program, inputs).map_err(|e| format!("{what}: {e}"))?;
+            compare_outputs(&expected, &actual, &tolerance()).map_err(|m| format!("{what}: {m}"))?;
+        }
+        Ok(())
+    }
+
+    fn run_case(gp: &GeneratedProgram, seed: u64) -> Result<(), TestCaseError> {
+        let inputs = gp.random_inputs(seed).map_err(|e| TestCaseError::reject(e.to_string()))?;
+        check(&gp.graph, &inputs).map_err(|e| TestCaseError::fail(format!("{e}\n{:#?}", gp.graph)))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        #[test]
+        fn random_programs_match_the_interpreter_on_the_gpu(gp in arb_graph(GenConfig { max_ops: 24, max_elements: 6_000, ..GenConfig::default() }), seed in any::<u64>()) {
+            run_case(&gp, seed)?;
+        }
+
+        #[test]
+        fn random_pointwise_programs_match_the_interpreter_on_the_gpu(gp in arb_graph(GenConfig { max_ops: 32, ..GenConfig::pointwise_only() }), seed in any::<u64>()) {
+            run_case(&gp, seed)?;
+        }
+
+        #[test]
+        fn random_float_programs_with_large_tensors_match(gp in arb_graph(GenConfig { max_ops: 12, max_dim: 3000, max_elements: 2_000_000, ..GenConfig::float_only() }), seed in any::<u64>()) {
+            run_case(&gp, seed)?;
+        }
+    }
+
+    fn example_bindings() -> Bindings {
+        [("M", 8u64), ("N", 200), ("S", 96), ("T", 80), ("B", 2), ("D", 64)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    #[test]
+    fn every_example_matches_the_interpreter_on_the_gpu() {
+        // Run from the repository root on the GPU machine (the source path baked in at build
+        // time may not exist there); TCC_EXAMPLES overrides both.
+        let dir = std::env::var_os("TCC_EXAMPLES")
+            .map(std::path::PathBuf::from)
+            .into_iter()
+            .chain([std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples"), "examples".into()])
+            .find(|d| d.is_dir())
+            .expect("examples/ not found: run from the repository root or set TCC_EXAMPLES");
+        let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        let mut checked = 0;
+        for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "tc")) {
+            let text = std::fs::read_to_string(path).unwrap();
+            let module = tcc_frontend::parse_source(&path.display().to_string(), &text).unwrap();
+            for g in &module.functions {
+                let inputs = random_inputs(g, &example_bindings(), 7).unwrap();
+                check(g, &inputs).unwrap_or_else(|e| panic!("{} `{}`: {e}", path.display(), g.name));
+                checked += 1;
+            }
+        }
+        assert!(checked >= 7, "only {checked} example functions");
+    }
+
+    #[test]
+    fn timing_with_events_gives_positive_medians() {
+        let mut g = Graph::new("add");
+        let ty = tcc_ir::TensorType { dtype: tcc_ir::DType::F32, shape: tcc_ir::Shape::from_consts(&[1 << 20]) };
+        let x = g.add_param("x", ty.clone()).unwrap();
+        let y = g.add_param("y", ty).unwrap();
+        let s = g.push(tcc_ir::Op::Binary(tcc_ir::BinaryOp::Add, x, y)).unwrap();
+        g.outputs.push(s);
+        let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
+        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+        let t = device()
+            .time_program(&whole(&g, KernelClass::Pointwise), &host, TimingOptions::default())
+            .unwrap();
+        assert_eq!(t.samples_ms.len(), 20);
+        assert!(t.median_ms > 0.0 && t.min_ms <= t.median_ms, "{t:?}");
+        eprintln!("add of 2^20 f32: median {:.4} ms", t.median_ms);
+    }
+
+    #[test]
+    fn wrong_inputs_are_errors_not_panics() {
+        let mut g = Graph::new("neg");
+        let ty = tcc_ir::TensorType { dtype: tcc_ir::DType::F32, shape: tcc_ir::Shape::from_consts(&[4]) };
+        let x = g.add_param("x", ty).unwrap();
+        let n = g.push(tcc_ir::Op::Unary(tcc_ir::UnaryOp::Neg, x)).unwrap();
+        g.outputs.push(n);
+        let bad = HostTensor::from_slice(vec![5], &[1.0f32; 5]).unwrap();
+        assert!(device().run_program(&whole(&g, KernelClass::Pointwise), &[bad]).is_err());
+    }
+}

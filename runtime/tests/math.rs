@@ -1,0 +1,268 @@
+//! Error bounds of the vectorized transcendentals and exactness of the f16/bf16 conversions,
+//! measured through whole kernels (vector body and scalar tail alike).
+
+use half::{bf16, f16};
+use tcc_codegen::CraneliftBackend;
+use tcc_ir::{DType, Graph, KernelClass, Op, Shape, TensorType, UnaryOp};
+use tcc_runtime::{CpuDevice, HostTensor};
+
+use crate::common::{device, whole};
+
+fn unary_graph(op: UnaryOp, n: usize) -> Graph {
+    let mut g = Graph::new(op.name());
+    let x = g
+        .add_param(
+            "x",
+            TensorType {
+                dtype: DType::F32,
+                shape: Shape::from_consts(&[n as u64]),
+            },
+        )
+        .unwrap();
+    let y = g.push(Op::Unary(op, x)).unwrap();
+    g.outputs.push(y);
+    g
+}
+
+fn cast_graph(from: DType, to: DType, n: usize) -> Graph {
+    let mut g = Graph::new("cast");
+    let x = g
+        .add_param(
+            "x",
+            TensorType {
+                dtype: from,
+                shape: Shape::from_consts(&[n as u64]),
+            },
+        )
+        .unwrap();
+    let y = g
+        .push_typed(
+            Op::Cast(x),
+            TensorType {
+                dtype: to,
+                shape: Shape::from_consts(&[n as u64]),
+            },
+        )
+        .unwrap();
+    g.outputs.push(y);
+    g
+}
+
+/// Inputs across the whole f32 range: a dense grid near 0, log-spaced magnitudes of both signs,
+/// subnormals and the special values.
+fn wide_inputs() -> Vec<f32> {
+    let mut v: Vec<f32> = (-20_000..=20_000).map(|i| i as f32 * 0.005).collect();
+    let mut m = 1e-44f64;
+    while m < 3e38 {
+        v.push(m as f32);
+        v.push(-m as f32);
+        m *= 1.07;
+    }
+    v.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MAX,
+        f32::MIN,
+        f32::MIN_POSITIVE,
+        1e-45,
+    ]);
+    v.extend([
+        -87.5, -88.8, -100.0, -103.9, -104.5, 88.5, 88.72, 88.73, 89.5, 709.0, -709.0,
+    ]);
+    v
+}
+
+/// Distance in units of the last place of f32 between `got` and the f64 reference.
+fn ulps(got: f32, want: f64) -> f64 {
+    if want.is_nan() || got.is_nan() {
+        return if want.is_nan() && got.is_nan() {
+            0.0
+        } else {
+            f64::INFINITY
+        };
+    }
+    let w = want as f32;
+    if w.is_infinite() || got.is_infinite() {
+        return if w == got { 0.0 } else { f64::INFINITY };
+    }
+    let ulp = (f64::from(w.abs().max(f32::MIN_POSITIVE)) * f64::from(f32::EPSILON))
+        .max(f64::from(1e-45f32));
+    (f64::from(got) - want).abs() / ulp
+}
+
+fn max_ulps(op: UnaryOp, reference: impl Fn(f64) -> f64) -> (f64, f32) {
+    max_ulps_on(device(), op, reference)
+}
+
+fn max_ulps_on(dev: &CpuDevice, op: UnaryOp, reference: impl Fn(f64) -> f64) -> (f64, f32) {
+    let xs = wide_inputs();
+    let g = unary_graph(op, xs.len());
+    let out = dev
+        .run(
+            &whole(&g, KernelClass::Pointwise),
+            &[HostTensor::from_slice(vec![xs.len()], &xs).unwrap()],
+        )
+        .unwrap();
+    let ys = out[0].to_vec::<f32>().unwrap();
+    let mut worst = (0.0, 0.0f32);
+    for (&x, &y) in xs.iter().zip(&ys) {
+        let e = ulps(y, reference(f64::from(x)));
+        if e > worst.0 {
+            worst = (e, x);
+        }
+    }
+    eprintln!("{}: max {} ulps at x = {}", op.name(), worst.0, worst.1);
+    worst
+}
+
+#[test]
+fn exp_is_within_2_ulps() {
+    let (e, x) = max_ulps(UnaryOp::Exp, f64::exp);
+    assert!(e <= 2.0, "exp: {e} ulps at {x}");
+}
+
+#[test]
+fn log_is_within_2_ulps() {
+    let (e, x) = max_ulps(UnaryOp::Log, f64::ln);
+    assert!(e <= 2.0, "log: {e} ulps at {x}");
+}
+
+#[test]
+fn tanh_is_within_4_ulps() {
+    let (e, x) = max_ulps(UnaryOp::Tanh, f64::tanh);
+    assert!(e <= 4.0, "tanh: {e} ulps at {x}");
+}
+
+#[test]
+fn sigmoid_is_within_4_ulps() {
+    let (e, x) = max_ulps(UnaryOp::Sigmoid, |x| 1.0 / (1.0 + (-x).exp()));
+    assert!(e <= 4.0, "sigmoid: {e} ulps at {x}");
+}
+
+#[test]
+fn gelu_is_within_160_ulps() {
+    // For x < -5 the result is x e^t with t = 2u down to about -100: the f32 rounding of t (a few
+    // ulps of |t|) is amplified |t| times, so the error grows to tens of ulps there (relative 1e-5).
+    // The tanh form `0.5 x (1 + tanh(u))` cancels in f64 too for x below about -5: compare with
+    // the same function written as `x * sigmoid(2u)`.
+    let gelu = |x: f64| {
+        if x == f64::NEG_INFINITY {
+            return -0.0;
+        }
+        let t = 2.0 * 0.797_884_560_802_865_4 * (x + 0.044_715 * x * x * x);
+        if t < 0.0 {
+            x * t.exp() / (1.0 + t.exp())
+        } else {
+            x / (1.0 + (-t).exp())
+        }
+    };
+    let (e, x) = max_ulps(UnaryOp::Gelu, gelu);
+    assert!(e <= 160.0, "gelu: {e} ulps at {x}");
+}
+
+#[test]
+fn the_polynomials_keep_their_bounds_without_fma() {
+    let dev = CpuDevice::with_backend(CraneliftBackend::new().unwrap().with_fma(false), 1).unwrap();
+    assert!(!dev.backend().caps().has_fma);
+    let (e, x) = max_ulps_on(&dev, UnaryOp::Exp, f64::exp);
+    assert!(e <= 2.0, "exp: {e} ulps at {x}");
+    let (e, x) = max_ulps_on(&dev, UnaryOp::Log, f64::ln);
+    assert!(e <= 2.0, "log: {e} ulps at {x}");
+    let (e, x) = max_ulps_on(&dev, UnaryOp::Tanh, f64::tanh);
+    assert!(e <= 4.0, "tanh: {e} ulps at {x}");
+}
+
+#[test]
+fn every_f16_and_bf16_converts_to_f32_exactly() {
+    let n = 1 << 16;
+    let halves: Vec<f16> = (0..n).map(|b| f16::from_bits(b as u16)).collect();
+    let out = device()
+        .run(
+            &whole(
+                &cast_graph(DType::F16, DType::F32, n),
+                KernelClass::Pointwise,
+            ),
+            &[HostTensor::from_slice(vec![n], &halves).unwrap()],
+        )
+        .unwrap();
+    for (h, y) in halves.iter().zip(out[0].to_vec::<f32>().unwrap()) {
+        let want = h.to_f32();
+        assert!(
+            want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
+            "{h:?} -> {y}"
+        );
+    }
+    let brains: Vec<bf16> = (0..n).map(|b| bf16::from_bits(b as u16)).collect();
+    let out = device()
+        .run(
+            &whole(
+                &cast_graph(DType::BF16, DType::F32, n),
+                KernelClass::Pointwise,
+            ),
+            &[HostTensor::from_slice(vec![n], &brains).unwrap()],
+        )
+        .unwrap();
+    for (h, y) in brains.iter().zip(out[0].to_vec::<f32>().unwrap()) {
+        let want = h.to_f32();
+        assert!(
+            want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
+            "{h:?} -> {y}"
+        );
+    }
+}
+
+#[test]
+fn f32_rounds_to_f16_and_bf16_to_nearest_even() {
+    // Every f32 whose bits step by a prime through the whole space, plus the wide inputs and ties.
+    let mut xs: Vec<f32> = (0..200_003u64)
+        .map(|i| f32::from_bits((i * 21_467) as u32))
+        .collect();
+    xs.extend(wide_inputs());
+    xs.extend([
+        65504.0,
+        65519.99,
+        65520.0,
+        5.96e-8,
+        2.98e-8,
+        2.99e-8,
+        1.0 + 1.0 / 2048.0,
+        1.0 + 3.0 / 2048.0,
+    ]);
+    let n = xs.len();
+    let input = HostTensor::from_slice(vec![n], &xs).unwrap();
+    let out = device()
+        .run(
+            &whole(
+                &cast_graph(DType::F32, DType::F16, n),
+                KernelClass::Pointwise,
+            ),
+            std::slice::from_ref(&input),
+        )
+        .unwrap();
+    for (x, y) in xs.iter().zip(out[0].to_vec::<f16>().unwrap()) {
+        let want = f16::from_f32(*x);
+        assert!(
+            want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
+            "{x:e}: want {want:?}, got {y:?}"
+        );
+    }
+    let out = device()
+        .run(
+            &whole(
+                &cast_graph(DType::F32, DType::BF16, n),
+                KernelClass::Pointwise,
+            ),
+            &[input],
+        )
+        .unwrap();
+    for (x, y) in xs.iter().zip(out[0].to_vec::<bf16>().unwrap()) {
+        let want = bf16::from_f32(*x);
+        assert!(
+            want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
+            "{x:e}: want {want:?}, got {y:?}"
+        );
+    }
+}
