@@ -37,16 +37,27 @@ fn check_accepts_every_example() {
 }
 
 #[test]
-fn run_executes_every_example_on_the_interpreter() {
-    for (file, extra) in EXAMPLE_RUNS {
-        let mut args = vec!["run", file, "--seed", "7"];
-        args.extend_from_slice(extra);
-        let out = tcc(&args);
-        assert_eq!(out.status.code(), Some(0), "{file}: {}", text(&out.stderr));
-        let stdout = text(&out.stdout);
-        assert!(stdout.contains("output 0: f32["), "{file}: {stdout}");
-        assert!(stdout.contains("nan=0 inf=0"), "{file}: {stdout}");
+fn run_executes_every_example_on_each_target() {
+    for target in ["interp", "cpu", "cpu:cranelift"] {
+        for (file, extra) in EXAMPLE_RUNS {
+            let mut args = vec!["run", file, "--seed", "7", "--target", target, "--check"];
+            args.extend_from_slice(extra);
+            let out = tcc(&args);
+            assert_eq!(out.status.code(), Some(0), "{file} on {target}: {}", text(&out.stderr));
+            let stdout = text(&out.stdout);
+            assert!(stdout.contains("output 0: f32["), "{file}: {stdout}");
+            assert!(stdout.contains("nan=0 inf=0"), "{file}: {stdout}");
+            assert!(stdout.contains("vs the interpreter") && stdout.contains(": ok"), "{file}: {stdout}");
+            assert!(!stdout.contains("MISMATCH"), "{file}: {stdout}");
+        }
     }
+}
+
+#[test]
+fn the_default_target_is_the_cpu_jit() {
+    let out = tcc(&["run", "examples/softmax.tc", "--dim", "N=3", "--dim", "D=5"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("on cpu:cranelift"), "{}", text(&out.stdout));
 }
 
 #[test]

@@ -76,9 +76,13 @@ pub struct RunArgs {
     /// The program.
     #[command(flatten)]
     pub program: ProgramArgs,
-    /// Where to run: interp (the f64 reference interpreter).
-    #[arg(long, default_value = "interp", value_name = "T")]
+    /// Where to run: cpu (the best CPU tier built in), cpu:cranelift, or interp (the f64 reference
+    /// interpreter).
+    #[arg(long, default_value = "cpu", value_name = "T")]
     pub target: String,
+    /// Also run the reference interpreter on the same inputs and report the largest error.
+    #[arg(long)]
+    pub check: bool,
     /// Binds a shape variable, e.g. --dim M=128 (repeatable; names the fn does not use are ignored).
     #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
     pub dims: Vec<(String, u64)>,

@@ -3,39 +3,92 @@
 use std::time::Instant;
 
 use tcc_ir::interp::{InterpError, Tensor};
+use tcc_ir::{DType, Graph};
 
 use super::args::RunArgs;
 use super::error::CliError;
 use super::inputs::random_inputs;
 use super::load::{bind, load, select_fn};
+use crate::engine::{Engine, EngineError};
 
 /// Runs `tcc run`.
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
-    if args.target != "interp" {
-        return Err(CliError::invalid(format!(
-            "unknown or unavailable target `{}` (this build runs: interp)",
-            args.target
-        )));
-    }
+    let engine = Engine::for_target(&args.target).map_err(engine_error)?;
     let loaded = load(&args.program.file)?;
     let graph = select_fn(&loaded, &args.program)?;
     let bindings = bind(graph, &args.dims)?;
     let inputs = random_inputs(graph, &bindings, args.seed, args.max_memory)?;
+    let prepared = engine.prepare(graph, &bindings).map_err(engine_error)?;
     let start = Instant::now();
-    let outputs = tcc_ir::interp::run_graph_with_limit(graph, &inputs, args.max_memory).map_err(classify)?;
+    let outputs = prepared.run(&inputs, args.max_memory).map_err(engine_error)?;
     let elapsed = start.elapsed();
-    println!("fn {} on {} (seed {}) in {:.3} ms", graph.name, args.target, args.seed, elapsed.as_secs_f64() * 1e3);
+    println!(
+        "fn {} on {} (seed {}) in {:.3} ms{}",
+        graph.name,
+        engine.name(),
+        args.seed,
+        elapsed.as_secs_f64() * 1e3,
+        prepared.summary()
+    );
     for (i, t) in outputs.iter().enumerate() {
         println!("output {i}: {}", summarize(t));
+    }
+    if args.check {
+        check_against_interpreter(graph, &inputs, &outputs, args.max_memory)?;
     }
     Ok(())
 }
 
-fn classify(error: InterpError) -> CliError {
+fn engine_error(error: EngineError) -> CliError {
     match error {
-        InterpError::MemoryLimit { .. } => CliError::invalid(format!("{error} (raise it with --max-memory)")),
-        other => CliError::Environment(format!("the interpreter failed: {other}")),
+        EngineError::UnknownTarget(_) | EngineError::MemoryLimit(_) => CliError::invalid(error.to_string()),
+        other => CliError::Environment(other.to_string()),
     }
+}
+
+fn check_against_interpreter(graph: &Graph, inputs: &[Tensor], outputs: &[Tensor], max_memory: u64) -> Result<(), CliError> {
+    let expected = tcc_ir::interp::run_graph_with_limit(graph, inputs, max_memory).map_err(|e| match e {
+        InterpError::MemoryLimit { .. } => CliError::invalid(format!("{e} (raise it with --max-memory)")),
+        other => CliError::Environment(format!("the interpreter failed: {other}")),
+    })?;
+    for (i, (want, got)) in expected.iter().zip(outputs).enumerate() {
+        let (err, tol) = max_relative_error(want, got);
+        let verdict = if err <= tol { "ok" } else { "MISMATCH" };
+        println!("check output {i}: max relative error {err:.3e} vs the interpreter (tolerance {tol:.0e}): {verdict}");
+        if err > tol {
+            return Err(CliError::Environment(format!(
+                "output {i} differs from the reference interpreter by {err:.3e} (tolerance {tol:.0e}); this is a tcc bug"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The largest `|a - b| / max(1, |a|)` over all elements (NaN matching NaN counts as equal), and the
+/// tolerance for the dtype.
+fn max_relative_error(want: &Tensor, got: &Tensor) -> (f64, f64) {
+    let tol = match want.dtype {
+        DType::F32 => 1e-4,
+        DType::F16 => 1e-2,
+        DType::BF16 => 5e-2,
+        DType::I32 | DType::Bool => 0.0,
+    };
+    if want.shape != got.shape || want.dtype != got.dtype {
+        return (f64::INFINITY, tol);
+    }
+    let err = want
+        .data
+        .iter()
+        .zip(&got.data)
+        .map(|(a, b)| {
+            if (a.is_nan() && b.is_nan()) || a == b {
+                0.0
+            } else {
+                (a - b).abs() / a.abs().max(1.0)
+            }
+        })
+        .fold(0.0, |acc: f64, e| if e.is_nan() { f64::INFINITY } else { acc.max(e) });
+    (err, tol)
 }
 
 /// One line: dtype and shape, then min, max, mean, std, NaN/inf counts and the first values.

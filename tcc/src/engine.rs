@@ -1,0 +1,182 @@
+//! Where a program runs: the reference interpreter or a compiled CPU tier. The command line and the
+//! benchmarks go through this one place, so every target is prepared the same way: optimize for the
+//! target's cost model, compile once per shape binding, then run.
+
+use std::time::{Duration, Instant};
+
+use tcc_ir::interp::Tensor;
+use tcc_ir::{Bindings, Graph, Program};
+use tcc_passes::{OptimizeOptions, TargetModel, optimize};
+use tcc_runtime::{CpuDevice, HostTensor};
+
+/// Why a target could not be prepared or run; each message names the culprit.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The target name is not one this build knows.
+    #[error("unknown or unavailable target `{0}` (this build runs: cpu, cpu:cranelift, interp)")]
+    UnknownTarget(String),
+    /// A tensor would exceed the memory limit.
+    #[error("{0} (raise it with --max-memory)")]
+    MemoryLimit(String),
+    /// The optimizer failed.
+    #[error("the optimizer failed on `{function}`: {message}")]
+    Optimizer {
+        /// The fn.
+        function: String,
+        /// Why.
+        message: String,
+    },
+    /// Compiling or running on the device failed.
+    #[error("{target} failed on `{function}`: {message}")]
+    Device {
+        /// The target.
+        target: String,
+        /// The fn.
+        function: String,
+        /// Why.
+        message: String,
+    },
+    /// The reference interpreter failed.
+    #[error("the interpreter failed: {0}")]
+    Interpreter(String),
+}
+
+/// A target ready to prepare programs.
+#[derive(Debug)]
+pub enum Engine {
+    /// The f64 reference interpreter.
+    Interp,
+    /// The host CPU through the cranelift tier.
+    Cpu {
+        /// The target name as asked (`cpu` or `cpu:cranelift`).
+        name: String,
+        /// The cost model the optimizer uses.
+        model: TargetModel,
+        /// The device.
+        device: CpuDevice,
+    },
+}
+
+impl Engine {
+    /// The engine for a `--target` name.
+    pub fn for_target(name: &str) -> Result<Engine, EngineError> {
+        match name {
+            "interp" => Ok(Engine::Interp),
+            "cpu" | "cpu:cranelift" => {
+                let model = TargetModel::for_target_name("cpu:cranelift")
+                    .ok_or_else(|| EngineError::UnknownTarget(name.to_string()))?;
+                let device = CpuDevice::new().map_err(|e| EngineError::Device {
+                    target: name.to_string(),
+                    function: String::new(),
+                    message: e.to_string(),
+                })?;
+                Ok(Engine::Cpu { name: name.to_string(), model, device })
+            }
+            other => Err(EngineError::UnknownTarget(other.to_string())),
+        }
+    }
+
+    /// The target's name, as reported to users (`interp`, `cpu:cranelift`).
+    pub fn name(&self) -> &str {
+        match self {
+            Engine::Interp => "interp",
+            Engine::Cpu { .. } => "cpu:cranelift",
+        }
+    }
+
+    /// Optimizes and compiles `graph` for `bindings`.
+    pub fn prepare<'e>(&'e self, graph: &Graph, bindings: &Bindings) -> Result<Prepared<'e>, EngineError> {
+        match self {
+            Engine::Interp => Ok(Prepared { engine: self, graph: graph.clone(), program: None, compile_time: Duration::ZERO }),
+            Engine::Cpu { name, model, device } => {
+                let start = Instant::now();
+                let mut options = OptimizeOptions::new(model.clone());
+                options.bindings = bindings.clone();
+                let optimized = optimize(graph, &options).map_err(|e| EngineError::Optimizer {
+                    function: graph.name.clone(),
+                    message: e.to_string(),
+                })?;
+                check_buffers(&optimized.program, bindings)?;
+                device.compile(&optimized.program, bindings).map_err(|e| EngineError::Device {
+                    target: name.clone(),
+                    function: graph.name.clone(),
+                    message: e.to_string(),
+                })?;
+                Ok(Prepared {
+                    engine: self,
+                    graph: graph.clone(),
+                    program: Some(optimized.program),
+                    compile_time: start.elapsed(),
+                })
+            }
+        }
+    }
+}
+
+/// Refuses programs whose intermediate buffers could not be allocated sensibly.
+fn check_buffers(program: &Program, bindings: &Bindings) -> Result<(), EngineError> {
+    for (i, ty) in program.buffers.iter().enumerate() {
+        let numel = ty
+            .shape
+            .resolve(bindings)
+            .and_then(|dims| dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64)));
+        let bytes = numel.and_then(|n| n.checked_mul(ty.dtype.size_bytes() as u64));
+        if bytes.is_none_or(|b| b >= tcc_ir::limits::MAX_ELEMENTS) {
+            return Err(EngineError::MemoryLimit(format!("buffer {i} of type {ty} is too large")));
+        }
+    }
+    Ok(())
+}
+
+/// A program prepared for one target and one binding of its shape variables.
+#[derive(Debug)]
+pub struct Prepared<'e> {
+    engine: &'e Engine,
+    graph: Graph,
+    program: Option<Program>,
+    compile_time: Duration,
+}
+
+impl Prepared<'_> {
+    /// The optimized program (`None` on the interpreter).
+    pub fn program(&self) -> Option<&Program> {
+        self.program.as_ref()
+    }
+
+    /// A short note on what was compiled, for the command line (empty for the interpreter).
+    pub fn summary(&self) -> String {
+        match &self.program {
+            Some(p) => format!(
+                " ({} kernel{} compiled in {:.1} ms)",
+                p.launches.len(),
+                if p.launches.len() == 1 { "" } else { "s" },
+                self.compile_time.as_secs_f64() * 1e3
+            ),
+            None => String::new(),
+        }
+    }
+
+    /// Runs on `inputs`, refusing any interpreter intermediate above `max_memory` bytes.
+    pub fn run(&self, inputs: &[Tensor], max_memory: u64) -> Result<Vec<Tensor>, EngineError> {
+        match (self.engine, &self.program) {
+            (Engine::Cpu { name, device, .. }, Some(program)) => {
+                let device_error = |message: String| EngineError::Device {
+                    target: name.clone(),
+                    function: self.graph.name.clone(),
+                    message,
+                };
+                let host: Vec<HostTensor> = inputs
+                    .iter()
+                    .map(HostTensor::from_interp)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| device_error(e.to_string()))?;
+                let outputs = device.run(program, &host).map_err(|e| device_error(e.to_string()))?;
+                Ok(outputs.iter().map(HostTensor::to_interp).collect())
+            }
+            _ => tcc_ir::interp::run_graph_with_limit(&self.graph, inputs, max_memory).map_err(|e| match e {
+                tcc_ir::interp::InterpError::MemoryLimit { .. } => EngineError::MemoryLimit(e.to_string()),
+                other => EngineError::Interpreter(other.to_string()),
+            }),
+        }
+    }
+}
