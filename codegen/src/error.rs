@@ -42,6 +42,16 @@ pub enum CodegenError {
         /// Cranelift's message.
         message: String,
     },
+    /// Bug: LLVM rejected the generated IR or failed to compile it (CPU LLVM tier).
+    #[error("internal error: LLVM failed on kernel `{kernel}` ({stage}): {message}")]
+    Llvm {
+        /// The kernel's name.
+        kernel: String,
+        /// Which step failed (parse, verify, optimize, jit, ...).
+        stage: &'static str,
+        /// LLVM's message.
+        message: String,
+    },
 }
 
 impl CodegenError {

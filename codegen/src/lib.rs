@@ -25,5 +25,7 @@ pub mod ptx;
 pub use backend::Backend;
 pub use cpu::CpuCaps;
 pub use cpu::cranelift::{CpuKernel, CraneliftBackend, PhaseFn};
+#[cfg(feature = "llvm")]
+pub use cpu::llvm::{HostCpu, LlvmCpuBackend, LlvmCpuKernel};
 pub use error::CodegenError;
 pub use loops::{BufDecl, BufKind, GemmTiles, LoopKernel, LowerOptions};

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[cfg(feature = "llvm")]
+mod cpu_llvm;
 mod loops;
 #[cfg(feature = "llvm")]
 mod ptx;

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod bind;
+pub mod ceilings;
 pub mod cpu;
 /// The CUDA runtime: devices, module cache, buffers, streams, events and program launches.
 pub mod cuda;

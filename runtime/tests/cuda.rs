@@ -62,11 +62,25 @@ mod gpu {
         Ok(out.iter().map(HostTensor::to_interp).collect())
     }
 
-    fn check(g: &Graph, inputs: &[Tensor]) -> Result<(), String> {
+    /// The optimizer's best program for the GPU and its first alternative.
+    fn optimized(g: &Graph, bindings: &Bindings) -> Result<Vec<Program>, String> {
+        let model = match device().info().arch {
+            tcc_codegen::ptx::GpuArch::Sm90a => tcc_passes::TargetModel::sm_90a(),
+            tcc_codegen::ptx::GpuArch::Sm80 => tcc_passes::TargetModel::sm_80(),
+        };
+        let mut opts = tcc_passes::OptimizeOptions::new(model);
+        opts.bindings = bindings.clone();
+        opts.top_k = 1;
+        let o = tcc_passes::optimize(g, &opts).map_err(|e| format!("optimizer: {e}"))?;
+        Ok(std::iter::once(o.program).chain(o.alternatives).collect())
+    }
+
+    fn check(g: &Graph, inputs: &[Tensor], bindings: &Bindings) -> Result<(), String> {
         let expected = run_graph(g, inputs).map_err(|e| format!("interp: {e}"))?;
-        for (what, program) in
-            [("whole graph", whole(g, KernelClass::Generic)), ("one kernel per op", per_op(g))]
-        {
+        let mut programs =
+            vec![("whole graph", whole(g, KernelClass::Generic)), ("one kernel per op", per_op(g))];
+        programs.extend(optimized(g, bindings)?.into_iter().map(|p| ("optimizer", p)));
+        for (what, program) in programs {
             let actual = run(&program, inputs).map_err(|e| format!("{what}: {e}"))?;
             compare_outputs(&expected, &actual, &tolerance()).map_err(|m| format!("{what}: {m}"))?;
         }
@@ -75,11 +89,16 @@ mod gpu {
 
     fn run_case(gp: &GeneratedProgram, seed: u64) -> Result<(), TestCaseError> {
         let inputs = gp.random_inputs(seed).map_err(|e| TestCaseError::reject(e.to_string()))?;
-        check(&gp.graph, &inputs).map_err(|e| TestCaseError::fail(format!("{e}\n{:#?}", gp.graph)))
+        check(&gp.graph, &inputs, &gp.bindings).map_err(|e| TestCaseError::fail(format!("{e}\n{:#?}", gp.graph)))
+    }
+
+    /// Cases per property (`TCC_GPU_CASES`, default 64).
+    fn cases() -> u32 {
+        std::env::var("TCC_GPU_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
         #[test]
         fn random_programs_match_the_interpreter_on_the_gpu(gp in arb_graph(GenConfig { max_ops: 24, max_elements: 6_000, ..GenConfig::default() }), seed in any::<u64>()) {
@@ -122,7 +141,7 @@ mod gpu {
             let module = tcc_frontend::parse_source(&path.display().to_string(), &text).unwrap();
             for g in &module.functions {
                 let inputs = random_inputs(g, &example_bindings(), 7).unwrap();
-                check(g, &inputs).unwrap_or_else(|e| panic!("{} `{}`: {e}", path.display(), g.name));
+                check(g, &inputs, &example_bindings()).unwrap_or_else(|e| panic!("{} `{}`: {e}", path.display(), g.name));
                 checked += 1;
             }
         }

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use tcc_ir::interp::Tensor;
 use tcc_ir::{Bindings, Graph, Program};
 use tcc_passes::{OptimizeOptions, TargetModel, optimize};
-use tcc_runtime::{CpuDevice, HostTensor};
+use std::sync::Arc;
+
+use tcc_runtime::{CompiledProgram, CpuDevice, HostTensor};
 
 /// Why a target could not be prepared or run; each message names the culprit.
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +89,13 @@ impl Engine {
     /// Optimizes and compiles `graph` for `bindings`.
     pub fn prepare<'e>(&'e self, graph: &Graph, bindings: &Bindings) -> Result<Prepared<'e>, EngineError> {
         match self {
-            Engine::Interp => Ok(Prepared { engine: self, graph: graph.clone(), program: None, compile_time: Duration::ZERO }),
+            Engine::Interp => Ok(Prepared {
+                engine: self,
+                graph: graph.clone(),
+                program: None,
+                compiled: None,
+                compile_time: Duration::ZERO,
+            }),
             Engine::Cpu { name, model, device } => {
                 let start = Instant::now();
                 let mut options = OptimizeOptions::new(model.clone());
@@ -97,7 +105,7 @@ impl Engine {
                     message: e.to_string(),
                 })?;
                 check_buffers(&optimized.program, bindings)?;
-                device.compile(&optimized.program, bindings).map_err(|e| EngineError::Device {
+                let compiled = device.compile(&optimized.program, bindings).map_err(|e| EngineError::Device {
                     target: name.clone(),
                     function: graph.name.clone(),
                     message: e.to_string(),
@@ -106,6 +114,7 @@ impl Engine {
                     engine: self,
                     graph: graph.clone(),
                     program: Some(optimized.program),
+                    compiled: Some(compiled),
                     compile_time: start.elapsed(),
                 })
             }
@@ -134,6 +143,7 @@ pub struct Prepared<'e> {
     engine: &'e Engine,
     graph: Graph,
     program: Option<Program>,
+    compiled: Option<Arc<CompiledProgram>>,
     compile_time: Duration,
 }
 
@@ -141,6 +151,22 @@ impl Prepared<'_> {
     /// The optimized program (`None` on the interpreter).
     pub fn program(&self) -> Option<&Program> {
         self.program.as_ref()
+    }
+
+    /// Runs the compiled program on host tensors (no conversions; what benchmarks time). `None` on
+    /// the interpreter, which has no compiled form.
+    pub fn run_host(&self, inputs: &[HostTensor]) -> Option<Result<Vec<HostTensor>, EngineError>> {
+        let compiled = self.compiled.as_ref()?;
+        Some(compiled.run(inputs).map_err(|e| EngineError::Device {
+            target: self.engine.name().to_string(),
+            function: self.graph.name.clone(),
+            message: e.to_string(),
+        }))
+    }
+
+    /// The time the optimizer and the compiler took.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
     }
 
     /// A short note on what was compiled, for the command line (empty for the interpreter).
@@ -158,10 +184,10 @@ impl Prepared<'_> {
 
     /// Runs on `inputs`, refusing any interpreter intermediate above `max_memory` bytes.
     pub fn run(&self, inputs: &[Tensor], max_memory: u64) -> Result<Vec<Tensor>, EngineError> {
-        match (self.engine, &self.program) {
-            (Engine::Cpu { name, device, .. }, Some(program)) => {
+        match &self.compiled {
+            Some(compiled) => {
                 let device_error = |message: String| EngineError::Device {
-                    target: name.clone(),
+                    target: self.engine.name().to_string(),
                     function: self.graph.name.clone(),
                     message,
                 };
@@ -170,7 +196,7 @@ impl Prepared<'_> {
                     .map(HostTensor::from_interp)
                     .collect::<Result<_, _>>()
                     .map_err(|e| device_error(e.to_string()))?;
-                let outputs = device.run(program, &host).map_err(|e| device_error(e.to_string()))?;
+                let outputs = compiled.run(&host).map_err(|e| device_error(e.to_string()))?;
                 Ok(outputs.iter().map(HostTensor::to_interp).collect())
             }
             _ => tcc_ir::interp::run_graph_with_limit(&self.graph, inputs, max_memory).map_err(|e| match e {

@@ -6,9 +6,23 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod builder;
 pub mod cli;
+pub mod engine;
+pub mod device;
+pub mod error;
+pub mod kernel;
+pub mod tuning;
 
 pub use tcc_frontend as frontend;
 pub use tcc_ir as ir;
 pub use tcc_ir::{DType, Dim, Graph, Module, Shape};
+
+pub use device::{Device, DeviceKind};
+pub use error::Error;
+pub use half::{bf16, f16};
+pub use kernel::{IntoTensor, Kernel, TensorArg};
+pub use tcc_macros::kernel;
+pub use tcc_runtime as runtime;
+pub use tcc_runtime::{Element, HostTensor};

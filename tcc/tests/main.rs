@@ -2,3 +2,5 @@
 
 mod cli;
 mod examples;
+mod macro_kernel;
+mod macro_ui;

@@ -29,7 +29,7 @@ mod stages;
 pub use arch::{Feature, GpuArch, GpuCaps};
 pub use error::PtxError;
 #[cfg(feature = "llvm")]
-pub use llvm::{compile_kernel, compile_program};
+pub use llvm::{compile_kernel, compile_program, ir_to_ptx};
 pub use ptxas::{EntryReport, PtxasError, PtxasReport, assemble, find_ptxas};
 
 use tcc_ir::{Bindings, Kernel};

@@ -11,8 +11,8 @@ use tcc_codegen::ptx::{self, Feature, GpuArch, PtxError, PtxKernel};
 use tcc_ir::interp::{Tensor, run_graph};
 use tcc_ir::testing::{GenConfig, Tolerance, arb_graph, compare_outputs, random_inputs};
 use tcc_ir::{
-    BinaryOp, Bindings, DType, Dim, Graph, Kernel, KernelClass, NodeId, Op, ReduceOp, Schedule, Shape, TensorType,
-    Tier, UnaryOp,
+    BinaryOp, Bindings, DType, Dim, Graph, Kernel, KernelClass, NodeId, Op, Program, ReduceOp, Schedule, Shape,
+    TensorType, Tier, UnaryOp, ValueRef,
 };
 
 /// Entries allowed to spill, with the reason (none so far).
@@ -360,6 +360,69 @@ fn example_bindings() -> Bindings {
     [("M", 64u64), ("N", 256), ("S", 96), ("T", 80), ("B", 2), ("D", 64)].into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
+/// Runs a whole program in the emulator (launch by launch) and returns its outputs.
+fn sim_program(program: &Program, inputs: &[Tensor], bindings: &Bindings) -> Vec<Tensor> {
+    let mut buffers: Vec<Option<Tensor>> = vec![None; program.buffers.len()];
+    let value = |buffers: &[Option<Tensor>], v: ValueRef| match v {
+        ValueRef::Param(i) => inputs[i].clone(),
+        ValueRef::Buffer(b) => buffers[b].clone().unwrap_or_else(|| panic!("buffer {b} read before written")),
+    };
+    for launch in &program.launches {
+        let k = &launch.kernel;
+        let ir = ptx::emit_llvm_ir(k, bindings, GpuArch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        let ins: Vec<Tensor> = launch.inputs.iter().map(|&v| value(&buffers, v)).collect();
+        let types: Vec<TensorType> = k.graph.outputs.iter().map(|o| k.graph.nodes[o.index()].ty.clone()).collect();
+        let outs = sim::run(&ir, &ins, &types, bindings, 2);
+        for (&v, t) in launch.outputs.iter().zip(outs) {
+            if let ValueRef::Buffer(b) = v {
+                buffers[b] = Some(t);
+            }
+        }
+    }
+    program.outputs.iter().map(|&v| value(&buffers, v)).collect()
+}
+
+/// The optimizer's program for `g` (and its alternatives) for sm_90a: every kernel assembles
+/// without spills and the emulated program matches the interpreter.
+fn check_optimized(g: &Graph, bindings: &Bindings, inputs: &[Tensor]) -> Result<(), String> {
+    let mut opts = tcc_passes::OptimizeOptions::new(tcc_passes::TargetModel::sm_90a());
+    opts.bindings = bindings.clone();
+    opts.top_k = 2;
+    let optimized = tcc_passes::optimize(g, &opts).map_err(|e| format!("optimizer: {e}"))?;
+    let expected = run_graph(g, inputs).map_err(|e| format!("interp: {e}"))?;
+    for program in std::iter::once(&optimized.program).chain(&optimized.alternatives) {
+        for launch in &program.launches {
+            let c = check_kernel(&launch.kernel, bindings);
+            if std::env::var_os("TCC_SHOW_LOWERINGS").is_some() {
+                eprintln!("{} {:?}: {:?}", launch.kernel.name, launch.kernel.class, lowerings(&c[0]));
+            }
+        }
+        let actual = sim_program(program, inputs, bindings);
+        let classes: Vec<_> = program.launches.iter().map(|l| (l.kernel.name.clone(), l.kernel.class)).collect();
+        compare_outputs(&expected, &actual, &sim_tolerance()).map_err(|m| format!("{classes:?}: {m}"))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn emulated_optimizer_programs_for_the_examples_match_the_interpreter() {
+    let bindings: Bindings =
+        [("M", 6u64), ("N", 40), ("S", 24), ("T", 20), ("B", 2), ("D", 16)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut checked = 0;
+    for name in ["softmax", "layernorm", "rmsnorm", "residual", "attention_scores", "mlp"] {
+        let path = dir.join(format!("{name}.tc"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let module = tcc_frontend::parse_source(&path.display().to_string(), &text).unwrap();
+        for g in &module.functions {
+            let inputs = random_inputs(g, &bindings, 11).unwrap();
+            check_optimized(g, &bindings, &inputs).unwrap_or_else(|e| panic!("{name} `{}`: {e}", g.name));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 6);
+}
+
 #[test]
 fn every_example_function_compiles_whole_and_per_op() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
@@ -442,6 +505,16 @@ fn emulated_online_softmax_and_welford_keep_the_interpreters_special_values() {
         *v = 500.0 + 0.25 * (i % 2) as f64;
     }
     sim_check_graph(&g, &inputs, &Bindings::new(), 1).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn emulated_optimizer_programs_match_the_interpreter(gp in arb_graph(GenConfig { max_ops: 12, max_elements: 2_000, ..GenConfig::default() }), seed in any::<u64>()) {
+        let inputs = gp.random_inputs(seed).map_err(|e| TestCaseError::reject(e.to_string()))?;
+        check_optimized(&gp.graph, &gp.bindings, &inputs).map_err(|e| TestCaseError::fail(format!("{e}\n{:#?}", gp.graph)))?;
+    }
 }
 
 proptest! {

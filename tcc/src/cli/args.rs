@@ -25,6 +25,8 @@ pub enum Command {
     /// Optimize a fn and explain the result: each kernel, the ops it fuses, its schedule, the
     /// model's estimate and the rules that formed it.
     Explain(ExplainArgs),
+    /// Time the public suite's workloads on a target; write JSONL rows (and a report with charts).
+    Bench(BenchArgs),
 }
 
 /// Arguments of `tcc explain`.
@@ -149,4 +151,34 @@ mod tests {
         assert!(parse_bytes("ten").is_err());
         assert!(parse_bytes("99999999999999999999").is_err());
     }
+}
+
+/// Arguments of `tcc bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The workloads file (the schema of bench/workloads.json).
+    #[arg(long, value_name = "FILE")]
+    pub workloads: PathBuf,
+    /// Which suite of the file: cpu or gpu.
+    #[arg(long, value_name = "SUITE")]
+    pub suite: String,
+    /// Where to run: cpu or cpu:cranelift.
+    #[arg(long, default_value = "cpu", value_name = "T")]
+    pub target: String,
+    /// Where to write the JSONL rows (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Also write a report (roofline and speedup SVGs, a Markdown table) into this folder; the
+    /// device's ceilings are measured in the same run.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+    /// Peer rows to compare with in the report (output of peers.py); repeatable.
+    #[arg(long = "peers", value_name = "FILE")]
+    pub peers: Vec<PathBuf>,
+    /// Only these workloads (comma-separated names).
+    #[arg(long, value_name = "NAMES")]
+    pub only: Option<String>,
+    /// Seed of the random normal inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }

@@ -2,10 +2,11 @@
 
 mod args;
 mod atomic;
+mod bench;
 mod check;
 mod error;
 mod explain;
-mod inputs;
+pub(crate) mod inputs;
 mod ir_cmd;
 mod load;
 mod run;
@@ -57,5 +58,6 @@ pub fn execute(cli: &Cli) -> Result<(), CliError> {
         Command::Ir(a) => ir_cmd::ir(a),
         Command::Run(a) => run::run(a),
         Command::Explain(a) => explain::explain(a),
+        Command::Bench(a) => bench::bench(a),
     }
 }

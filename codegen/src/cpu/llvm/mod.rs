@@ -1,0 +1,245 @@
+//! The LLVM x86 tier (feature `llvm`): loop kernels emitted as LLVM IR with explicit wide vectors
+//! (`<16 x float>` with AVX-512, `<8 x float>` with AVX2, chosen from the host CPU at run time),
+//! optimized at O3 for the host CPU and JIT-compiled into this process (MCJIT).
+//!
+//! The artifact has the same shape as the cranelift tier's: one function per phase with the
+//! uniform ABI `extern "C" fn(bufs: *const *mut u8, row_begin: u64, row_end: u64)` (see
+//! [`crate::cpu::cranelift`]); phases run in order, rows of a phase may run on different threads.
+//!
+//! ```text
+//!  LoopKernel --emit (per phase)--> LLVM IR text --parse, verify, O3--> MCJIT --> PhaseFn
+//! ```
+
+pub mod convert;
+pub mod emit;
+pub mod gemm;
+pub mod host;
+pub mod jit;
+pub mod math;
+pub mod text;
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use tcc_ir::{Bindings, Kernel, Schedule, Tier};
+
+use crate::backend::Backend;
+use crate::cpu::cranelift::{PhaseFn, STRIP};
+use crate::error::CodegenError;
+use crate::loops::{BufDecl, GemmTiles, LoopKernel, LowerOptions, lower_graph, split_rows};
+pub use host::HostCpu;
+use jit::JitCode;
+
+/// `powf` for JIT'd code (LLVM's `pow` would need the C library's symbol resolved at run time).
+extern "C" fn tcc_powf(a: f32, b: f32) -> f32 {
+    a.powf(b)
+}
+
+/// A kernel compiled by the LLVM tier: JIT'd code plus what the runtime needs to call it. The code
+/// is freed when this value is dropped.
+pub struct LlvmCpuKernel {
+    name: String,
+    bufs: Vec<BufDecl>,
+    phases: Vec<PhaseFn>,
+    code: Mutex<JitCode>,
+}
+
+impl std::fmt::Debug for LlvmCpuKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlvmCpuKernel")
+            .field("name", &self.name)
+            .field("phases", &self.phases)
+            .field("code", &self.code)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LlvmCpuKernel {
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The buffers the functions expect, in pointer-array order.
+    pub fn buffers(&self) -> &[BufDecl] {
+        &self.bufs
+    }
+
+    /// The phases, in the order they must run; each entry stays valid while `self` lives.
+    pub fn phases(&self) -> &[PhaseFn] {
+        &self.phases
+    }
+}
+
+/// The LLVM x86 code generator for the host CPU.
+#[derive(Debug, Clone)]
+pub struct LlvmCpuBackend {
+    host: HostCpu,
+    options: LowerOptions,
+    tiles: GemmTiles,
+    schedule_tiles: bool,
+}
+
+impl LlvmCpuBackend {
+    /// A backend for the host CPU with the default lowering.
+    pub fn new() -> Result<LlvmCpuBackend, CodegenError> {
+        LlvmCpuBackend::with_options(LowerOptions::default())
+    }
+
+    /// A backend for the host CPU with the given lowering options (`gemm: None` lowers matmuls to
+    /// plain loop nests; any `Some` uses register tiles sized for the host, see
+    /// [`LlvmCpuBackend::default_tiles`]).
+    pub fn with_options(options: LowerOptions) -> Result<LlvmCpuBackend, CodegenError> {
+        Ok(LlvmCpuBackend::with_host(HostCpu::detect()?, options))
+    }
+
+    /// A backend generating code for `host` (which must describe this machine or a subset of it:
+    /// the code runs here).
+    pub fn with_host(host: HostCpu, options: LowerOptions) -> LlvmCpuBackend {
+        let tiles = LlvmCpuBackend::default_tiles(host.lanes);
+        LlvmCpuBackend {
+            host,
+            options,
+            tiles,
+            schedule_tiles: false,
+        }
+    }
+
+    /// The same backend with matmul tiles `tiles` (`nr` a multiple of 4).
+    pub fn with_tiles(mut self, tiles: GemmTiles) -> LlvmCpuBackend {
+        self.tiles = tiles;
+        self
+    }
+
+    /// The same backend taking matmul tiles from each kernel's schedule (for the autotuner) when
+    /// `on`, instead of the host's default tiles.
+    pub fn with_schedule_tiles(mut self, on: bool) -> LlvmCpuBackend {
+        self.schedule_tiles = on;
+        self
+    }
+
+    /// The CPU the code is generated for.
+    pub fn host(&self) -> &HostCpu {
+        &self.host
+    }
+
+    /// The matmul tiles used when the schedule's are not: a `12 x 32` register tile with 16
+    /// lanes (24 zmm accumulators), `6 x 16` with 8 lanes (12 ymm), `4 x 8` with 4.
+    pub fn default_tiles(lanes: u32) -> GemmTiles {
+        let (mr, nr) = match lanes {
+            16.. => (12, 32),
+            8..=15 => (6, 16),
+            _ => (4, 8),
+        };
+        GemmTiles {
+            mr,
+            nr,
+            mc: mr * 12,
+            nc: 1024,
+            kc: 256,
+        }
+    }
+
+    /// Tiles from a schedule's knobs: `micro_n` rounded to a multiple of the lanes (at most four
+    /// vectors), `micro_m` capped so that the tile fits in 28 vector registers, panels rounded to
+    /// the tile.
+    pub fn tiles_from_schedule(s: &Schedule, lanes: u32) -> GemmTiles {
+        let lanes = lanes.max(4);
+        let nr = (s.micro_n.clamp(lanes, 4 * lanes) / lanes) * lanes;
+        let mr = s.micro_m.clamp(1, 16).min(28 * lanes / nr).max(1);
+        let round_up = |x: u32, m: u32| x.max(m).div_ceil(m) * m;
+        GemmTiles {
+            mr,
+            nr,
+            mc: round_up(s.tile_m.min(1024), mr),
+            nc: round_up(s.tile_n.min(4096), nr),
+            kc: s.tile_k.clamp(1, 4096),
+        }
+    }
+
+    /// Lowers a kernel to the loop IR this backend emits (rows split where that is safe).
+    pub fn lower(&self, kernel: &Kernel, bindings: &Bindings) -> Result<LoopKernel, CodegenError> {
+        let mut options = self.options;
+        if options.gemm.is_some() {
+            options.gemm = Some(if self.schedule_tiles {
+                LlvmCpuBackend::tiles_from_schedule(&kernel.schedule, self.host.lanes)
+            } else {
+                self.tiles
+            });
+        }
+        let mut lk = lower_graph(&kernel.name, &kernel.graph, bindings, &options)?;
+        split_rows(&mut lk, STRIP);
+        Ok(lk)
+    }
+
+    /// The LLVM IR module of a loop kernel as emitted (before optimization), with the names of
+    /// its phase functions.
+    pub fn module_text(&self, lk: &LoopKernel) -> Result<(String, Vec<String>), CodegenError> {
+        let mut decls = BTreeSet::new();
+        let mut defs = String::new();
+        let mut names = Vec::with_capacity(lk.phases.len());
+        for (i, phase) in lk.phases.iter().enumerate() {
+            let name = format!("phase{i}");
+            let (text, d) = emit::emit_phase(lk, phase, &self.host, &name)?;
+            defs.push_str(&text);
+            decls.extend(d);
+            names.push(name);
+        }
+        let mut module = format!("; kernel {}\n", lk.name.replace('\n', " "));
+        for d in decls {
+            module.push_str(&d);
+            module.push('\n');
+        }
+        module.push_str(&defs);
+        module.push_str(&format!("attributes #0 = {{ {} }}\n", self.host.attributes()));
+        Ok((module, names))
+    }
+
+    /// The optimized LLVM IR of a loop kernel (for `--emit llvm`).
+    pub fn llvm_ir(&self, lk: &LoopKernel) -> Result<String, CodegenError> {
+        let (text, _) = self.module_text(lk)?;
+        jit::optimized_ir(&text, &self.host, &lk.name)
+    }
+
+    /// The host assembly of a loop kernel (for `--emit asm`).
+    pub fn assembly(&self, lk: &LoopKernel) -> Result<String, CodegenError> {
+        let (text, _) = self.module_text(lk)?;
+        jit::assembly(&text, &self.host, &lk.name)
+    }
+
+    /// Compiles a loop kernel (every phase) to machine code in this process.
+    pub fn compile_loops(&self, lk: &LoopKernel) -> Result<LlvmCpuKernel, CodegenError> {
+        let (text, names) = self.module_text(lk)?;
+        let powf: extern "C" fn(f32, f32) -> f32 = tcc_powf;
+        let (code, entries) = jit::jit(&text, &names, &self.host, &lk.name, powf as usize)?;
+        let phases = lk
+            .phases
+            .iter()
+            .zip(entries)
+            .map(|(p, entry)| PhaseFn {
+                entry,
+                rows: p.rows,
+                work: p.work(),
+            })
+            .collect();
+        Ok(LlvmCpuKernel {
+            name: lk.name.clone(),
+            bufs: lk.bufs.clone(),
+            phases,
+            code: Mutex::new(code),
+        })
+    }
+}
+
+impl Backend for LlvmCpuBackend {
+    type Artifact = LlvmCpuKernel;
+
+    fn tier(&self) -> Tier {
+        Tier::LlvmCpu
+    }
+
+    fn compile(&self, kernel: &Kernel, bindings: &Bindings) -> Result<LlvmCpuKernel, CodegenError> {
+        let lk = self.lower(kernel, bindings)?;
+        self.compile_loops(&lk)
+    }
+}

@@ -1,0 +1,62 @@
+//! Runs the MLP block, the softmax and the f16 MLP through `tcc::kernel!` on a device and checks
+//! each against the reference interpreter.
+//!
+//! `cargo run --release [-- --device cpu|cuda|interp]`; exits 1 if a result is out of tolerance,
+//! 2 if a kernel could not run (for example, no GPU).
+
+use std::process::ExitCode;
+
+use kernel_user::check_all;
+use tcc::Device;
+
+fn device(args: &[String]) -> Result<Device, String> {
+    let name = match args {
+        [] => "cpu",
+        [flag, name] if flag == "--device" => name.as_str(),
+        _ => return Err("usage: kernel-user [--device cpu|cuda|interp]".into()),
+    };
+    match name {
+        "cpu" => Device::cpu(),
+        "cuda" => Device::cuda(0),
+        "interp" => Ok(Device::interp()),
+        other => return Err(format!("unknown device `{other}` (cpu, cuda or interp)")),
+    }
+    .map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let device = match device(&args) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let reports = match check_all(&device) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!("on {}:", device.name());
+    for r in &reports {
+        println!(
+            "  {:<8} {:<10} max |error| {:.2e}  first call {:>9.3} ms, second {:>8.3} ms  {}",
+            r.kernel,
+            format!("{:?}", r.shape),
+            r.max_abs_error,
+            r.first_call.as_secs_f64() * 1e3,
+            r.second_call.as_secs_f64() * 1e3,
+            if r.ok() { "ok" } else { "MISMATCH" },
+        );
+    }
+    if reports.iter().all(|r| r.ok()) {
+        println!("all kernels match the interpreter");
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("some kernels do not match the interpreter");
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,181 @@
+//! Kernels as the `kernel!` macro embeds them: checked IR text, prepared on first use.
+//!
+//! ```text
+//!  kernel! { fn f(..) }  ──compile time──▶  front end checks, IR text embedded in a static Kernel
+//!  first call of f       ──▶ parse the IR text, verify (once per process)
+//!                        ──▶ optimize for the device's target model (once per target)
+//!                        ──▶ bind shape variables from the arguments; compile for those bindings
+//!                            (once per device and bindings: see crate::Device)
+//!  later calls           ──▶ bind, reuse the compiled program, run
+//! ```
+//!
+//! Every "once" above is a lock-protected cell: threads calling the same kernel at the same time
+//! wait for the one thread doing the work.
+//!
+//! Tuning cache: the optimizer's best program is what runs; the autotuner (`tcc-autotune`) is not
+//! yet wired to the backends, so nothing here reads the tuning cache or a lockfile. The place to
+//! consult them is [`Kernel::optimized`]: a cached or locked decision for (program fingerprint,
+//! target) would pick one of the optimizer's alternatives instead of its first choice.
+
+mod args;
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tcc_ir::Graph;
+use tcc_ir::Program;
+use tcc_passes::{OptimizeOptions, PassError, TargetModel, optimize};
+use tcc_runtime::{CpuDevice, HostTensor};
+
+pub use args::{IntoTensor, TensorArg};
+
+use crate::device::Device;
+use crate::error::Error;
+
+/// A program optimized for one target, with the fingerprint its compiled forms are cached under.
+#[derive(Debug)]
+struct Optimized {
+    program: Program,
+    fingerprint: String,
+}
+
+type OptimizedCell = Arc<OnceLock<Result<Arc<Optimized>, PassError>>>;
+
+/// A tensor function embedded as IR text, parsed and optimized on first use.
+///
+/// The `kernel!` macro puts one in a `static` for each `fn` it checks; it can also be built by
+/// hand from the text form of [`tcc_ir::text`]. All methods take `&self` and are thread-safe.
+#[derive(Debug)]
+pub struct Kernel {
+    name: &'static str,
+    ir: &'static str,
+    graph: OnceLock<Result<Graph, String>>,
+    optimized: Mutex<Vec<(String, OptimizedCell)>>,
+}
+
+impl Kernel {
+    /// A kernel named `name` whose program is the canonical IR text `ir` (one function, the
+    /// output of [`tcc_ir::text::print_graph`]). Nothing is parsed until the first use.
+    pub const fn from_ir(name: &'static str, ir: &'static str) -> Kernel {
+        Kernel { name, ir, graph: OnceLock::new(), optimized: Mutex::new(Vec::new()) }
+    }
+
+    /// The function's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The embedded IR text.
+    pub fn ir(&self) -> &'static str {
+        self.ir
+    }
+
+    /// The checked graph (parsed and verified on first use): what the interpreter runs and the
+    /// optimizer starts from.
+    pub fn graph(&self) -> Result<&Graph, Error> {
+        let parsed = self.graph.get_or_init(|| {
+            let g = tcc_ir::text::parse_graph(self.ir).map_err(|e| format!("it does not parse: {e}"))?;
+            tcc_ir::verify::verify(&g).map_err(|e| format!("it does not verify: {e}"))?;
+            if g.name != self.name {
+                return Err(format!("it defines `{}`", g.name));
+            }
+            Ok(g)
+        });
+        parsed.as_ref().map_err(|message| Error::Ir { kernel: self.name.to_string(), message: message.clone() })
+    }
+
+    /// Names of the parameters, in order.
+    pub fn param_names(&self) -> Result<Vec<&str>, Error> {
+        Ok(self.graph()?.params.iter().map(|p| p.name.as_str()).collect())
+    }
+
+    /// The program optimized for `target` (once per target name; later calls share it).
+    ///
+    /// Hook: this is where a tuning-cache or lockfile decision would be applied (see the module
+    /// documentation); today the optimizer's best program is always the one returned.
+    fn optimized(&self, target: TargetModel) -> Result<Arc<Optimized>, Error> {
+        let graph = self.graph()?;
+        let cell = {
+            let mut cells = self.optimized.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match cells.iter().find(|(name, _)| *name == target.name) {
+                Some((_, cell)) => cell.clone(),
+                None => {
+                    let cell = OptimizedCell::default();
+                    cells.push((target.name.clone(), cell.clone()));
+                    cell
+                }
+            }
+        };
+        let target_name = target.name.clone();
+        let result = cell.get_or_init(|| {
+            let program = optimize(graph, &OptimizeOptions::new(target))?.program;
+            let fingerprint = CpuDevice::fingerprint(&program).map_err(|e| PassError::Internal(e.to_string()))?;
+            Ok(Arc::new(Optimized { program, fingerprint }))
+        });
+        result.clone().map_err(|source| Error::Optimize { kernel: self.name.to_string(), target: target_name, source })
+    }
+
+    /// The optimized program this kernel runs on `device` (`None` on the interpreter, which runs
+    /// [`Kernel::graph`] as it is).
+    pub fn program_for(&self, device: &Device) -> Result<Option<Program>, Error> {
+        match device.target_model() {
+            Some(target) => Ok(Some(self.optimized(target)?.program.clone())),
+            None => Ok(None),
+        }
+    }
+
+    /// Runs the kernel on `device`: converts the arguments (one per parameter, in order), binds the
+    /// shape variables from their shapes (a mismatch is an [`Error::Shape`] naming the parameter
+    /// and both shapes), compiles for those bindings unless `device` already has, and returns the
+    /// outputs in order.
+    pub fn run(&self, device: &Device, args: Vec<TensorArg<'_>>) -> Result<Vec<HostTensor>, Error> {
+        let graph = self.graph()?;
+        if args.len() != graph.params.len() {
+            return Err(Error::InputCount { kernel: self.name.to_string(), expected: graph.params.len(), got: args.len() });
+        }
+        let inputs = args
+            .into_iter()
+            .zip(&graph.params)
+            .map(|(a, p)| a.into_host(self.name, &p.name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let bindings = tcc_runtime::bind::bind_inputs(self.name, &graph.params, &inputs)
+            .map_err(|e| Error::from_binding(self.name, e))?;
+        let outputs = match device.target_model() {
+            Some(target) => {
+                let opt = self.optimized(target)?;
+                device.execute(self.name, &opt.program, &opt.fingerprint, &bindings, &inputs)?
+            }
+            None => self.interpret(graph, &inputs)?,
+        };
+        if outputs.len() != graph.outputs.len() {
+            return Err(Error::Internal {
+                kernel: self.name.to_string(),
+                message: format!("{} returned {} outputs, expected {}", device.name(), outputs.len(), graph.outputs.len()),
+            });
+        }
+        Ok(outputs)
+    }
+
+    /// [`Kernel::run`] for a kernel with exactly `N` outputs, as an array (what the code the macro
+    /// generates destructures).
+    pub fn run_array<const N: usize>(&self, device: &Device, args: Vec<TensorArg<'_>>) -> Result<[HostTensor; N], Error> {
+        let outputs = self.run(device, args)?;
+        let got = outputs.len();
+        <[HostTensor; N]>::try_from(outputs).map_err(|_| Error::Internal {
+            kernel: self.name.to_string(),
+            message: format!("the kernel has {got} outputs, the caller expects {N}"),
+        })
+    }
+
+    fn interpret(&self, graph: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Error> {
+        let tensors: Vec<_> = inputs.iter().map(HostTensor::to_interp).collect();
+        let outputs = tcc_ir::interp::run_graph(graph, &tensors)
+            .map_err(|source| Error::Interp { kernel: self.name.to_string(), source })?;
+        outputs
+            .iter()
+            .map(|t| {
+                HostTensor::from_interp(t)
+                    .map_err(|e| Error::Internal { kernel: self.name.to_string(), message: format!("an interpreter output: {e}") })
+            })
+            .collect()
+    }
+}

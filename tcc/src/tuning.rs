@@ -1,0 +1,526 @@
+//! Tuned schedules: `tcc tune` measures each kernel's candidate schedules and records the winner
+//! in the tuning cache; `tcc run` (and the library) replace each kernel's schedule by the locked or
+//! cached winner, checking a winner measured elsewhere once on this machine before using it.
+//!
+//! ```text
+//!  Program (optimizer)  --kernel_key-->  CacheKey (fingerprint w/o schedule, shapes, dtypes, target, CPU)
+//!        |                                   |
+//!        |        Lockfile::choose / Layered::lookup  -->  plan()  -->  Use | Validate | Tune | Default
+//!        |                                                               |        |
+//!  cpu_space (proposals + knob variations)  <---------------------------+   revalidate (1 trial)
+//!        |
+//!  Tuner + CpuBenchmarker: each candidate in a `tcc worker` process (compile in parallel,
+//!  validate against the interpreter's outputs on random inputs, time: warm-up + median)
+//!        |
+//!  winner -> cache record (and the lockfile with `tcc tune --lock`)
+//! ```
+
+mod bench;
+mod key;
+mod reference;
+mod space;
+pub mod worker;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tcc_autotune::cache::{LockChoice, SqliteStore};
+use tcc_autotune::search::WorkerCommand;
+use tcc_autotune::search::worker::Timing;
+use tcc_autotune::{
+    Budget, CacheKey, CacheRecord, DeviceKey, HitKind, Layered, Lockfile, Lookup, Outcome, Plan, Provenance, Strategy,
+    TuneReport, TunerOptions, plan, revalidate, tune_and_record,
+};
+use tcc_ir::{Bindings, Kernel, Program, Schedule};
+
+pub use bench::{CpuBenchmarker, Worker};
+pub use key::{CPU_TARGET, host_device, kernel_key, tuning_target};
+pub use reference::{Reference, compare, tolerance};
+pub use space::{cpu_space, matmul_dims, thread_choices, variations};
+
+/// The code generator recorded in the provenance of CPU measurements.
+pub const CPU_DRIVER: &str = "cranelift 0.135";
+
+/// Largest tensor the reference computation allocates (as the interpreter's f64 values).
+pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
+
+/// Why tuning, or applying tuned schedules, could not proceed.
+#[derive(Debug, thiserror::Error)]
+pub enum TuningError {
+    /// The target name is not one tcc knows.
+    #[error("unknown target `{0}`; expected interp, cpu, cpu:cranelift, cpu:llvm, sm_80, sm_90a or cuda")]
+    UnknownTarget(String),
+    /// The target has nothing to tune (the interpreter).
+    #[error("target `{0}` has no schedules to tune; use --target cpu")]
+    NotTunable(String),
+    /// The target has no benchmarker in this build.
+    #[error("tuning for `{0}` is not available in this build (only the CPU tier, --target cpu, can be tuned)")]
+    NoBenchmarker(String),
+    /// A shape variable is unbound.
+    #[error("{0}")]
+    Unbound(String),
+    /// A tensor would exceed the memory limit.
+    #[error("{0}")]
+    MemoryLimit(String),
+    /// The lockfile could not be read or written.
+    #[error(transparent)]
+    Lockfile(#[from] tcc_autotune::cache::LockfileError),
+    /// The environment failed (a temporary directory, the worker executable).
+    #[error("{0}")]
+    Environment(String),
+    /// A bug in tcc.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl TuningError {
+    /// True when the input (target, program, sizes, lockfile) is at fault rather than the
+    /// environment: the command line's exit code 1.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(
+            self,
+            TuningError::UnknownTarget(_)
+                | TuningError::NotTunable(_)
+                | TuningError::Unbound(_)
+                | TuningError::MemoryLimit(_)
+                | TuningError::Lockfile(tcc_autotune::cache::LockfileError::NoHeader)
+                | TuningError::Lockfile(tcc_autotune::cache::LockfileError::BadLine { .. })
+        )
+    }
+}
+
+/// Where a kernel's schedule came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The lockfile.
+    Locked,
+    /// A fresh record of the tuning cache (measured or checked on this machine).
+    Cached,
+    /// A record measured elsewhere (shared cache, import, another version or CPU), checked now.
+    Validated,
+    /// Tuned now.
+    Tuned,
+    /// The optimizer's own choice: nothing usable was cached or locked, or nothing validated.
+    Default,
+}
+
+impl Source {
+    /// Name used in tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Source::Locked => "locked",
+            Source::Cached => "cached",
+            Source::Validated => "validated",
+            Source::Tuned => "tuned",
+            Source::Default => "default",
+        }
+    }
+}
+
+/// The schedule chosen for one kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The kernel's name in the program.
+    pub kernel: String,
+    /// Its cache key.
+    pub key: CacheKey,
+    /// The schedule it runs with.
+    pub schedule: Schedule,
+    /// Where that schedule came from.
+    pub source: Source,
+    /// Its measured median time, when known.
+    pub time_ns: Option<u64>,
+    /// Candidates measured for this kernel in this call (tuning trials and re-validations).
+    pub trials: usize,
+    /// The record that holds the decision (for lockfiles), when there is one.
+    pub record: Option<CacheRecord>,
+}
+
+/// What [`Tuning::apply`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ApplyReport {
+    /// One decision per kernel, in launch order.
+    pub decisions: Vec<Decision>,
+    /// Candidates measured (re-validations of records measured elsewhere); 0 with a warm cache.
+    pub trials: usize,
+}
+
+impl ApplyReport {
+    /// One line: how many kernels took a locked, cached or validated schedule and how many trials ran.
+    pub fn summary(&self) -> String {
+        let count = |s: Source| self.decisions.iter().filter(|d| d.source == s).count();
+        format!(
+            "{} kernels: {} locked, {} cached, {} validated, {} default; {} trials",
+            self.decisions.len(),
+            count(Source::Locked),
+            count(Source::Cached),
+            count(Source::Validated),
+            count(Source::Default),
+            self.trials
+        )
+    }
+}
+
+/// Settings of [`Tuning::tune_kernel`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TuneOptions {
+    /// When to stop tuning this kernel.
+    pub budget: Budget,
+    /// Candidates compiled at once (0 = the number of cores).
+    pub jobs: usize,
+    /// Tune even when a fresh record exists.
+    pub retune: bool,
+    /// Show a progress bar (on a terminal only).
+    pub progress: bool,
+}
+
+impl Default for TuneOptions {
+    fn default() -> TuneOptions {
+        TuneOptions { budget: Budget::time(Duration::from_secs(60)), jobs: 0, retune: false, progress: true }
+    }
+}
+
+/// The result of [`Tuning::tune_kernel`].
+#[derive(Debug, Clone)]
+pub struct KernelTuning {
+    /// The decision.
+    pub decision: Decision,
+    /// The tuning run, when one ran.
+    pub report: Option<TuneReport>,
+    /// The outcome of re-validating a cached record, when one was checked.
+    pub validation: Option<Outcome>,
+}
+
+/// The tuning cache, lockfile and worker for one target on this machine.
+#[derive(Debug)]
+pub struct Tuning {
+    cache: Layered,
+    target: &'static str,
+    device: DeviceKey,
+    lock: Option<Lockfile>,
+    worker: WorkerCommand,
+    timing: Timing,
+    seed: u64,
+    max_bytes: u64,
+    scratch: tempfile::TempDir,
+}
+
+impl Tuning {
+    /// Tuning for `target` (`cpu` or `cpu:cranelift`) with `cache`, measuring in workers started by
+    /// `worker` (the `tcc` binary with the argument `worker`).
+    pub fn new(cache: Layered, target: &str, worker: WorkerCommand) -> Result<Tuning, TuningError> {
+        let target = tuning_target(target)?;
+        let scratch = tempfile::Builder::new()
+            .prefix("tcc-tune-")
+            .tempdir()
+            .map_err(|e| TuningError::Environment(format!("cannot create a temporary directory: {e}")))?;
+        Ok(Tuning {
+            cache,
+            target,
+            device: host_device(),
+            lock: None,
+            worker,
+            timing: Timing::default(),
+            seed: 0,
+            max_bytes: DEFAULT_MAX_BYTES,
+            scratch,
+        })
+    }
+
+    /// [`Tuning::new`] with the default cache ([`open_cache`]).
+    pub fn open_default(target: &str, worker: WorkerCommand) -> Result<Tuning, TuningError> {
+        tuning_target(target)?;
+        Tuning::new(open_cache()?, target, worker)
+    }
+
+    /// Uses the decisions of `lock` before anything cached.
+    pub fn with_lock(mut self, lock: Lockfile) -> Tuning {
+        self.lock = Some(lock);
+        self
+    }
+
+    /// Keys records by `device` instead of this host's CPU (for tests and tools).
+    pub fn with_device(mut self, device: DeviceKey) -> Tuning {
+        self.device = device;
+        self
+    }
+
+    /// Warm-up and timed runs per measurement.
+    pub fn with_timing(mut self, timing: Timing) -> Tuning {
+        self.timing = timing;
+        self
+    }
+
+    /// Seed of the random validation inputs.
+    pub fn with_seed(mut self, seed: u64) -> Tuning {
+        self.seed = seed;
+        self
+    }
+
+    /// The cache.
+    pub fn cache(&self) -> &Layered {
+        &self.cache
+    }
+
+    /// The device records are keyed by.
+    pub fn device(&self) -> &DeviceKey {
+        &self.device
+    }
+
+    /// The target records are stored under.
+    pub fn target(&self) -> &'static str {
+        self.target
+    }
+
+    /// The cache key of `kernel` under `bindings`.
+    pub fn key(&self, kernel: &Kernel, bindings: &Bindings) -> Result<CacheKey, TuningError> {
+        kernel_key(kernel, bindings, self.target, &self.device)
+    }
+
+    /// A benchmarker for `kernel`: computes its reference outputs once and writes them for the
+    /// workers.
+    pub fn benchmarker(&self, kernel: &Kernel, bindings: &Bindings) -> Result<CpuBenchmarker, TuningError> {
+        let reference = Reference::compute(kernel, bindings, self.seed, self.max_bytes)?;
+        let path = self.scratch.path().join(format!("{}.ref", self.key(kernel, bindings)?.hash()));
+        reference
+            .write(&path)
+            .map_err(|e| TuningError::Environment(format!("cannot write {}: {e}", path.display())))?;
+        let payload = worker::Payload { kernel: kernel.clone(), bindings: bindings.clone(), reference: path };
+        Ok(CpuBenchmarker::new(self.worker.clone(), &payload).map_err(TuningError::Internal)?.with_timing(self.timing))
+    }
+
+    /// Replaces each kernel's schedule by its locked choice, else its cached winner. A record
+    /// measured elsewhere (shared cache, import, another tcc version or CPU of the same
+    /// architecture) is checked once on this machine first: if it validates, it is used and
+    /// recorded as measured here (so the next call uses it directly); if not, it is quarantined
+    /// and the optimizer's schedule stays. Never tunes; with a warm cache it measures nothing.
+    pub fn apply(&self, program: &mut Program, bindings: &Bindings) -> Result<ApplyReport, TuningError> {
+        let mut report = ApplyReport::default();
+        for launch in &mut program.launches {
+            let kernel = &mut launch.kernel;
+            let key = self.key(kernel, bindings)?;
+            let lock_choice = self.lock_choice(&key);
+            let lookup = if lock_choice.is_some() { Lookup::Miss } else { self.cache.lookup(&key) };
+            let mut decision = Decision {
+                kernel: kernel.name.clone(),
+                key: key.clone(),
+                schedule: kernel.schedule,
+                source: Source::Default,
+                time_ns: None,
+                trials: 0,
+                record: None,
+            };
+            match plan(lock_choice.as_ref(), &lookup, false) {
+                Plan::Use { schedule, .. } => {
+                    if let Some(choice) = &lock_choice {
+                        decision.source = Source::Locked;
+                        decision.time_ns = Some(choice.entry.time_ns);
+                    } else if let Lookup::Hit { record, .. } = &lookup {
+                        decision.source = Source::Cached;
+                        decision.time_ns = Some(record.time_ns);
+                        decision.record = Some(record.clone());
+                    }
+                    decision.schedule = schedule;
+                }
+                Plan::Validate { .. } => {
+                    if let Lookup::Hit { record, kind } = &lookup {
+                        decision.trials = 1;
+                        match self.check_record(kernel, bindings, &key, record, kind) {
+                            Ok(checked) => {
+                                decision.source = Source::Validated;
+                                decision.schedule = checked.schedule;
+                                decision.time_ns = Some(checked.time_ns);
+                                decision.record = Some(checked);
+                            }
+                            Err(why) => tracing::warn!(
+                                "kernel `{}`: the cached schedule {} was not used: {why}",
+                                kernel.name,
+                                record.schedule
+                            ),
+                        }
+                    }
+                }
+                Plan::Tune { .. } | Plan::Default => {}
+            }
+            if decision.schedule.tier != kernel.schedule.tier {
+                tracing::warn!(
+                    "kernel `{}`: ignoring a {} schedule for the {} tier",
+                    kernel.name,
+                    decision.schedule.tier.name(),
+                    kernel.schedule.tier.name()
+                );
+                decision.schedule = kernel.schedule;
+                decision.source = Source::Default;
+            }
+            kernel.schedule = decision.schedule;
+            report.trials += decision.trials;
+            report.decisions.push(decision);
+        }
+        Ok(report)
+    }
+
+    fn lock_choice(&self, key: &CacheKey) -> Option<LockChoice<'_>> {
+        let choice = self.lock.as_ref()?.choose(key)?;
+        if let Some(drift) = &choice.drift {
+            tracing::warn!("lockfile: {drift}");
+        }
+        Some(choice)
+    }
+
+    /// Re-validates `record` (a hit of `kind` for `key`) on this machine. On success returns the
+    /// record now standing for `key` (measured here); on failure the record is quarantined.
+    fn check_record(
+        &self,
+        kernel: &Kernel,
+        bindings: &Bindings,
+        key: &CacheKey,
+        record: &CacheRecord,
+        kind: &HitKind,
+    ) -> Result<CacheRecord, String> {
+        let bench = self.benchmarker(kernel, bindings).map_err(|e| e.to_string())?;
+        match revalidate(&self.cache, key, record, &bench) {
+            Outcome::Ok { time_ns } => {
+                let mut here = record.clone();
+                if !matches!(kind, HitKind::Unverified) || record.key != *key {
+                    // Another version's or another CPU's record: this check is a measurement by
+                    // this version on this CPU, so store it as one.
+                    here = CacheRecord {
+                        key: key.clone(),
+                        time_ns,
+                        runners_up: Vec::new(),
+                        provenance: Provenance::here(CPU_DRIVER),
+                        state: tcc_autotune::cache::RecordState::Fresh,
+                        ..record.clone()
+                    };
+                    if let Err(e) = self.cache.record(&here) {
+                        tracing::warn!("cannot record a re-validated schedule: {e}");
+                    }
+                }
+                Ok(here)
+            }
+            other => Err(format!("it failed on this machine ({other}) and is quarantined")),
+        }
+    }
+
+    /// Chooses `kernel`'s schedule by measurement: a fresh cached record is used as is (0 trials)
+    /// unless `options.retune`; an unverified one is checked once; otherwise (or if the check
+    /// fails) the space of `proposals` (the optimizer's schedules for this kernel, best first) and
+    /// their knob variations is searched under `options.budget`, starting from any stale or
+    /// borrowed record, and the winner is recorded in the cache.
+    pub fn tune_kernel(
+        &self,
+        kernel: &Kernel,
+        proposals: &[Schedule],
+        bindings: &Bindings,
+        options: &TuneOptions,
+    ) -> Result<KernelTuning, TuningError> {
+        let key = self.key(kernel, bindings)?;
+        let lookup = self.cache.lookup(&key);
+        let mut result = KernelTuning {
+            decision: Decision {
+                kernel: kernel.name.clone(),
+                key: key.clone(),
+                schedule: kernel.schedule,
+                source: Source::Default,
+                time_ns: None,
+                trials: 0,
+                record: None,
+            },
+            report: None,
+            validation: None,
+        };
+        let mut seed = None;
+        match (plan(None, &lookup, true), &lookup) {
+            (Plan::Use { .. }, Lookup::Hit { record, .. }) if !options.retune => {
+                result.decision.source = Source::Cached;
+                result.decision.schedule = record.schedule;
+                result.decision.time_ns = Some(record.time_ns);
+                result.decision.record = Some(record.clone());
+                return Ok(result);
+            }
+            (Plan::Validate { .. }, Lookup::Hit { record, kind }) if !options.retune => {
+                let checked = self.check_record(kernel, bindings, &key, record, kind);
+                result.decision.trials = 1;
+                match checked {
+                    Ok(here) => {
+                        result.validation = Some(Outcome::Ok { time_ns: here.time_ns });
+                        result.decision.source = Source::Validated;
+                        result.decision.schedule = here.schedule;
+                        result.decision.time_ns = Some(here.time_ns);
+                        result.decision.record = Some(here);
+                        return Ok(result);
+                    }
+                    Err(why) => {
+                        tracing::warn!("kernel `{}`: the cached schedule {}: {why}; tuning", kernel.name, record.schedule);
+                        result.validation = Some(Outcome::Failed { detail: why });
+                    }
+                }
+            }
+            (_, Lookup::Hit { record, .. }) => seed = Some((record.variant, record.schedule)),
+            (_, Lookup::Miss) => {}
+        }
+        let host_threads = u32::try_from(std::thread::available_parallelism().map_or(1, usize::from)).unwrap_or(1);
+        let mut space = cpu_space(kernel, proposals, bindings, host_threads);
+        let seeds: Vec<usize> = seed.and_then(|(v, s)| space.seed(v, s)).into_iter().collect();
+        let bench = self.benchmarker(kernel, bindings)?;
+        let tuner_options =
+            TunerOptions { budget: options.budget, strategy: Strategy::Auto, compile_threads: options.jobs, progress: options.progress };
+        let (report, record) = tune_and_record(&self.cache, &key, &space, &seeds, tuner_options, &bench, CPU_DRIVER);
+        result.decision.trials += report.trials.iter().filter(|t| !t.resumed).count();
+        if let Some(record) = record {
+            result.decision.source = Source::Tuned;
+            result.decision.schedule = record.schedule;
+            result.decision.time_ns = Some(record.time_ns);
+            result.decision.record = Some(record);
+        }
+        result.report = Some(report);
+        Ok(result)
+    }
+}
+
+/// The default tuning cache ([`Layered::open_default`]: `TCC_CACHE_DIR`, `TCC_CACHE_URL`,
+/// `TCC_CACHE_READONLY`). A cache that cannot be opened (a corrupt database file, an unwritable
+/// directory, a bad URL) is reported as a warning and replaced by an empty in-memory cache, so
+/// tuning and running go on without it.
+pub fn open_cache() -> Result<Layered, TuningError> {
+    match Layered::open_default() {
+        Ok(cache) => Ok(cache),
+        Err(e) => {
+            tracing::warn!("cannot open the tuning cache, going on without it: {e}");
+            let store = SqliteStore::in_memory()
+                .map_err(|e| TuningError::Environment(format!("cannot open an in-memory tuning cache: {e}")))?;
+            Ok(Layered::new(store))
+        }
+    }
+}
+
+/// Environment variable naming the program started (with the argument `worker`) to measure each
+/// candidate; the running executable when unset (the `tcc` binary).
+pub const WORKER_ENV: &str = "TCC_TUNE_WORKER";
+
+/// How the tuner starts a worker: `$TCC_TUNE_WORKER worker`, else this executable with `worker`.
+pub fn worker_command() -> Result<WorkerCommand, TuningError> {
+    let program = match std::env::var_os(WORKER_ENV).filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => std::env::current_exe()
+            .map_err(|e| TuningError::Environment(format!("cannot find the tcc executable to start workers: {e}")))?,
+    };
+    Ok(WorkerCommand { program, args: vec!["worker".to_string()], env: Vec::new() })
+}
+
+/// Replaces each kernel's schedule of `program` (optimized for `target` under `bindings`) by its
+/// locked or cached winner, with the default cache and workers ([`worker_command`]): see
+/// [`Tuning::apply`]. Meant for the `tcc` binary (`run`, `compile`), whose executable serves
+/// `tcc worker`.
+pub fn apply_cached_schedules(
+    program: &mut Program,
+    bindings: &Bindings,
+    target: &str,
+    lock: Option<Lockfile>,
+) -> Result<ApplyReport, TuningError> {
+    let mut tuning = Tuning::new(open_cache()?, target, worker_command()?)?;
+    if let Some(lock) = lock {
+        tuning = tuning.with_lock(lock);
+    }
+    tuning.apply(program, bindings)
+}

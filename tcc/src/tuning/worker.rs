@@ -1,0 +1,163 @@
+//! The worker side of measuring one candidate (`tcc worker`, a child process of the tuner):
+//!
+//! 1. read one [`WorkerRequest`] line whose payload is a [`Payload`];
+//! 2. compile the kernel under the candidate's schedule as a one-launch program and print
+//!    [`COMPILED_MARKER`] (the tuner compiles several candidates at once this way);
+//! 3. wait for a `go` line, then validate the outputs against the reference file and time the
+//!    program (warm-up, then the median of the repeats), and print the result line.
+//!
+//! A hang, a crash or a fault here kills this process only; the tuner reports the candidate as
+//! failed and goes on.
+
+use std::io::{BufRead, Read, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tcc_autotune::Outcome;
+use tcc_autotune::search::worker::{Check, MAX_REQUEST_BYTES, PROTOCOL, RESULT_MARKER, Timing, WorkerRequest, validate_then_time};
+use tcc_ir::{Bindings, Kernel, Launch, Program, Schedule, Tier, ValueRef};
+use tcc_runtime::{CompiledProgram, CpuDevice, HostTensor};
+
+use super::reference::{Reference, compare};
+
+/// The line a worker prints once its candidate is compiled; it then waits for [`GO`].
+pub const COMPILED_MARKER: &str = "TCC-WORKER-COMPILED";
+
+/// The line that tells a compiled worker to validate and time.
+pub const GO: &str = "go";
+
+/// What the tuner sends a worker besides the candidate.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Payload {
+    /// The kernel (its schedule is replaced by the candidate's).
+    pub kernel: Kernel,
+    /// Sizes of its shape variables.
+    pub bindings: Bindings,
+    /// The reference file (inputs and expected outputs) written by the tuner.
+    pub reference: PathBuf,
+}
+
+/// Why a worker could not serve a request.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The request was not a valid request (garbage, another protocol, a bad payload).
+    #[error("bad worker request: {0}")]
+    BadRequest(String),
+    /// Reading standard input or writing standard output failed.
+    #[error("worker I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A one-launch program running `kernel` on the program's parameters, writing one buffer per
+/// kernel output and returning them.
+pub fn one_launch_program(kernel: &Kernel) -> Result<Program, String> {
+    let g = &kernel.graph;
+    let buffers = g
+        .outputs
+        .iter()
+        .map(|&o| g.ty(o).cloned().ok_or_else(|| format!("kernel `{}` has an untyped output", kernel.name)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outputs: Vec<ValueRef> = (0..buffers.len()).map(ValueRef::Buffer).collect();
+    Ok(Program {
+        name: kernel.name.clone(),
+        params: g.params.clone(),
+        buffers,
+        launches: vec![Launch {
+            kernel: kernel.clone(),
+            inputs: (0..g.params.len()).map(ValueRef::Param).collect(),
+            outputs: outputs.clone(),
+        }],
+        outputs,
+    })
+}
+
+/// A candidate compiled on the CPU tier.
+pub struct Compiled {
+    program: Arc<CompiledProgram>,
+    _device: CpuDevice,
+}
+
+/// Compiles `payload`'s kernel under `schedule` with the cranelift tier.
+pub fn compile(payload: &Payload, schedule: &Schedule) -> Result<Compiled, String> {
+    if schedule.tier != Tier::Cranelift {
+        return Err(format!("schedule of tier {} on the cranelift CPU tier", schedule.tier.name()));
+    }
+    let kernel = Kernel { schedule: *schedule, ..payload.kernel.clone() };
+    let program = one_launch_program(&kernel)?;
+    let device = CpuDevice::new().map_err(|e| e.to_string())?;
+    let compiled = device.compile(&program, &payload.bindings).map_err(|e| e.to_string())?;
+    Ok(Compiled { program: compiled, _device: device })
+}
+
+/// Validates a compiled candidate against `reference`, then times it as `timing` says.
+pub fn measure(compiled: &Compiled, reference: &Reference, timing: &Timing) -> Outcome {
+    let inputs: Result<Vec<HostTensor>, _> = reference.inputs.iter().map(HostTensor::from_interp).collect();
+    let inputs = match inputs {
+        Ok(i) => i,
+        Err(e) => return Outcome::Failed { detail: format!("reference inputs: {e}") },
+    };
+    let validate = || {
+        let outputs = compiled.program.run(&inputs).map_err(|e| e.to_string())?;
+        let actual: Vec<_> = outputs.iter().map(HostTensor::to_interp).collect();
+        Ok(match compare(&reference.expected, &actual) {
+            Ok(()) => Check::Pass,
+            Err(detail) => Check::Wrong(detail),
+        })
+    };
+    let run = || compiled.program.run(&inputs).map(drop).map_err(|e| e.to_string());
+    validate_then_time(timing, validate, run)
+}
+
+/// Serves one request: reads it from `input`, compiles, announces [`COMPILED_MARKER`] on `output`,
+/// waits for [`GO`], measures and writes the result line. A compile or measurement failure is a
+/// result (`Ok`); a request that cannot be understood is an error (after a result line saying so).
+/// If the input ends instead of saying `go`, nothing is measured.
+pub fn serve(mut input: impl BufRead, mut output: impl Write) -> Result<(), WorkerError> {
+    let mut line = String::new();
+    (&mut input).take(MAX_REQUEST_BYTES).read_line(&mut line)?;
+    let parsed = parse_request(&line);
+    let (request, payload) = match parsed {
+        Ok(p) => p,
+        Err(e) => {
+            write_result(&mut output, &Outcome::Failed { detail: e.to_string() })?;
+            return Err(e);
+        }
+    };
+    let compiled = catch_unwind(AssertUnwindSafe(|| compile(&payload, &request.candidate.schedule)))
+        .unwrap_or_else(|_| Err("the compiler panicked".to_string()));
+    let compiled = match compiled {
+        Ok(c) => c,
+        Err(detail) => return write_result(&mut output, &Outcome::Failed { detail: format!("compile: {detail}") }),
+    };
+    writeln!(output, "{COMPILED_MARKER}")?;
+    output.flush()?;
+    let mut go = String::new();
+    (&mut input).take(64).read_line(&mut go)?;
+    if go.trim() != GO {
+        return Ok(());
+    }
+    let outcome = match Reference::read(&payload.reference) {
+        Ok(reference) => catch_unwind(AssertUnwindSafe(|| measure(&compiled, &reference, &request.timing)))
+            .unwrap_or_else(|_| Outcome::Failed { detail: "the worker panicked while measuring".into() }),
+        Err(e) => Outcome::Failed { detail: format!("reference: {e}") },
+    };
+    write_result(&mut output, &outcome)
+}
+
+fn parse_request(line: &str) -> Result<(WorkerRequest, Payload), WorkerError> {
+    let request: WorkerRequest = serde_json::from_str(line).map_err(|e| WorkerError::BadRequest(e.to_string()))?;
+    if request.protocol != PROTOCOL {
+        return Err(WorkerError::BadRequest(format!("protocol {}, this worker speaks {PROTOCOL}", request.protocol)));
+    }
+    let payload: Payload =
+        serde_json::from_value(request.payload.clone()).map_err(|e| WorkerError::BadRequest(format!("payload: {e}")))?;
+    Ok((request, payload))
+}
+
+fn write_result(output: &mut impl Write, outcome: &Outcome) -> Result<(), WorkerError> {
+    let json = serde_json::to_string(outcome).map_err(std::io::Error::other)?;
+    writeln!(output, "{RESULT_MARKER}{json}")?;
+    output.flush()?;
+    Ok(())
+}

@@ -1,0 +1,4 @@
+// An invocation with no fn.
+tcc::kernel! {}
+
+fn main() {}
