@@ -6,6 +6,8 @@
 //! `call` method was the alternative; it is rejected because a unit struct cannot be shadowed by a
 //! `let` (`let softmax = softmax.call(..)` would not compile).
 //!
+//! Both items allow `dead_code`: a kernel called only through `f::on` must not make `f` warn.
+//!
 //! Every path in the generated code is absolute (`::tcc::..`, `::core::..`); items the generated
 //! code defines are reached through `self::` (so a DSL parameter named `kernel` cannot shadow
 //! them) and the device parameter has a `mixed_site` span (so a DSL parameter named `device`
@@ -97,7 +99,7 @@ fn function(g: &Graph, names: Option<&FnNames>) -> TokenStream {
 
     quote! {
         #[doc = #doc_fn]
-        #[allow(non_snake_case, clippy::too_many_arguments)]
+        #[allow(non_snake_case, dead_code, clippy::too_many_arguments)]
         pub fn #name<'a>(#args) -> ::core::result::Result<#ret, ::tcc::Error> {
             #name::on(::tcc::Device::default_cpu()?, #(#params),*)
         }

@@ -32,7 +32,7 @@ pub enum DeviceKind {
 #[derive(Debug)]
 pub struct Device {
     backend: Backend,
-    compiled: Mutex<HashMap<(String, Bindings), Arc<Mutex<Option<Compiled>>>>>,
+    compiled: Mutex<HashMap<(String, Bindings), CompiledCell>>,
     compilations: AtomicU64,
 }
 
@@ -51,6 +51,9 @@ enum Compiled {
     #[cfg(feature = "llvm")]
     Cuda(Arc<tcc_runtime::cuda::GpuProgram>),
 }
+
+/// One compiled program, filled by the first caller that asks for it.
+type CompiledCell = Arc<Mutex<Option<Compiled>>>;
 
 /// Locks `m`, recovering the data if another thread panicked while holding it (every value kept
 /// under these locks is complete whenever the lock is released).
@@ -178,9 +181,11 @@ impl Device {
         bindings: &Bindings,
         inputs: &[HostTensor],
     ) -> Result<Vec<HostTensor>, Error> {
-        let runtime = |source: RuntimeError| Error::Runtime { kernel: kernel.to_string(), source };
+        let runtime = |source: RuntimeError| Error::Runtime { kernel: kernel.to_string(), source: Box::new(source) };
         match &self.backend {
             Backend::Cpu(d) => {
+                // Hook (not wired, see the `kernel` module): tuned schedules for `bindings` would
+                // replace the optimizer's in a copy of `program` here, before compiling.
                 let compiled = self.compiled(fingerprint, bindings, || {
                     d.compile(program, bindings).map(Compiled::Cpu).map_err(runtime)
                 })?;
@@ -192,7 +197,7 @@ impl Device {
             }
             #[cfg(feature = "llvm")]
             Backend::Cuda(d) => {
-                let cuda = |source| Error::Cuda { kernel: kernel.to_string(), device: self.name(), source };
+                let cuda = |source| Error::Cuda { kernel: kernel.to_string(), device: self.name(), source: Box::new(source) };
                 let compiled = self.compiled(fingerprint, bindings, || {
                     d.compile(program, bindings).map(|p| Compiled::Cuda(Arc::new(p))).map_err(cuda)
                 })?;

@@ -15,7 +15,7 @@ use tcc_runtime::{CompiledProgram, CpuDevice, HostTensor};
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// The target name is not one this build knows.
-    #[error("unknown or unavailable target `{0}` (this build runs: cpu, cpu:cranelift, interp)")]
+    #[error("unknown or unavailable target `{0}` (this build runs: {TARGETS})")]
     UnknownTarget(String),
     /// A tensor would exceed the memory limit.
     #[error("{0} (raise it with --max-memory)")]
@@ -43,6 +43,13 @@ pub enum EngineError {
     Interpreter(String),
 }
 
+/// The targets `tcc run` and `tcc bench` accept in this build.
+#[cfg(feature = "llvm")]
+pub const TARGETS: &str = "cpu, cpu:cranelift, cuda, interp";
+/// The targets `tcc run` and `tcc bench` accept in this build.
+#[cfg(not(feature = "llvm"))]
+pub const TARGETS: &str = "cpu, cpu:cranelift, interp (cuda needs the `llvm` feature)";
+
 /// A target ready to prepare programs.
 #[derive(Debug)]
 pub enum Engine {
@@ -56,6 +63,14 @@ pub enum Engine {
         model: TargetModel,
         /// The device.
         device: CpuDevice,
+    },
+    /// The local CUDA GPU through the PTX backend (feature `llvm`).
+    #[cfg(feature = "llvm")]
+    Cuda {
+        /// The cost model of the GPU's architecture.
+        model: TargetModel,
+        /// The device.
+        device: tcc_runtime::cuda::CudaDevice,
     },
 }
 
@@ -74,6 +89,18 @@ impl Engine {
                 })?;
                 Ok(Engine::Cpu { name: name.to_string(), model, device })
             }
+            #[cfg(feature = "llvm")]
+            "cuda" => {
+                let device = tcc_runtime::cuda::CudaDevice::open(0).map_err(|e| EngineError::Device {
+                    target: "cuda".into(),
+                    function: String::new(),
+                    message: e.to_string(),
+                })?;
+                let arch = device.info().arch.name();
+                let model =
+                    TargetModel::for_target_name(arch).ok_or_else(|| EngineError::UnknownTarget(arch.to_string()))?;
+                Ok(Engine::Cuda { model, device })
+            }
             other => Err(EngineError::UnknownTarget(other.to_string())),
         }
     }
@@ -83,6 +110,8 @@ impl Engine {
         match self {
             Engine::Interp => "interp",
             Engine::Cpu { .. } => "cpu:cranelift",
+            #[cfg(feature = "llvm")]
+            Engine::Cuda { device, .. } => device.info().arch.name(),
         }
     }
 
@@ -95,6 +124,7 @@ impl Engine {
                 program: None,
                 compiled: None,
                 compile_time: Duration::ZERO,
+                schedules: None,
             }),
             Engine::Cpu { name, model, device } => {
                 let start = Instant::now();
@@ -104,8 +134,18 @@ impl Engine {
                     function: graph.name.clone(),
                     message: e.to_string(),
                 })?;
-                check_buffers(&optimized.program, bindings)?;
-                let compiled = device.compile(&optimized.program, bindings).map_err(|e| EngineError::Device {
+                let mut program = optimized.program;
+                // Cached or locked winners replace the optimizer's schedules; a cache that cannot be
+                // opened costs only speed, so it is a warning, never a failure.
+                let schedules = match crate::tuning::apply_cached_schedules(&mut program, bindings, self.name(), None) {
+                    Ok(report) => Some(report.summary()),
+                    Err(e) => {
+                        tracing::warn!("the tuning cache is unavailable; using the optimizer's schedules: {e}");
+                        None
+                    }
+                };
+                check_buffers(&program, bindings)?;
+                let compiled = device.compile(&program, bindings).map_err(|e| EngineError::Device {
                     target: name.clone(),
                     function: graph.name.clone(),
                     message: e.to_string(),
@@ -113,9 +153,34 @@ impl Engine {
                 Ok(Prepared {
                     engine: self,
                     graph: graph.clone(),
-                    program: Some(optimized.program),
+                    program: Some(program),
                     compiled: Some(compiled),
                     compile_time: start.elapsed(),
+                    schedules,
+                })
+            }
+            #[cfg(feature = "llvm")]
+            Engine::Cuda { model, device } => {
+                let start = Instant::now();
+                let mut options = OptimizeOptions::new(model.clone());
+                options.bindings = bindings.clone();
+                let optimized = optimize(graph, &options).map_err(|e| EngineError::Optimizer {
+                    function: graph.name.clone(),
+                    message: e.to_string(),
+                })?;
+                check_buffers(&optimized.program, bindings)?;
+                device.compile(&optimized.program, bindings).map_err(|e| EngineError::Device {
+                    target: self.name().to_string(),
+                    function: graph.name.clone(),
+                    message: e.to_string(),
+                })?;
+                Ok(Prepared {
+                    engine: self,
+                    graph: graph.clone(),
+                    program: Some(optimized.program),
+                    compiled: None,
+                    compile_time: start.elapsed(),
+                    schedules: None,
                 })
             }
         }
@@ -145,6 +210,8 @@ pub struct Prepared<'e> {
     program: Option<Program>,
     compiled: Option<Arc<CompiledProgram>>,
     compile_time: Duration,
+    /// What the tuning cache decided, when it was consulted.
+    schedules: Option<String>,
 }
 
 impl Prepared<'_> {
@@ -156,12 +223,44 @@ impl Prepared<'_> {
     /// Runs the compiled program on host tensors (no conversions; what benchmarks time). `None` on
     /// the interpreter, which has no compiled form.
     pub fn run_host(&self, inputs: &[HostTensor]) -> Option<Result<Vec<HostTensor>, EngineError>> {
+        #[cfg(feature = "llvm")]
+        if let (Engine::Cuda { device, .. }, Some(program)) = (self.engine, &self.program) {
+            return Some(device.run_program(program, inputs).map_err(|e| self.device_error(e.to_string())));
+        }
         let compiled = self.compiled.as_ref()?;
         Some(compiled.run(inputs).map_err(|e| EngineError::Device {
             target: self.engine.name().to_string(),
             function: self.graph.name.clone(),
             message: e.to_string(),
         }))
+    }
+
+    /// Median time of one run in milliseconds, as DESIGN §0 asks per device: on a GPU, CUDA events
+    /// with warm-up and an L2 flush before each of at least 20 repetitions; on the CPU, wall time
+    /// of at least `min_reps` runs and more until `max_seconds` passed or `max_reps` were taken.
+    pub fn time_ms(&self, inputs: &[HostTensor], min_reps: usize, max_reps: usize, max_seconds: f64) -> Result<f64, EngineError> {
+        #[cfg(feature = "llvm")]
+        if let (Engine::Cuda { device, .. }, Some(program)) = (self.engine, &self.program) {
+            let options = tcc_runtime::cuda::TimingOptions { warmup: 5, repetitions: min_reps.max(20), flush_l2: true };
+            let timing =
+                device.time_program(program, inputs, options).map_err(|e| self.device_error(e.to_string()))?;
+            return Ok(timing.median_ms);
+        }
+        let compiled = self.compiled.as_ref().ok_or_else(|| self.device_error("the interpreter is not timed".into()))?;
+        let mut times = Vec::new();
+        let start = Instant::now();
+        while times.len() < min_reps || (start.elapsed().as_secs_f64() < max_seconds && times.len() < max_reps) {
+            let t = Instant::now();
+            let out = compiled.run(inputs).map_err(|e| self.device_error(e.to_string()))?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+            std::hint::black_box(out);
+        }
+        times.sort_by(f64::total_cmp);
+        Ok(times.get(times.len() / 2).copied().unwrap_or(f64::NAN))
+    }
+
+    fn device_error(&self, message: String) -> EngineError {
+        EngineError::Device { target: self.engine.name().to_string(), function: self.graph.name.clone(), message }
     }
 
     /// The time the optimizer and the compiler took.
@@ -173,10 +272,11 @@ impl Prepared<'_> {
     pub fn summary(&self) -> String {
         match &self.program {
             Some(p) => format!(
-                " ({} kernel{} compiled in {:.1} ms)",
+                " ({} kernel{} compiled in {:.1} ms{})",
                 p.launches.len(),
                 if p.launches.len() == 1 { "" } else { "s" },
-                self.compile_time.as_secs_f64() * 1e3
+                self.compile_time.as_secs_f64() * 1e3,
+                self.schedules.as_ref().map(|s| format!("; tuning cache: {s}")).unwrap_or_default()
             ),
             None => String::new(),
         }
@@ -184,19 +284,16 @@ impl Prepared<'_> {
 
     /// Runs on `inputs`, refusing any interpreter intermediate above `max_memory` bytes.
     pub fn run(&self, inputs: &[Tensor], max_memory: u64) -> Result<Vec<Tensor>, EngineError> {
-        match &self.compiled {
-            Some(compiled) => {
-                let device_error = |message: String| EngineError::Device {
-                    target: self.engine.name().to_string(),
-                    function: self.graph.name.clone(),
-                    message,
-                };
+        match &self.program {
+            Some(_) => {
                 let host: Vec<HostTensor> = inputs
                     .iter()
                     .map(HostTensor::from_interp)
                     .collect::<Result<_, _>>()
-                    .map_err(|e| device_error(e.to_string()))?;
-                let outputs = compiled.run(&host).map_err(|e| device_error(e.to_string()))?;
+                    .map_err(|e| self.device_error(e.to_string()))?;
+                let outputs = self
+                    .run_host(&host)
+                    .ok_or_else(|| self.device_error("nothing was compiled".into()))??;
                 Ok(outputs.iter().map(HostTensor::to_interp).collect())
             }
             _ => tcc_ir::interp::run_graph_with_limit(&self.graph, inputs, max_memory).map_err(|e| match e {

@@ -58,7 +58,7 @@ pub enum Error {
         param: String,
         /// What is wrong with it.
         #[source]
-        source: RuntimeError,
+        source: Box<RuntimeError>,
     },
     /// The device cannot be used (no driver, no GPU, or a feature this build lacks).
     #[error("device {device} is unavailable: {reason}")]
@@ -75,7 +75,7 @@ pub enum Error {
         kernel: String,
         /// The runtime's error.
         #[source]
-        source: RuntimeError,
+        source: Box<RuntimeError>,
     },
     /// Compiling or running on a CUDA device failed.
     #[error("kernel `{kernel}` on {device}: {source}")]
@@ -86,7 +86,7 @@ pub enum Error {
         device: String,
         /// The CUDA runtime's error.
         #[source]
-        source: CudaError,
+        source: Box<CudaError>,
     },
     /// The reference interpreter failed (for example, a tensor above its memory limit).
     #[error("kernel `{kernel}` on the interpreter: {source}")]
@@ -95,7 +95,7 @@ pub enum Error {
         kernel: String,
         /// The interpreter's error.
         #[source]
-        source: InterpError,
+        source: Box<InterpError>,
     },
     /// Bug: the IR text the macro embedded does not parse or verify.
     #[error("kernel `{kernel}`: the embedded IR is invalid (a bug in tcc): {message}")]
@@ -114,7 +114,7 @@ pub enum Error {
         target: String,
         /// The optimizer's error.
         #[source]
-        source: PassError,
+        source: Box<PassError>,
     },
     /// Bug: an inconsistency inside tcc (the message says which).
     #[error("kernel `{kernel}`: internal error: {message}")]
@@ -139,7 +139,7 @@ impl Error {
             RuntimeError::InputCount { expected, got, .. } => Error::InputCount { kernel, expected, got },
             RuntimeError::DTypeMismatch { param, expected, got } => Error::DType { kernel, param, expected, got },
             RuntimeError::ShapeMismatch { param, expected, got } => Error::Shape { kernel, param, expected, got },
-            source => Error::Runtime { kernel, source },
+            source => Error::Runtime { kernel, source: Box::new(source) },
         }
     }
 }

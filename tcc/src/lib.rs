@@ -26,3 +26,6 @@ pub use kernel::{IntoTensor, Kernel, TensorArg};
 pub use tcc_macros::kernel;
 pub use tcc_runtime as runtime;
 pub use tcc_runtime::{Element, HostTensor};
+/// The `ndarray` crate tensor arguments may be given as (feature `ndarray`).
+#[cfg(feature = "ndarray")]
+pub use ndarray;

@@ -24,19 +24,21 @@ pub mod worker;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tcc_autotune::cache::{LockChoice, SqliteStore};
-use tcc_autotune::search::WorkerCommand;
-use tcc_autotune::search::worker::Timing;
-use tcc_autotune::{
-    Budget, CacheKey, CacheRecord, DeviceKey, HitKind, Layered, Lockfile, Lookup, Outcome, Plan, Provenance, Strategy,
-    TuneReport, TunerOptions, plan, revalidate, tune_and_record,
-};
+use tcc_autotune::cache::LockChoice;
+use tcc_autotune::{Plan, Provenance, Strategy, TunerOptions, plan, revalidate, tune_and_record};
 use tcc_ir::{Bindings, Kernel, Program, Schedule};
 
 pub use bench::{CpuBenchmarker, Worker};
+// The autotuner's types this module's API takes and returns.
 pub use key::{CPU_TARGET, host_device, kernel_key, tuning_target};
 pub use reference::{Reference, compare, tolerance};
 pub use space::{cpu_space, matmul_dims, thread_choices, variations};
+pub use tcc_autotune::cache::{LockEntry, SqliteStore};
+pub use tcc_autotune::search::WorkerCommand;
+pub use tcc_autotune::search::worker::Timing;
+pub use tcc_autotune::{
+    Budget, CacheKey, CacheRecord, CacheStore, DeviceKey, HitKind, Layered, Lockfile, Lookup, Outcome, TuneReport,
+};
 
 /// The code generator recorded in the provenance of CPU measurements.
 pub const CPU_DRIVER: &str = "cranelift 0.135";
@@ -198,7 +200,7 @@ pub struct Tuning {
     target: &'static str,
     device: DeviceKey,
     lock: Option<Lockfile>,
-    worker: WorkerCommand,
+    worker: Option<WorkerCommand>,
     timing: Timing,
     seed: u64,
     max_bytes: u64,
@@ -219,7 +221,7 @@ impl Tuning {
             target,
             device: host_device(),
             lock: None,
-            worker,
+            worker: Some(worker),
             timing: Timing::default(),
             seed: 0,
             max_bytes: DEFAULT_MAX_BYTES,
@@ -231,6 +233,14 @@ impl Tuning {
     pub fn open_default(target: &str, worker: WorkerCommand) -> Result<Tuning, TuningError> {
         tuning_target(target)?;
         Tuning::new(open_cache()?, target, worker)
+    }
+
+    /// Starts no worker: [`Tuning::apply`] then uses only locked and fresh cached schedules (a
+    /// record measured elsewhere needs a check on this machine, so it is left unused), and
+    /// [`Tuning::tune_kernel`] cannot measure. For programs that cannot serve `tcc worker`.
+    pub fn without_validation(mut self) -> Tuning {
+        self.worker = None;
+        self
     }
 
     /// Uses the decisions of `lock` before anything cached.
@@ -286,7 +296,10 @@ impl Tuning {
             .write(&path)
             .map_err(|e| TuningError::Environment(format!("cannot write {}: {e}", path.display())))?;
         let payload = worker::Payload { kernel: kernel.clone(), bindings: bindings.clone(), reference: path };
-        Ok(CpuBenchmarker::new(self.worker.clone(), &payload).map_err(TuningError::Internal)?.with_timing(self.timing))
+        let worker = self.worker.clone().ok_or_else(|| {
+            TuningError::Environment(format!("no worker to measure with: run `tcc`, or set {WORKER_ENV}"))
+        })?;
+        Ok(CpuBenchmarker::new(worker, &payload).map_err(TuningError::Internal)?.with_timing(self.timing))
     }
 
     /// Replaces each kernel's schedule by its locked choice, else its cached winner. A record
@@ -322,21 +335,28 @@ impl Tuning {
                     }
                     decision.schedule = schedule;
                 }
+                Plan::Validate { .. } if self.worker.is_none() => tracing::debug!(
+                    "kernel `{}`: a cached schedule measured elsewhere is not used (no worker to check it)",
+                    kernel.name
+                ),
                 Plan::Validate { .. } => {
                     if let Lookup::Hit { record, kind } = &lookup {
-                        decision.trials = 1;
                         match self.check_record(kernel, bindings, &key, record, kind) {
-                            Ok(checked) => {
+                            Ok((checked, _)) => {
+                                decision.trials = 1;
                                 decision.source = Source::Validated;
                                 decision.schedule = checked.schedule;
                                 decision.time_ns = Some(checked.time_ns);
                                 decision.record = Some(checked);
                             }
-                            Err(why) => tracing::warn!(
-                                "kernel `{}`: the cached schedule {} was not used: {why}",
-                                kernel.name,
-                                record.schedule
-                            ),
+                            Err((why, measured)) => {
+                                decision.trials = usize::from(measured);
+                                tracing::warn!(
+                                    "kernel `{}`: the cached schedule {} was not used: {why}",
+                                    kernel.name,
+                                    record.schedule
+                                );
+                            }
                         }
                     }
                 }
@@ -368,7 +388,9 @@ impl Tuning {
     }
 
     /// Re-validates `record` (a hit of `kind` for `key`) on this machine. On success returns the
-    /// record now standing for `key` (measured here); on failure the record is quarantined.
+    /// record now standing for `key` and the time just measured; on failure the record is
+    /// quarantined. The error says why, and whether a candidate was measured (`false` when the
+    /// check could not even start: the record is then left as it is).
     fn check_record(
         &self,
         kernel: &Kernel,
@@ -376,8 +398,8 @@ impl Tuning {
         key: &CacheKey,
         record: &CacheRecord,
         kind: &HitKind,
-    ) -> Result<CacheRecord, String> {
-        let bench = self.benchmarker(kernel, bindings).map_err(|e| e.to_string())?;
+    ) -> Result<(CacheRecord, u64), (String, bool)> {
+        let bench = self.benchmarker(kernel, bindings).map_err(|e| (e.to_string(), false))?;
         match revalidate(&self.cache, key, record, &bench) {
             Outcome::Ok { time_ns } => {
                 let mut here = record.clone();
@@ -396,9 +418,9 @@ impl Tuning {
                         tracing::warn!("cannot record a re-validated schedule: {e}");
                     }
                 }
-                Ok(here)
+                Ok((here, time_ns))
             }
-            other => Err(format!("it failed on this machine ({other}) and is quarantined")),
+            other => Err((format!("it failed on this machine ({other}) and is quarantined"), true)),
         }
     }
 
@@ -439,19 +461,23 @@ impl Tuning {
                 return Ok(result);
             }
             (Plan::Validate { .. }, Lookup::Hit { record, kind }) if !options.retune => {
-                let checked = self.check_record(kernel, bindings, &key, record, kind);
-                result.decision.trials = 1;
-                match checked {
-                    Ok(here) => {
-                        result.validation = Some(Outcome::Ok { time_ns: here.time_ns });
+                match self.check_record(kernel, bindings, &key, record, kind) {
+                    Ok((here, measured)) => {
+                        result.decision.trials = 1;
+                        result.validation = Some(Outcome::Ok { time_ns: measured });
                         result.decision.source = Source::Validated;
                         result.decision.schedule = here.schedule;
                         result.decision.time_ns = Some(here.time_ns);
                         result.decision.record = Some(here);
                         return Ok(result);
                     }
-                    Err(why) => {
-                        tracing::warn!("kernel `{}`: the cached schedule {}: {why}; tuning", kernel.name, record.schedule);
+                    Err((why, measured)) => {
+                        result.decision.trials = usize::from(measured);
+                        tracing::warn!(
+                            "kernel `{}`: the cached schedule {}: {why}; tuning",
+                            kernel.name,
+                            record.schedule
+                        );
                         result.validation = Some(Outcome::Failed { detail: why });
                     }
                 }
@@ -463,8 +489,12 @@ impl Tuning {
         let mut space = cpu_space(kernel, proposals, bindings, host_threads);
         let seeds: Vec<usize> = seed.and_then(|(v, s)| space.seed(v, s)).into_iter().collect();
         let bench = self.benchmarker(kernel, bindings)?;
-        let tuner_options =
-            TunerOptions { budget: options.budget, strategy: Strategy::Auto, compile_threads: options.jobs, progress: options.progress };
+        let tuner_options = TunerOptions {
+            budget: options.budget,
+            strategy: Strategy::Auto,
+            compile_threads: options.jobs,
+            progress: options.progress,
+        };
         let (report, record) = tune_and_record(&self.cache, &key, &space, &seeds, tuner_options, &bench, CPU_DRIVER);
         result.decision.trials += report.trials.iter().filter(|t| !t.resumed).count();
         if let Some(record) = record {
@@ -498,27 +528,49 @@ pub fn open_cache() -> Result<Layered, TuningError> {
 /// candidate; the running executable when unset (the `tcc` binary).
 pub const WORKER_ENV: &str = "TCC_TUNE_WORKER";
 
-/// How the tuner starts a worker: `$TCC_TUNE_WORKER worker`, else this executable with `worker`.
+/// How the tuner starts a worker: `$TCC_TUNE_WORKER worker`, else this executable with `worker`
+/// when it is the `tcc` binary (another program has no `worker` subcommand: an error).
 pub fn worker_command() -> Result<WorkerCommand, TuningError> {
     let program = match std::env::var_os(WORKER_ENV).filter(|p| !p.is_empty()) {
         Some(p) => PathBuf::from(p),
-        None => std::env::current_exe()
-            .map_err(|e| TuningError::Environment(format!("cannot find the tcc executable to start workers: {e}")))?,
+        None => {
+            let exe = std::env::current_exe().map_err(|e| {
+                TuningError::Environment(format!("cannot find the tcc executable to start workers: {e}"))
+            })?;
+            if exe.file_stem().is_none_or(|s| s != "tcc") {
+                return Err(TuningError::Environment(format!(
+                    "{} is not the tcc binary and cannot serve `tcc worker`; set {WORKER_ENV} to a tcc binary",
+                    exe.display()
+                )));
+            }
+            exe
+        }
     };
     Ok(WorkerCommand { program, args: vec!["worker".to_string()], env: Vec::new() })
 }
 
 /// Replaces each kernel's schedule of `program` (optimized for `target` under `bindings`) by its
 /// locked or cached winner, with the default cache and workers ([`worker_command`]): see
-/// [`Tuning::apply`]. Meant for the `tcc` binary (`run`, `compile`), whose executable serves
-/// `tcc worker`.
+/// [`Tuning::apply`]. In the `tcc` binary (`run`, `compile`) records measured elsewhere are checked
+/// in `tcc worker` processes; in another program they are left unused ([`Tuning::without_validation`]).
 pub fn apply_cached_schedules(
     program: &mut Program,
     bindings: &Bindings,
     target: &str,
     lock: Option<Lockfile>,
 ) -> Result<ApplyReport, TuningError> {
-    let mut tuning = Tuning::new(open_cache()?, target, worker_command()?)?;
+    let mut tuning = match worker_command() {
+        Ok(worker) => Tuning::new(open_cache()?, target, worker)?,
+        Err(e) => {
+            tracing::debug!("cached schedules measured elsewhere are left unchecked and unused: {e}");
+            Tuning::new(
+                open_cache()?,
+                target,
+                WorkerCommand { program: PathBuf::new(), args: Vec::new(), env: Vec::new() },
+            )?
+            .without_validation()
+        }
+    };
     if let Some(lock) = lock {
         tuning = tuning.with_lock(lock);
     }

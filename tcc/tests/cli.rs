@@ -185,3 +185,68 @@ fn explain_refuses_to_overwrite_its_input() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(std::fs::read(&src).unwrap(), before);
 }
+
+#[test]
+fn compile_emits_each_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let base = ["compile", "examples/softmax.tc", "--dim", "N=8", "--dim", "D=33"];
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["--target", "cpu", "--emit", "ir"], "p.ir", "// kernel k0_"),
+        (&["--target", "cpu", "--emit", "clif"], "p.clif", "function"),
+        (&["--target", "sm_90a", "--emit", "llvm"], "p.ll", "nvptx64-nvidia-cuda"),
+        (&["--target", "sm_80", "--emit", "ir"], "p80.ir", "[row-reduction]"),
+    ];
+    for (extra, file, needle) in cases {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        let path = out(file);
+        args.extend_from_slice(&["-o", &path]);
+        let result = tcc(&args);
+        assert_eq!(result.status.code(), Some(0), "{extra:?}: {}", text(&result.stderr));
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(written.contains(needle), "{extra:?}: {written}");
+    }
+    let bad = tcc(&["compile", "examples/softmax.tc", "--dim", "N=8", "--dim", "D=3", "--target", "cpu", "--emit", "ptx", "-o", "-"]);
+    assert_eq!(bad.status.code(), Some(1));
+    let unbound = tcc(&["compile", "examples/softmax.tc", "--target", "cpu", "--emit", "ir", "-o", "-"]);
+    assert_eq!(unbound.status.code(), Some(1));
+    assert!(text(&unbound.stderr).contains("`D`") && text(&unbound.stderr).contains("`N`"));
+}
+
+#[test]
+fn bench_writes_rows_and_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let workloads = dir.path().join("w.json");
+    std::fs::write(
+        &workloads,
+        r#"{"cpu": [
+            {"name": "tiny_gemm", "kind": "gemm", "dtype": "f32", "m": 17, "n": 31, "k": 13, "epilogue": ["bias", "relu"]},
+            {"name": "tiny_axpb", "kind": "elementwise", "dtype": "f32", "n": 1001},
+            {"name": "tiny_softmax", "kind": "softmax", "dtype": "f32", "rows": 7, "cols": 129}
+        ], "gpu": []}"#,
+    )
+    .unwrap();
+    let peers = dir.path().join("peers.jsonl");
+    std::fs::write(&peers, "{\"workload\": \"tiny_softmax\", \"impl\": \"numpy\", \"median_ms\": 1.0, \"gflops\": 1.0, \"gbps\": 1.0, \"max_rel_err\": 0.0}\n").unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    let report = dir.path().join("report");
+    let out = tcc(&[
+        "bench", "--workloads", workloads.to_str().unwrap(), "--suite", "cpu", "--out", rows.to_str().unwrap(),
+        "--report", report.to_str().unwrap(), "--peers", peers.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(&rows).unwrap();
+    assert_eq!(written.lines().count(), 3, "{written}");
+    for line in written.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(row["impl"], "tcc:cpu:cranelift");
+        assert!(row["median_ms"].as_f64().unwrap() > 0.0);
+        assert!(row["max_rel_err"].as_f64().unwrap() < 1e-5, "{line}");
+    }
+    for f in ["report.md", "roofline.svg", "speedup.svg"] {
+        assert!(report.join(f).exists(), "{f}");
+    }
+    let gpu = tcc(&["bench", "--workloads", workloads.to_str().unwrap(), "--suite", "gpu", "--out", "-"]);
+    assert_eq!(gpu.status.code(), Some(1));
+}

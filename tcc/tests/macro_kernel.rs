@@ -1,6 +1,8 @@
 //! `tcc::kernel!` end to end: kernels defined with the macro run on the CPU and match the
 //! interpreter; argument errors name the parameter; concurrent first calls compile once.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 
 use tcc::ir::interp::{Tensor, run_graph};
@@ -220,6 +222,23 @@ fn invalid_embedded_ir_is_an_error_not_a_panic() {
     assert!(matches!(e, Error::Ir { .. }), "{e:?}");
     static RENAMED: tcc::Kernel = tcc::Kernel::from_ir("other", softmax::IR);
     assert!(matches!(RENAMED.graph(), Err(Error::Ir { message, .. }) if message.contains("defines `softmax`")));
+}
+
+#[cfg(feature = "ndarray")]
+#[test]
+fn ndarray_arrays_and_views_are_arguments() {
+    use tcc::ndarray::Array2;
+    let a = Array2::<f32>::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as f32 * 0.5);
+    let expected = softmax((a.as_slice().unwrap(), [3, 4])).unwrap();
+    assert_eq!(softmax(&a).unwrap(), expected);
+    assert_eq!(softmax(a.view()).unwrap(), expected);
+    assert_eq!(softmax(a.clone()).unwrap(), expected);
+    // A transposed view is copied in its logical (row-major) order.
+    let t = a.t();
+    let y = softmax(t).unwrap().to_ndarray::<f32>().unwrap();
+    assert_eq!(y.shape(), &[4, 3]);
+    let by_rows = softmax((t.iter().copied().collect::<Vec<f32>>(), [4, 3])).unwrap();
+    assert_eq!(y.iter().copied().collect::<Vec<f32>>(), by_rows.to_vec::<f32>().unwrap());
 }
 
 #[cfg(not(feature = "llvm"))]

@@ -27,6 +27,18 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Time the public suite's workloads on a target; write JSONL rows (and a report with charts).
     Bench(BenchArgs),
+    /// Optimize and compile a fn for a target and write one stage's output: ir (the optimized
+    /// program), llvm (LLVM IR, GPU targets), ptx (GPU targets, needs the `llvm` feature), clif or
+    /// asm (the CPU tier's cranelift IR or machine code).
+    Compile(CompileArgs),
+    /// Measure candidate schedules of each kernel of a fn on the CPU (each in a worker process,
+    /// validated against the interpreter) and record the winners in the tuning cache.
+    Tune(TuneArgs),
+    /// Inspect and manage the tuning cache: ls, stats, gc, show KEY, export FILE, import FILE.
+    Cache(CacheArgs),
+    /// Measure one autotuning candidate read from stdin (started by `tcc tune`; not for users).
+    #[command(hide = true)]
+    Worker(WorkerArgs),
 }
 
 /// Arguments of `tcc explain`.
@@ -181,4 +193,107 @@ pub struct BenchArgs {
     /// Seed of the random normal inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+}
+
+/// Arguments of `tcc tune`.
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// The program.
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    /// The target to tune for: cpu or cpu:cranelift (the CPU tier is the only one with a benchmarker).
+    #[arg(long, default_value = "cpu", value_name = "T")]
+    pub target: String,
+    /// Binds a shape variable, e.g. --dim M=128 (repeatable; every variable of the fn must be bound).
+    #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
+    pub dims: Vec<(String, u64)>,
+    /// Limit of the whole run, shared by its kernels: a time (60s, 5m), a trial count (200trials)
+    /// or both (5m,200trials).
+    #[arg(long, default_value = "60s", value_name = "BUDGET", value_parser = tcc_autotune::Budget::parse)]
+    pub budget: tcc_autotune::Budget,
+    /// Also write the chosen schedules to this lockfile (entries for other kernels are kept).
+    #[arg(long, value_name = "FILE")]
+    pub lock: Option<PathBuf>,
+    /// Tune again even when the cache has a fresh winner.
+    #[arg(long)]
+    pub retune: bool,
+    /// Seed of the random inputs each candidate is validated on.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Candidates compiled at once (0 = one per core).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub jobs: usize,
+    /// Alternatives of the optimizer whose schedules join each kernel's candidates.
+    #[arg(long, default_value_t = 4, value_name = "K")]
+    pub top_k: usize,
+}
+
+/// Arguments of `tcc cache`.
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// What to do with the cache (in $TCC_CACHE_DIR, else the user's cache directory).
+    #[command(subcommand)]
+    pub command: CacheCommand,
+}
+
+/// The `tcc cache` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// List every record: key, target, schedule, time, state, tcc version, date, device.
+    Ls,
+    /// Count records by state, version, target and device.
+    Stats,
+    /// Remove undecodable and quarantined records and old journal entries.
+    Gc(CacheGcArgs),
+    /// Print one record (KEY: its hash, or a unique prefix of at least 6 digits).
+    Show {
+        /// The key hash or a prefix of it.
+        key: String,
+    },
+    /// Write every record as sorted JSONL (`-` for stdout).
+    Export {
+        /// The output file.
+        file: PathBuf,
+    },
+    /// Merge records from a JSONL export (`-` for stdin); the faster measurement of a key wins and
+    /// imported records are checked on this machine before first use.
+    Import {
+        /// The input file.
+        file: PathBuf,
+    },
+}
+
+/// Arguments of `tcc cache gc`.
+#[derive(Debug, Args)]
+pub struct CacheGcArgs {
+    /// Also remove records measured by other tcc versions.
+    #[arg(long)]
+    pub other_versions: bool,
+    /// Remove journal entries of unfinished tuning runs older than this many days.
+    #[arg(long, default_value_t = 7, value_name = "DAYS")]
+    pub journal_days: u64,
+}
+
+/// Arguments of the hidden `tcc worker` (none: the request comes on stdin).
+#[derive(Debug, Args)]
+pub struct WorkerArgs {}
+
+/// Arguments of `tcc compile`.
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    /// The program.
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    /// The target: cpu, cpu:cranelift, sm_80 or sm_90a.
+    #[arg(long, value_name = "T")]
+    pub target: String,
+    /// Binds a shape variable (every variable of the fn must be bound).
+    #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
+    pub dims: Vec<(String, u64)>,
+    /// The stage to write: ir, llvm, ptx, clif or asm.
+    #[arg(long, value_name = "STAGE")]
+    pub emit: String,
+    /// Where to write it (`-` for stdout).
+    #[arg(short = 'o', value_name = "OUT")]
+    pub out: PathBuf,
 }

@@ -13,13 +13,22 @@ use crate::engine::Engine;
 
 /// Runs `tcc bench`.
 pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
-    if args.suite != "cpu" {
-        return Err(CliError::invalid(format!(
-            "suite `{}` needs a target this build cannot run; this build benchmarks the `cpu` suite",
-            args.suite
-        )));
+    let gpu_target = args.target == "cuda";
+    match (args.suite.as_str(), gpu_target) {
+        ("cpu", false) | ("gpu", true) => {}
+        ("cpu", true) => return Err(CliError::invalid("the cpu suite runs on a CPU target (--target cpu)")),
+        ("gpu", false) => return Err(CliError::invalid("the gpu suite runs on a GPU target (--target cuda)")),
+        (other, _) => return Err(CliError::invalid(format!("unknown suite `{other}`; suites are cpu and gpu"))),
     }
-    let engine = Engine::for_target(&args.target).map_err(|e| CliError::invalid(e.to_string()))?;
+    if gpu_target && args.report.is_some() {
+        return Err(CliError::invalid(
+            "--report on a GPU needs the GPU ceilings (copy and mma.sync issue rate), which tcc does not measure yet",
+        ));
+    }
+    let engine = Engine::for_target(&args.target).map_err(|e| match e {
+        crate::engine::EngineError::UnknownTarget(_) => CliError::invalid(e.to_string()),
+        other => CliError::Environment(other.to_string()),
+    })?;
     if matches!(engine, Engine::Interp) {
         return Err(CliError::invalid("the interpreter is the reference, not a benchmark target"));
     }

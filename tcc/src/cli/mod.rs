@@ -3,13 +3,18 @@
 mod args;
 mod atomic;
 mod bench;
+mod cache;
 mod check;
+mod compile;
 mod error;
 mod explain;
 pub(crate) mod inputs;
 mod ir_cmd;
 mod load;
 mod run;
+mod tracing_setup;
+mod tune;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -21,6 +26,7 @@ pub use error::CliError;
 
 /// Runs the command line of this process and returns its exit code.
 pub fn main() -> ExitCode {
+    tracing_setup::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -59,5 +65,9 @@ pub fn execute(cli: &Cli) -> Result<(), CliError> {
         Command::Run(a) => run::run(a),
         Command::Explain(a) => explain::explain(a),
         Command::Bench(a) => bench::bench(a),
+        Command::Compile(a) => compile::compile(a),
+        Command::Tune(a) => tune::tune(a),
+        Command::Cache(a) => cache::cache(a),
+        Command::Worker(a) => worker::worker(a),
     }
 }

@@ -56,7 +56,7 @@ impl<'a> TensorArg<'a> {
         match self.0 {
             Repr::Borrowed(t) => Ok(t.clone()),
             Repr::Owned(t) => Ok(t),
-            Repr::Invalid(source) => Err(Error::Tensor { kernel: kernel.to_string(), param: param.to_string(), source }),
+            Repr::Invalid(source) => Err(Error::Tensor { kernel: kernel.to_string(), param: param.to_string(), source: Box::new(source) }),
         }
     }
 }
@@ -127,7 +127,7 @@ mod nd {
 
     use super::{IntoTensor, TensorArg};
 
-    impl<'a, 'b, E: Element, S: Data<Elem = E>, D: Dimension> IntoTensor<'a, E> for &'b ArrayBase<S, D> {
+    impl<'a, E: Element, S: Data<Elem = E>, D: Dimension> IntoTensor<'a, E> for &ArrayBase<S, D> {
         fn into_tensor(self) -> TensorArg<'a> {
             TensorArg::from_result(HostTensor::from_ndarray(self))
         }

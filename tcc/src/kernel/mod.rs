@@ -12,10 +12,14 @@
 //! Every "once" above is a lock-protected cell: threads calling the same kernel at the same time
 //! wait for the one thread doing the work.
 //!
-//! Tuning cache: the optimizer's best program is what runs; the autotuner (`tcc-autotune`) is not
-//! yet wired to the backends, so nothing here reads the tuning cache or a lockfile. The place to
-//! consult them is [`Kernel::optimized`]: a cached or locked decision for (program fingerprint,
-//! target) would pick one of the optimizer's alternatives instead of its first choice.
+//! Tuning cache (not consulted yet): the optimizer's best program is what runs, with the
+//! optimizer's schedules. Tuned schedules depend on the shapes, so the place to apply a locked or
+//! cached decision is the per-bindings compile step (the closure passed to the device's cache in
+//! `Device::execute`): replace each kernel's schedule in a copy of the program before compiling.
+//! `crate::tuning::Tuning::apply` does that replacement for the `tcc` binary, but it may start a
+//! `tcc worker` process (the running executable by default) to re-check a record measured
+//! elsewhere; a user's executable is not `tcc`, so wiring it here needs a variant that never
+//! starts workers (use locked and fresh records only) or an explicit worker path.
 
 mod args;
 
@@ -89,9 +93,6 @@ impl Kernel {
     }
 
     /// The program optimized for `target` (once per target name; later calls share it).
-    ///
-    /// Hook: this is where a tuning-cache or lockfile decision would be applied (see the module
-    /// documentation); today the optimizer's best program is always the one returned.
     fn optimized(&self, target: TargetModel) -> Result<Arc<Optimized>, Error> {
         let graph = self.graph()?;
         let cell = {
@@ -111,7 +112,7 @@ impl Kernel {
             let fingerprint = CpuDevice::fingerprint(&program).map_err(|e| PassError::Internal(e.to_string()))?;
             Ok(Arc::new(Optimized { program, fingerprint }))
         });
-        result.clone().map_err(|source| Error::Optimize { kernel: self.name.to_string(), target: target_name, source })
+        result.clone().map_err(|source| Error::Optimize { kernel: self.name.to_string(), target: target_name, source: Box::new(source) })
     }
 
     /// The optimized program this kernel runs on `device` (`None` on the interpreter, which runs
@@ -169,7 +170,7 @@ impl Kernel {
     fn interpret(&self, graph: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Error> {
         let tensors: Vec<_> = inputs.iter().map(HostTensor::to_interp).collect();
         let outputs = tcc_ir::interp::run_graph(graph, &tensors)
-            .map_err(|source| Error::Interp { kernel: self.name.to_string(), source })?;
+            .map_err(|source| Error::Interp { kernel: self.name.to_string(), source: Box::new(source) })?;
         outputs
             .iter()
             .map(|t| {

@@ -84,8 +84,10 @@ pub fn kernel_key(
         shapes.push(format!("o{i}={}", resolved(&ty.shape, bindings, &kernel.name)?));
         dtypes.push(ty.dtype);
     }
-    let key = CacheKey { fingerprint, shapes: shapes.join(" "), dtypes, target: target.to_string(), device: device.clone() };
-    key.validate().map_err(|e| TuningError::Internal(format!("kernel `{}` has no valid cache key: {e}", kernel.name)))?;
+    let key =
+        CacheKey { fingerprint, shapes: shapes.join(" "), dtypes, target: target.to_string(), device: device.clone() };
+    key.validate()
+        .map_err(|e| TuningError::Internal(format!("kernel `{}` has no valid cache key: {e}", kernel.name)))?;
     Ok(key)
 }
 

@@ -34,11 +34,9 @@ impl Reference {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut inputs = Vec::with_capacity(kernel.graph.params.len());
         for p in &kernel.graph.params {
-            let shape = p
-                .ty
-                .shape
-                .resolve(bindings)
-                .ok_or_else(|| TuningError::Unbound(format!("kernel `{}` input `{}` has an unbound shape", kernel.name, p.name)))?;
+            let shape = p.ty.shape.resolve(bindings).ok_or_else(|| {
+                TuningError::Unbound(format!("kernel `{}` input `{}` has an unbound shape", kernel.name, p.name))
+            })?;
             let numel = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64));
             let bytes = numel.and_then(|n| n.checked_mul(8));
             let n = match (numel, bytes) {
@@ -54,10 +52,11 @@ impl Reference {
             let t = Tensor::new(p.ty.dtype, shape, data).map_err(|e| TuningError::Internal(e.to_string()))?;
             inputs.push(t);
         }
-        let expected = tcc_ir::interp::run_graph_with_limit(&kernel.graph, &inputs, max_bytes).map_err(|e| match e {
-            tcc_ir::interp::InterpError::MemoryLimit { .. } => TuningError::MemoryLimit(e.to_string()),
-            other => TuningError::Internal(format!("the interpreter failed on kernel `{}`: {other}", kernel.name)),
-        })?;
+        let expected =
+            tcc_ir::interp::run_graph_with_limit(&kernel.graph, &inputs, max_bytes).map_err(|e| match e {
+                tcc_ir::interp::InterpError::MemoryLimit { .. } => TuningError::MemoryLimit(e.to_string()),
+                other => TuningError::Internal(format!("the interpreter failed on kernel `{}`: {other}", kernel.name)),
+            })?;
         Ok(Reference { inputs, expected })
     }
 
@@ -140,7 +139,8 @@ impl Reader<'_> {
         }
         let numel = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("element count overflows")?;
         let raw = self.take(numel.checked_mul(8).ok_or("element count overflows")?)?;
-        let data = raw.chunks_exact(8).map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
+        let data =
+            raw.chunks_exact(8).map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
         Tensor::new(dtype, shape, data).map_err(|e| e.to_string())
     }
 }
@@ -210,7 +210,10 @@ mod tests {
     fn file_round_trip_and_truncation() {
         let r = Reference {
             inputs: vec![Tensor::new(DType::F16, vec![2, 3], vec![1.0, -2.0, 0.5, 3.0, 4.0, -0.25]).unwrap()],
-            expected: vec![Tensor::new(DType::I32, vec![2], vec![7.0, -1.0]).unwrap(), Tensor::scalar(DType::Bool, 1.0)],
+            expected: vec![
+                Tensor::new(DType::I32, vec![2], vec![7.0, -1.0]).unwrap(),
+                Tensor::scalar(DType::Bool, 1.0),
+            ],
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ref.bin");

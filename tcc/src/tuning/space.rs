@@ -128,7 +128,12 @@ mod tests {
         let b = g.add_param("b", t(&[64, 256])).unwrap();
         let c = g.push(Op::MatMul(a, b)).unwrap();
         g.outputs = vec![c];
-        Kernel { name: "k0".into(), class: KernelClass::MatMul, graph: g, schedule: Schedule::default_for(Tier::Cranelift) }
+        Kernel {
+            name: "k0".into(),
+            class: KernelClass::MatMul,
+            graph: g,
+            schedule: Schedule::default_for(Tier::Cranelift),
+        }
     }
 
     #[test]

@@ -15,7 +15,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tcc_autotune::Outcome;
-use tcc_autotune::search::worker::{Check, MAX_REQUEST_BYTES, PROTOCOL, RESULT_MARKER, Timing, WorkerRequest, validate_then_time};
+use tcc_autotune::search::worker::{
+    Check, MAX_REQUEST_BYTES, PROTOCOL, RESULT_MARKER, Timing, WorkerRequest, validate_then_time,
+};
 use tcc_ir::{Bindings, Kernel, Launch, Program, Schedule, Tier, ValueRef};
 use tcc_runtime::{CompiledProgram, CpuDevice, HostTensor};
 
@@ -150,8 +152,8 @@ fn parse_request(line: &str) -> Result<(WorkerRequest, Payload), WorkerError> {
     if request.protocol != PROTOCOL {
         return Err(WorkerError::BadRequest(format!("protocol {}, this worker speaks {PROTOCOL}", request.protocol)));
     }
-    let payload: Payload =
-        serde_json::from_value(request.payload.clone()).map_err(|e| WorkerError::BadRequest(format!("payload: {e}")))?;
+    let payload: Payload = serde_json::from_value(request.payload.clone())
+        .map_err(|e| WorkerError::BadRequest(format!("payload: {e}")))?;
     Ok((request, payload))
 }
 
@@ -160,4 +162,78 @@ fn write_result(output: &mut impl Write, outcome: &Outcome) -> Result<(), Worker
     writeln!(output, "{RESULT_MARKER}{json}")?;
     output.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcc_autotune::Candidate;
+    use tcc_ir::{BinaryOp, DType, Graph, KernelClass, Op, Shape, TensorType};
+
+    fn payload(dir: &std::path::Path) -> Payload {
+        let mut g = Graph::new("k");
+        let x = g.add_param("x", TensorType { dtype: DType::F32, shape: Shape::from_consts(&[3, 5]) }).unwrap();
+        let y = g.push(Op::Binary(BinaryOp::Mul, x, x)).unwrap();
+        g.outputs = vec![y];
+        let kernel = Kernel {
+            name: "k0".into(),
+            class: KernelClass::Pointwise,
+            graph: g,
+            schedule: Schedule::default_for(Tier::Cranelift),
+        };
+        let reference = dir.join("k.ref");
+        Reference::compute(&kernel, &Bindings::new(), 1, 1 << 20).unwrap().write(&reference).unwrap();
+        Payload { kernel, bindings: Bindings::new(), reference }
+    }
+
+    fn request(payload: &Payload, schedule: Schedule) -> String {
+        let r = WorkerRequest {
+            protocol: PROTOCOL,
+            payload: serde_json::to_value(payload).unwrap(),
+            artifact: None,
+            candidate: Candidate { variant: 0, schedule, cost: 0.0 },
+            timing: Timing { warmup: 1, repeats: 3 },
+            seed: 0,
+        };
+        serde_json::to_string(&r).unwrap()
+    }
+
+    #[test]
+    fn compiles_then_waits_for_go_then_measures() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = payload(dir.path());
+        let line = request(&p, Schedule { threads: 1, ..p.kernel.schedule });
+        let mut out = Vec::new();
+        serve(format!("{line}\n{GO}\n").as_bytes(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with(COMPILED_MARKER), "{text}");
+        assert!(matches!(tcc_autotune::search::worker::parse_result(&text), Some(Outcome::Ok { .. })), "{text}");
+
+        // Without `go`, nothing is measured.
+        let mut out = Vec::new();
+        serve(format!("{line}\n").as_bytes(), &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap().trim(), COMPILED_MARKER);
+    }
+
+    #[test]
+    fn bad_requests_and_foreign_schedules_fail() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = payload(dir.path());
+        let mut out = Vec::new();
+        assert!(matches!(serve("{}\n".as_bytes(), &mut out), Err(WorkerError::BadRequest(_))));
+        let ptx = request(&p, Schedule::default_for(Tier::Ptx));
+        let mut out = Vec::new();
+        serve(format!("{ptx}\n{GO}\n").as_bytes(), &mut out).unwrap();
+        let outcome = tcc_autotune::search::worker::parse_result(&String::from_utf8(out).unwrap());
+        assert!(matches!(outcome, Some(Outcome::Failed { ref detail }) if detail.contains("tier ptx")), "{outcome:?}");
+        // A reference file that went missing is a failed measurement, not a crash.
+        std::fs::remove_file(&p.reference).unwrap();
+        let mut out = Vec::new();
+        serve(format!("{}\n{GO}\n", request(&p, p.kernel.schedule)).as_bytes(), &mut out).unwrap();
+        let outcome = tcc_autotune::search::worker::parse_result(&String::from_utf8(out).unwrap());
+        assert!(
+            matches!(outcome, Some(Outcome::Failed { ref detail }) if detail.starts_with("reference")),
+            "{outcome:?}"
+        );
+    }
 }

@@ -291,8 +291,8 @@ impl<'k> Emitter<'k> {
     fn combine(&mut self, c: Combine, dtype: DType, a: &V, v: &V) -> Result<V, CodegenError> {
         Ok(match (c, class(dtype)) {
             (Combine::Add, Class::Float) => self.f.fadd(a, v),
-            (Combine::Max, Class::Float) => self.f.intr("maximum", a.ty, &[a, v]),
-            (Combine::Min, Class::Float) => self.f.intr("minimum", a.ty, &[a, v]),
+            (Combine::Max, Class::Float) => self.f.max_nan(a, v),
+            (Combine::Min, Class::Float) => self.f.min_nan(a, v),
             (Combine::Add, Class::Int) => self.f.add(a, v),
             (Combine::Max, Class::Int) => self.f.intr("smax", a.ty, &[a, v]),
             (Combine::Min, Class::Int) => self.f.intr("smin", a.ty, &[a, v]),
@@ -780,8 +780,8 @@ impl<'k> Emitter<'k> {
                     BinaryOp::Sub => self.f.fsub(a, c),
                     BinaryOp::Mul => self.f.fmul(a, c),
                     BinaryOp::Div => self.f.fdiv(a, c),
-                    BinaryOp::Max => self.f.intr("maximum", a.ty, &[a, c]),
-                    BinaryOp::Min => self.f.intr("minimum", a.ty, &[a, c]),
+                    BinaryOp::Max => self.f.max_nan(a, c),
+                    BinaryOp::Min => self.f.min_nan(a, c),
                     BinaryOp::Pow => self.pow(a, c),
                 };
                 Ok(self.round(dtype, &r))

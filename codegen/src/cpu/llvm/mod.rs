@@ -21,12 +21,14 @@ pub mod text;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use tcc_ir::{Bindings, Kernel, Schedule, Tier};
+use tcc_ir::{Bindings, Kernel, Op, Schedule, Tier};
 
 use crate::backend::Backend;
 use crate::cpu::cranelift::{PhaseFn, STRIP};
 use crate::error::CodegenError;
-use crate::loops::{BufDecl, GemmTiles, LoopKernel, LowerOptions, lower_graph, split_rows};
+use crate::loops::{
+    BufDecl, GemmTiles, LoopKernel, LowerOptions, lower_graph, resolve_dims, split_rows,
+};
 pub use host::HostCpu;
 use jit::JitCode;
 
@@ -78,6 +80,7 @@ pub struct LlvmCpuBackend {
     options: LowerOptions,
     tiles: GemmTiles,
     schedule_tiles: bool,
+    threads: usize,
 }
 
 impl LlvmCpuBackend {
@@ -102,6 +105,7 @@ impl LlvmCpuBackend {
             options,
             tiles,
             schedule_tiles: false,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 
@@ -118,13 +122,21 @@ impl LlvmCpuBackend {
         self
     }
 
+    /// The matmul tiles used when the schedule's are not (before [`LlvmCpuBackend::tiles_for`]
+    /// fits them to a kernel).
+    pub fn tiles(&self) -> GemmTiles {
+        self.tiles
+    }
+
     /// The CPU the code is generated for.
     pub fn host(&self) -> &HostCpu {
         &self.host
     }
 
     /// The matmul tiles used when the schedule's are not: a `12 x 32` register tile with 16
-    /// lanes (24 zmm accumulators), `6 x 16` with 8 lanes (12 ymm), `4 x 8` with 4.
+    /// lanes (24 zmm accumulators, 14 loads per 24 FMAs), `6 x 16` with 8 lanes (12 ymm), `4 x 8`
+    /// with 4; depth panels of 256 (the B micro-panel, 32 KiB, stays in L1 across a row block);
+    /// A blocks of 43 tiles (516 rows, 528 KiB in L2); B panels of 1024 columns.
     pub fn default_tiles(lanes: u32) -> GemmTiles {
         let (mr, nr) = match lanes {
             16.. => (12, 32),
@@ -134,10 +146,50 @@ impl LlvmCpuBackend {
         GemmTiles {
             mr,
             nr,
-            mc: mr * 12,
+            mc: mr * 43,
             nc: 1024,
             kc: 256,
         }
+    }
+
+    /// The same backend planning matmul row blocks for `threads` threads (default: every core).
+    pub fn with_threads(mut self, threads: usize) -> LlvmCpuBackend {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// The tiles for `kernel`: the schedule's (see [`LlvmCpuBackend::with_schedule_tiles`]) or
+    /// the backend's, shrunk to fit its first matmul: no more rows or columns than the matrix has,
+    /// and (unless batches already give every thread work) at least one row block per thread.
+    pub fn tiles_for(&self, kernel: &Kernel, bindings: &Bindings) -> GemmTiles {
+        let lanes = self.host.lanes.max(4);
+        if self.schedule_tiles {
+            return LlvmCpuBackend::tiles_from_schedule(&kernel.schedule, lanes);
+        }
+        let mut t = self.tiles;
+        let shape = kernel.graph.nodes.iter().find_map(|node| match node.op {
+            Op::MatMul(..) => resolve_dims(&node.ty.shape, bindings).ok(),
+            _ => None,
+        });
+        let Some(dims) = shape else { return t };
+        let r = dims.len();
+        let (Some(&m), Some(&n)) = (dims.get(r.wrapping_sub(2)), dims.get(r.wrapping_sub(1))) else {
+            return t;
+        };
+        let batch: u64 = dims.iter().take(r.saturating_sub(2)).product();
+        let small = |x: u64| u32::try_from(x).unwrap_or(u32::MAX).max(1);
+        let round_up = |x: u32, k: u32| x.max(k).div_ceil(k) * k;
+        t.mr = t.mr.min(small(m));
+        if u64::from(t.nr) > n {
+            t.nr = round_up(small(n), lanes.min(t.nr)).min(t.nr);
+        }
+        let threads = u64::try_from(self.threads).unwrap_or(1);
+        if batch < threads {
+            t.mc = t.mc.min(small(m.div_ceil(threads)));
+        }
+        t.mc = round_up(t.mc, t.mr);
+        t.nc = round_up(t.nc, t.nr);
+        t
     }
 
     /// Tiles from a schedule's knobs: `micro_n` rounded to a multiple of the lanes (at most four
@@ -161,11 +213,7 @@ impl LlvmCpuBackend {
     pub fn lower(&self, kernel: &Kernel, bindings: &Bindings) -> Result<LoopKernel, CodegenError> {
         let mut options = self.options;
         if options.gemm.is_some() {
-            options.gemm = Some(if self.schedule_tiles {
-                LlvmCpuBackend::tiles_from_schedule(&kernel.schedule, self.host.lanes)
-            } else {
-                self.tiles
-            });
+            options.gemm = Some(self.tiles_for(kernel, bindings));
         }
         let mut lk = lower_graph(&kernel.name, &kernel.graph, bindings, &options)?;
         split_rows(&mut lk, STRIP);

@@ -462,6 +462,28 @@ impl Func {
         self.call(ty, &name, args)
     }
 
+    /// `max(a, b)`, NaN if either is NaN (`a` when they tie, as the interpreter).
+    ///
+    /// Three instructions on x86 (compare, `maxps`, masked move) where `llvm.maximum` takes about
+    /// six: its ordering of -0 below +0 is not needed here.
+    pub fn max_nan(&mut self, a: &V, b: &V) -> V {
+        self.minmax_nan(FPred::Ogt, a, b)
+    }
+
+    /// `min(a, b)`, NaN if either is NaN (`a` when they tie, as the interpreter).
+    pub fn min_nan(&mut self, a: &V, b: &V) -> V {
+        self.minmax_nan(FPred::Olt, a, b)
+    }
+
+    fn minmax_nan(&mut self, p: FPred, a: &V, b: &V) -> V {
+        // `b` wins only if strictly better; a NaN `a` loses every comparison, so it stays.
+        let better = self.fcmp(p, b, a);
+        let m = self.select(&better, b, a);
+        // A NaN `b` must win too.
+        let b_nan = self.fcmp(FPred::Uno, b, b);
+        self.select(&b_nan, b, &m)
+    }
+
     /// `a * b + c`, fused when the CPU has FMA.
     pub fn mul_add(&mut self, a: &V, b: &V, c: &V) -> V {
         if self.fma {

@@ -1,5 +1,6 @@
-// Kernels at the top level of a crate: run on the CPU, checked against hand-computed values.
-#![deny(warnings)]
+//! Kernels at the top level of a crate: run on the CPU, checked against hand-computed values;
+//! the generated items are documented and warning-free (one kernel is called only through `on`).
+#![deny(warnings, missing_docs)]
 
 tcc::kernel! {
     fn softmax(x: f32[N, D]) -> f32[N, D] {
@@ -9,6 +10,10 @@ tcc::kernel! {
 
     fn affine(x: f32[M, 2], w: f32[2, 3], b: f32[3]) -> f32[M, 3] {
         relu(x @ w + b)
+    }
+
+    fn negate(x: i32[N]) -> i32[N] {
+        -x
     }
 }
 
@@ -22,5 +27,7 @@ fn main() -> Result<(), tcc::Error> {
     assert_eq!(y.shape(), &[1, 3]);
     assert_eq!(y.to_vec::<f32>().unwrap(), [1.5, 2.5, 0.0]);
     assert_eq!(affine::PARAMS, ["x", "w", "b"]);
+    let n = negate::on(tcc::Device::default_cpu()?, (&[1, -2], [2]))?;
+    assert_eq!(n.to_vec::<i32>().unwrap(), [-1, 2]);
     Ok(())
 }

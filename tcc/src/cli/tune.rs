@@ -1,0 +1,226 @@
+//! `tcc tune FILE --target T [--dim ...] [--budget 60s|200trials] [--lock FILE]`: optimize a fn, then
+//! for each kernel measure candidate schedules (each in a `tcc worker` process, validated against
+//! the interpreter) and record the winner in the tuning cache; print what was tried and chosen.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tcc_autotune::cache::LockEntry;
+use tcc_autotune::{Budget, Lockfile, Trial};
+use tcc_ir::{Bindings, Graph, Program, Schedule};
+use tcc_passes::{OptimizeOptions, TargetModel, optimize};
+
+use super::args::TuneArgs;
+use super::error::CliError;
+use super::load::{bind, load, select_fn};
+use crate::tuning::{Decision, KernelTuning, Source, TuneOptions, Tuning, TuningError, tuning_target, worker_command};
+
+/// Runs `tcc tune`.
+pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
+    let target = tuning_target(&args.target).map_err(tuning_error)?;
+    let lock = match &args.lock {
+        Some(path) => Some((path.as_path(), read_lock(path, &args.program.file)?)),
+        None => None,
+    };
+    let loaded = load(&args.program.file)?;
+    let graph = select_fn(&loaded, &args.program)?;
+    let bindings = bind(graph, &args.dims)?;
+    let (program, alternatives) = optimize_for_tuning(graph, &bindings, args.top_k)?;
+    let tuning = Tuning::open_default(target, worker_command().map_err(tuning_error)?)
+        .map_err(tuning_error)?
+        .with_seed(args.seed);
+    println!(
+        "fn {} on {} ({}): {} kernel{}, budget {}",
+        graph.name,
+        target,
+        tuning.device().name,
+        program.launches.len(),
+        if program.launches.len() == 1 { "" } else { "s" },
+        describe_budget(&args.budget)
+    );
+    let start = Instant::now();
+    let mut trials = 0usize;
+    let mut decisions: Vec<Decision> = Vec::new();
+    let count = program.launches.len();
+    for (i, launch) in program.launches.iter().enumerate() {
+        let kernel = &launch.kernel;
+        let proposals = proposals(&tuning, kernel, &alternatives, &bindings)?;
+        let options = TuneOptions {
+            budget: share(&args.budget, start.elapsed(), trials, count - i),
+            jobs: args.jobs,
+            retune: args.retune,
+            progress: true,
+        };
+        let result = tuning.tune_kernel(kernel, &proposals, &bindings, &options).map_err(tuning_error)?;
+        print!("{}", describe_kernel(kernel, &result, proposals.first()));
+        trials += result.decision.trials;
+        decisions.push(result.decision);
+    }
+    let count_of = |s: Source| decisions.iter().filter(|d| d.source == s).count();
+    println!(
+        "{} kernel{} in {:.1} s: {trials} trials run; {} tuned, {} cached, {} validated, {} without a winner",
+        decisions.len(),
+        if decisions.len() == 1 { "" } else { "s" },
+        start.elapsed().as_secs_f64(),
+        count_of(Source::Tuned),
+        count_of(Source::Cached),
+        count_of(Source::Validated),
+        count_of(Source::Default)
+    );
+    if let Some((path, mut lockfile)) = lock {
+        let mut written = 0;
+        for d in &decisions {
+            if let (Some(record), Some(time_ns)) = (&d.record, d.time_ns) {
+                lockfile.insert(LockEntry {
+                    key: d.key.clone(),
+                    variant: record.variant,
+                    schedule: d.schedule,
+                    time_ns,
+                });
+                written += 1;
+            }
+        }
+        lockfile
+            .write(path)
+            .map_err(|e| CliError::Environment(format!("cannot write the lockfile `{}`: {e}", path.display())))?;
+        println!("lockfile {}: {written} entries written, {} in all", path.display(), lockfile.len());
+    }
+    let missing: Vec<&str> =
+        decisions.iter().filter(|d| d.source == Source::Default).map(|d| d.kernel.as_str()).collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Environment(format!(
+            "no candidate of {} validated and ran; see the table above",
+            missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+        )))
+    }
+}
+
+/// Reads the lockfile to update (a missing one starts empty); refuses to overwrite the program.
+fn read_lock(path: &Path, input: &Path) -> Result<Lockfile, CliError> {
+    if let (Ok(a), Ok(b)) = (path.canonicalize(), input.canonicalize())
+        && a == b
+    {
+        return Err(CliError::invalid(format!(
+            "refusing to overwrite the input file `{}` with the lockfile",
+            path.display()
+        )));
+    }
+    match Lockfile::read(path) {
+        Ok(lock) => Ok(lock),
+        Err(tcc_autotune::cache::LockfileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(Lockfile::new())
+        }
+        Err(e @ tcc_autotune::cache::LockfileError::Io(_)) => {
+            Err(CliError::Environment(format!("`{}`: {e}", path.display())))
+        }
+        Err(e) => Err(CliError::invalid(format!("`{}`: {e}", path.display()))),
+    }
+}
+
+/// Optimizes `graph` for the CPU tier as `tcc run` does, with `top_k` alternatives.
+fn optimize_for_tuning(graph: &Graph, bindings: &Bindings, top_k: usize) -> Result<(Program, Vec<Program>), CliError> {
+    let model = TargetModel::for_target_name(crate::tuning::CPU_TARGET)
+        .ok_or_else(|| CliError::Environment("internal error: no cost model for the CPU tier".into()))?;
+    let mut options = OptimizeOptions::new(model);
+    options.bindings = bindings.clone();
+    options.top_k = top_k;
+    let optimized = optimize(graph, &options)
+        .map_err(|e| CliError::Environment(format!("the optimizer failed on `{}`: {e}", graph.name)))?;
+    Ok((optimized.program, optimized.alternatives))
+}
+
+/// The optimizer's schedules for `kernel`: its own, then those the alternatives give the same
+/// kernel (same cache key), without repeats.
+fn proposals(
+    tuning: &Tuning,
+    kernel: &tcc_ir::Kernel,
+    alternatives: &[Program],
+    bindings: &Bindings,
+) -> Result<Vec<Schedule>, CliError> {
+    let key = tuning.key(kernel, bindings).map_err(tuning_error)?;
+    let mut out = vec![kernel.schedule];
+    for alt in alternatives {
+        for l in &alt.launches {
+            if !out.contains(&l.kernel.schedule) && tuning.key(&l.kernel, bindings).is_ok_and(|k| k == key) {
+                out.push(l.kernel.schedule);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// This kernel's share of what is left of the budget: an equal part for each kernel left. A kernel
+/// reached after the time is used up still measures one candidate (the optimizer's choice), so it
+/// gets a validated record.
+fn share(budget: &Budget, elapsed: Duration, trials_used: usize, kernels_left: usize) -> Budget {
+    let parts = kernels_left.max(1);
+    let max_trials = budget.max_trials.map(|n| (n.saturating_sub(trials_used) / parts).max(1));
+    match budget.max_time.map(|t| t.saturating_sub(elapsed)) {
+        Some(left) if left.is_zero() => Budget { max_trials: Some(1), max_time: None },
+        left => Budget { max_trials, max_time: left.map(|t| t / u32::try_from(parts).unwrap_or(u32::MAX)) },
+    }
+}
+
+fn describe_budget(b: &Budget) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = b.max_time {
+        parts.push(format!("{:.0?}", t));
+    }
+    if let Some(n) = b.max_trials {
+        parts.push(format!("{n} trials"));
+    }
+    if parts.is_empty() { "unlimited".to_string() } else { parts.join(", ") }
+}
+
+fn describe_kernel(kernel: &tcc_ir::Kernel, result: &KernelTuning, optimizer_choice: Option<&Schedule>) -> String {
+    let d = &result.decision;
+    let mut out = String::new();
+    let _ = writeln!(out, "kernel {} [{}] key {}", kernel.name, kernel.class.name(), &d.key.hash().as_str()[..12]);
+    if let Some(v) = &result.validation {
+        let _ = writeln!(out, "  re-validated the cached schedule: {v}");
+    }
+    if let Some(report) = &result.report {
+        for line in report.table().lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    let time = d.time_ns.map_or("-".to_string(), |ns| format!("{:.3} us", ns as f64 / 1e3));
+    let versus = result
+        .report
+        .as_ref()
+        .and_then(|r| optimizer_time(&r.trials, optimizer_choice?))
+        .zip(d.time_ns)
+        .map(|(base, best)| {
+            format!("; the optimizer's schedule: {:.3} us, {:.2}x", base as f64 / 1e3, base as f64 / best as f64)
+        })
+        .unwrap_or_default();
+    let _ = writeln!(out, "  winner ({}, {} trials): {} {time}{versus}", d.source.name(), d.trials, d.schedule);
+    out
+}
+
+fn optimizer_time(trials: &[Trial], schedule: &Schedule) -> Option<u64> {
+    trials.iter().find(|t| t.candidate.schedule == *schedule).and_then(|t| t.outcome.time_ns())
+}
+
+fn tuning_error(e: TuningError) -> CliError {
+    if e.is_invalid_input() { CliError::invalid(e.to_string()) } else { CliError::Environment(e.to_string()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_is_shared_between_kernels() {
+        let b = Budget { max_trials: Some(10), max_time: Some(Duration::from_secs(60)) };
+        let s = share(&b, Duration::from_secs(20), 4, 2);
+        assert_eq!(s.max_trials, Some(3));
+        assert_eq!(s.max_time, Some(Duration::from_secs(20)));
+        assert_eq!(share(&b, Duration::from_secs(90), 20, 1), Budget::trials(1));
+        assert_eq!(share(&Budget::trials(4), Duration::from_secs(1), 9, 2), Budget::trials(1));
+        assert_eq!(describe_budget(&Budget::trials(5)), "5 trials");
+    }
+}
