@@ -8,7 +8,7 @@
 //!                       generation here: the first call optimizes and compiles, see tcc::Kernel)
 //! ```
 //!
-//! For each `fn f(x: f32[N], y: f16[N, 4]) -> ..` the macro generates (see [`expand`]):
+//! For each `fn f(x: f32[N], y: f16[N, 4]) -> ..` the macro generates (the design is argued in `expand.rs`):
 //!
 //! - `pub fn f<'a>(x: impl tcc::IntoTensor<'a, f32>, y: impl tcc::IntoTensor<'a, tcc::f16>)
 //!   -> Result<tcc::HostTensor, tcc::Error>`, running on the process-wide CPU device;

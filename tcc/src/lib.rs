@@ -1,6 +1,6 @@
 //! tcc, a tensor compiler: the user-facing library.
 //!
-//! Programs come from `.tc` files ([`frontend`]), the [`builder`] API, or (soon) the `kernel!` macro;
+//! Programs come from `.tc` files ([`frontend`]), the [`builder`] API, or the [`kernel!`] macro;
 //! they lower to the tensor IR ([`ir`]), which the reference interpreter runs ([`ir::interp`]).
 //! The `tcc` binary in this crate is the command-line driver (`tcc --help`).
 
