@@ -28,8 +28,8 @@ pub enum EngineError {
         /// Why.
         message: String,
     },
-    /// Compiling or running on the device failed.
-    #[error("{target} failed on `{function}`: {message}")]
+    /// Compiling or running on the device failed (`function` is empty when opening the device failed).
+    #[error("{target}{}: {message}", if function.is_empty() { String::new() } else { format!(" failed on `{function}`") })]
     Device {
         /// The target.
         target: String,
