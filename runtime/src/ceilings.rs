@@ -18,6 +18,9 @@ pub struct CpuCeilings {
     pub threads: usize,
 }
 
+/// One FMA measurement routine: runs `iters` iterations, returns a sink value and the flops done.
+type FmaKernel = fn(u64) -> (f32, f64);
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
@@ -49,7 +52,7 @@ pub fn measure_copy_gbps(bytes: usize, threads: usize) -> f64 {
 /// CPU has.
 pub fn measure_fma_gflops(threads: usize) -> (f64, &'static str) {
     let threads = threads.max(1);
-    let (kernel, isa): (fn(u64) -> (f32, f64), &'static str) = pick_fma_kernel();
+    let (kernel, isa) = pick_fma_kernel();
     let iters: u64 = 20_000_000;
     let mut rates = Vec::new();
     for _ in 0..5 {
@@ -72,7 +75,7 @@ pub fn measure_cpu_ceilings() -> CpuCeilings {
     CpuCeilings { copy_gbps, copy_bytes, fma_gflops, fma_isa, threads }
 }
 
-fn pick_fma_kernel() -> (fn(u64) -> (f32, f64), &'static str) {
+fn pick_fma_kernel() -> (FmaKernel, &'static str) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {

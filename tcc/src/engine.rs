@@ -52,6 +52,8 @@ pub const TARGETS: &str = "cpu, cpu:cranelift, interp (cuda needs the `llvm` fea
 
 /// A target ready to prepare programs.
 #[derive(Debug)]
+// One engine exists per command; boxing the device would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Engine {
     /// The f64 reference interpreter.
     Interp,
