@@ -184,10 +184,9 @@ impl Device {
         let runtime = |source: RuntimeError| Error::Runtime { kernel: kernel.to_string(), source: Box::new(source) };
         match &self.backend {
             Backend::Cpu(d) => {
-                // Hook (not wired, see the `kernel` module): tuned schedules for `bindings` would
-                // replace the optimizer's in a copy of `program` here, before compiling.
                 let compiled = self.compiled(fingerprint, bindings, || {
-                    d.compile(program, bindings).map(Compiled::Cpu).map_err(runtime)
+                    let tuned = with_tuned_schedules(kernel, program, bindings);
+                    d.compile(&tuned, bindings).map(Compiled::Cpu).map_err(runtime)
                 })?;
                 match compiled {
                     Compiled::Cpu(p) => p.run(inputs).map_err(runtime),
@@ -227,5 +226,36 @@ impl From<CpuDevice> for Device {
     /// A device running on `cpu` (for example one built with [`CpuDevice::with_threads`]).
     fn from(cpu: CpuDevice) -> Device {
         Device::with_backend(Backend::Cpu(cpu))
+    }
+}
+
+/// The lockfile a kernel call obeys: `$TCC_LOCKFILE`, else `tcc.lock` in the working directory.
+pub const LOCKFILE_ENV: &str = "TCC_LOCKFILE";
+
+/// A copy of `program` whose kernels take the locked or cached winners for `bindings` (the tuning
+/// cache of `tcc tune`; never starting workers from a user's executable). Any cache or lockfile
+/// problem costs only speed: it is logged and the optimizer's schedules stay.
+fn with_tuned_schedules(kernel: &str, program: &Program, bindings: &Bindings) -> Program {
+    let mut tuned = program.clone();
+    let lock_path = std::env::var_os(LOCKFILE_ENV)
+        .map(std::path::PathBuf::from)
+        .or_else(|| Some(std::path::PathBuf::from("tcc.lock")).filter(|p| p.is_file()));
+    let lock = match lock_path.map(|p| (tcc_autotune::Lockfile::read(&p), p)) {
+        Some((Ok(lock), _)) => Some(lock),
+        Some((Err(e), p)) => {
+            tracing::warn!("kernel `{kernel}`: ignoring the lockfile {}: {e}", p.display());
+            None
+        }
+        None => None,
+    };
+    match crate::tuning::apply_cached_schedules(&mut tuned, bindings, "cpu:cranelift", lock) {
+        Ok(report) => {
+            tracing::debug!("kernel `{kernel}`: {}", report.summary());
+            tuned
+        }
+        Err(e) => {
+            tracing::warn!("kernel `{kernel}`: the tuning cache is unavailable; using the optimizer's schedules: {e}");
+            program.clone()
+        }
     }
 }

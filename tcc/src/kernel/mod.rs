@@ -12,14 +12,11 @@
 //! Every "once" above is a lock-protected cell: threads calling the same kernel at the same time
 //! wait for the one thread doing the work.
 //!
-//! Tuning cache (not consulted yet): the optimizer's best program is what runs, with the
-//! optimizer's schedules. Tuned schedules depend on the shapes, so the place to apply a locked or
-//! cached decision is the per-bindings compile step (the closure passed to the device's cache in
-//! `Device::execute`): replace each kernel's schedule in a copy of the program before compiling.
-//! `crate::tuning::Tuning::apply` does that replacement for the `tcc` binary, but it may start a
-//! `tcc worker` process (the running executable by default) to re-check a record measured
-//! elsewhere; a user's executable is not `tcc`, so wiring it here needs a variant that never
-//! starts workers (use locked and fresh records only) or an explicit worker path.
+//! Tuning cache: at the per-bindings compile step, each kernel's schedule is replaced by its locked
+//! winner (lockfile `$TCC_LOCKFILE`, else `tcc.lock` in the working directory) or its cached winner
+//! from `tcc tune` (the same local cache, `TCC_CACHE_DIR`). Records measured on another machine are
+//! not re-checked from a user's executable (that needs a `tcc worker`); they are left unused until
+//! `tcc tune` or `tcc run` validates them.
 
 mod args;
 
