@@ -45,10 +45,10 @@ pub enum EngineError {
 
 /// The targets `tcc run` and `tcc bench` accept in this build.
 #[cfg(feature = "llvm")]
-pub const TARGETS: &str = "cpu, cpu:cranelift, cuda, interp";
+pub const TARGETS: &str = "cpu, cpu:llvm, cpu:cranelift, cuda, interp";
 /// The targets `tcc run` and `tcc bench` accept in this build.
 #[cfg(not(feature = "llvm"))]
-pub const TARGETS: &str = "cpu, cpu:cranelift, interp (cuda needs the `llvm` feature)";
+pub const TARGETS: &str = "cpu, cpu:cranelift, interp (cpu:llvm and cuda need the `llvm` feature)";
 
 /// A target ready to prepare programs.
 #[derive(Debug)]
@@ -59,7 +59,7 @@ pub enum Engine {
     Interp,
     /// The host CPU through the cranelift tier.
     Cpu {
-        /// The target name as asked (`cpu` or `cpu:cranelift`).
+        /// The tier's target name (`cpu:cranelift` or `cpu:llvm`).
         name: String,
         /// The cost model the optimizer uses.
         model: TargetModel,
@@ -81,16 +81,22 @@ impl Engine {
     pub fn for_target(name: &str) -> Result<Engine, EngineError> {
         match name {
             "interp" => Ok(Engine::Interp),
-            "cpu" | "cpu:cranelift" => {
-                let model = TargetModel::for_target_name("cpu:cranelift")
+            // `cpu` is the best tier built in: LLVM's wide vectors when the `llvm` feature is on.
+            #[cfg(feature = "llvm")]
+            "cpu" | "cpu:llvm" => {
+                let model = TargetModel::for_target_name("cpu:llvm")
                     .ok_or_else(|| EngineError::UnknownTarget(name.to_string()))?;
-                let device = CpuDevice::new().map_err(|e| EngineError::Device {
+                let device = CpuDevice::with_llvm(0).map_err(|e| EngineError::Device {
                     target: name.to_string(),
                     function: String::new(),
                     message: e.to_string(),
                 })?;
-                Ok(Engine::Cpu { name: name.to_string(), model, device })
+                Ok(Engine::Cpu { name: "cpu:llvm".to_string(), model, device })
             }
+            #[cfg(feature = "llvm")]
+            "cpu:cranelift" => cranelift_engine(name),
+            #[cfg(not(feature = "llvm"))]
+            "cpu" | "cpu:cranelift" => cranelift_engine(name),
             #[cfg(feature = "llvm")]
             "cuda" => {
                 let device = tcc_runtime::cuda::CudaDevice::open(0).map_err(|e| EngineError::Device {
@@ -111,7 +117,7 @@ impl Engine {
     pub fn name(&self) -> &str {
         match self {
             Engine::Interp => "interp",
-            Engine::Cpu { .. } => "cpu:cranelift",
+            Engine::Cpu { name, .. } => name,
             #[cfg(feature = "llvm")]
             Engine::Cuda { device, .. } => device.info().arch.name(),
         }
@@ -139,12 +145,18 @@ impl Engine {
                 let mut program = optimized.program;
                 // Cached or locked winners replace the optimizer's schedules; a cache that cannot be
                 // opened costs only speed, so it is a warning, never a failure.
-                let schedules = match crate::tuning::apply_cached_schedules(&mut program, bindings, self.name(), None) {
-                    Ok(report) => Some(report.summary()),
-                    Err(e) => {
-                        tracing::warn!("the tuning cache is unavailable; using the optimizer's schedules: {e}");
-                        None
+                // The tuner measures the cranelift tier only so far; the LLVM tier keeps the
+                // optimizer's schedules.
+                let schedules = if name == "cpu:cranelift" {
+                    match crate::tuning::apply_cached_schedules(&mut program, bindings, name, None) {
+                        Ok(report) => Some(report.summary()),
+                        Err(e) => {
+                            tracing::warn!("the tuning cache is unavailable; using the optimizer's schedules: {e}");
+                            None
+                        }
                     }
+                } else {
+                    None
                 };
                 check_buffers(&program, bindings)?;
                 let compiled = device.compile(&program, bindings).map_err(|e| EngineError::Device {
@@ -187,6 +199,18 @@ impl Engine {
             }
         }
     }
+}
+
+/// The cranelift tier on every core.
+fn cranelift_engine(name: &str) -> Result<Engine, EngineError> {
+    let model =
+        TargetModel::for_target_name("cpu:cranelift").ok_or_else(|| EngineError::UnknownTarget(name.to_string()))?;
+    let device = CpuDevice::new().map_err(|e| EngineError::Device {
+        target: name.to_string(),
+        function: String::new(),
+        message: e.to_string(),
+    })?;
+    Ok(Engine::Cpu { name: "cpu:cranelift".to_string(), model, device })
 }
 
 /// Refuses programs whose intermediate buffers could not be allocated sensibly.

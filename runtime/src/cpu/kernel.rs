@@ -2,12 +2,15 @@
 
 use tcc_codegen::{BufDecl, CpuKernel};
 
-/// The uniform ABI of every cranelift kernel.
+/// The uniform ABI of every cranelift (and LLVM tier) kernel.
 type KernelFn = unsafe extern "C" fn(*const *mut u8, u64, u64);
 
 /// A compiled kernel whose code lives as long as this value.
 pub struct LoadedKernel {
     kernel: Option<CpuKernel>,
+    /// A kernel of the LLVM tier instead (its code is freed when it drops, after `drop`).
+    #[cfg(feature = "llvm")]
+    llvm: Option<tcc_codegen::LlvmCpuKernel>,
     entries: Vec<KernelFn>,
 }
 
@@ -33,17 +36,46 @@ impl LoadedKernel {
             .collect();
         LoadedKernel {
             kernel: Some(kernel),
+            #[cfg(feature = "llvm")]
+            llvm: None,
+            entries,
+        }
+    }
+
+    /// Takes ownership of a kernel compiled by the LLVM tier.
+    #[cfg(feature = "llvm")]
+    pub fn from_llvm(kernel: tcc_codegen::LlvmCpuKernel) -> LoadedKernel {
+        // SAFETY: each phase's `entry` is the address of a function that LLVM JIT-compiled from
+        // `define void @phaseN(ptr, i64, i64)` in the C calling convention, which is exactly
+        // `KernelFn`; the code stays mapped while `kernel` (which owns its execution engine) is
+        // alive, and `kernel` lives in `self` until `self` drops, after every call through `entry`.
+        let entries = kernel
+            .phases()
+            .iter()
+            .map(|p| unsafe { std::mem::transmute::<usize, KernelFn>(p.entry) })
+            .collect();
+        LoadedKernel {
+            kernel: None,
+            llvm: Some(kernel),
             entries,
         }
     }
 
     /// The buffers the kernel expects, in pointer-array order.
     pub fn buffers(&self) -> &[BufDecl] {
+        #[cfg(feature = "llvm")]
+        if let Some(k) = &self.llvm {
+            return k.buffers();
+        }
         self.kernel.as_ref().map_or(&[], |k| k.buffers())
     }
 
     /// `(rows, work)` of each phase, in order.
     pub fn phases(&self) -> Vec<(u64, u64)> {
+        #[cfg(feature = "llvm")]
+        if let Some(k) = &self.llvm {
+            return k.phases().iter().map(|p| (p.rows, p.work)).collect();
+        }
         self.kernel.as_ref().map_or(Vec::new(), |k| {
             k.phases().iter().map(|p| (p.rows, p.work)).collect()
         })
@@ -51,6 +83,10 @@ impl LoadedKernel {
 
     /// The kernel's name.
     pub fn name(&self) -> &str {
+        #[cfg(feature = "llvm")]
+        if let Some(k) = &self.llvm {
+            return k.name();
+        }
         self.kernel.as_ref().map_or("", |k| k.name())
     }
 

@@ -43,6 +43,9 @@ pub struct CompiledProgram {
 #[derive(Debug)]
 pub struct CpuDevice {
     backend: CraneliftBackend,
+    /// When set, every kernel compiles with the LLVM tier instead of cranelift.
+    #[cfg(feature = "llvm")]
+    llvm: Option<tcc_codegen::LlvmCpuBackend>,
     pool: Arc<rayon::ThreadPool>,
     threads: usize,
     cache: Mutex<HashMap<(String, Bindings), Arc<CompiledProgram>>>,
@@ -81,10 +84,38 @@ impl CpuDevice {
             .map_err(|e| RuntimeError::ThreadPool(e.to_string()))?;
         Ok(CpuDevice {
             backend,
+            #[cfg(feature = "llvm")]
+            llvm: None,
             pool: Arc::new(pool),
             threads,
             cache: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// A device using `threads` threads (0 = every core) that compiles every kernel with the LLVM
+    /// tier (wide vectors for the host CPU), whatever tier the kernels' schedules name.
+    #[cfg(feature = "llvm")]
+    pub fn with_llvm(threads: usize) -> Result<CpuDevice, RuntimeError> {
+        let device = CpuDevice::with_threads(threads)?;
+        let llvm = tcc_codegen::LlvmCpuBackend::new()?.with_threads(device.threads);
+        Ok(device.with_llvm_backend(llvm))
+    }
+
+    /// The same device compiling every kernel with `llvm` (cached programs are dropped).
+    #[cfg(feature = "llvm")]
+    pub fn with_llvm_backend(mut self, llvm: tcc_codegen::LlvmCpuBackend) -> CpuDevice {
+        self.llvm = Some(llvm);
+        self.clear_cache();
+        self
+    }
+
+    /// The tier kernels compile with.
+    pub fn tier(&self) -> tcc_ir::Tier {
+        #[cfg(feature = "llvm")]
+        if self.llvm.is_some() {
+            return tcc_ir::Tier::LlvmCpu;
+        }
+        tcc_ir::Tier::Cranelift
     }
 
     /// Number of worker threads.
@@ -133,6 +164,19 @@ impl CpuDevice {
         Ok(compiled)
     }
 
+    /// Compiles one kernel with this device's tier.
+    fn load(
+        &self,
+        kernel: &tcc_ir::Kernel,
+        bindings: &Bindings,
+    ) -> Result<LoadedKernel, RuntimeError> {
+        #[cfg(feature = "llvm")]
+        if let Some(llvm) = &self.llvm {
+            return Ok(LoadedKernel::from_llvm(llvm.compile(kernel, bindings)?));
+        }
+        Ok(LoadedKernel::new(self.backend.compile(kernel, bindings)?))
+    }
+
     fn compile_uncached(
         &self,
         program: &Program,
@@ -145,7 +189,7 @@ impl CpuDevice {
         }
         let mut launches = Vec::with_capacity(program.launches.len());
         for launch in &program.launches {
-            let kernel = LoadedKernel::new(self.backend.compile(&launch.kernel, bindings)?);
+            let kernel = self.load(&launch.kernel, bindings)?;
             let wanted = launch.kernel.schedule.threads as usize;
             let threads = if wanted == 0 {
                 self.threads

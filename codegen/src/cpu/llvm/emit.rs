@@ -92,6 +92,8 @@ pub(super) struct Emitter<'k> {
     depends: Vec<bool>,
     recips: HashMap<ExprId, V>,
     mode: Mode,
+    /// In the masked last iteration of a vector loop: which lanes are real.
+    mask: Option<V>,
 }
 
 impl<'k> Emitter<'k> {
@@ -127,6 +129,7 @@ impl<'k> Emitter<'k> {
             depends: vec![false; n],
             recips: HashMap::new(),
             mode: Mode::Scalar,
+            mask: None,
         }
     }
 
@@ -266,7 +269,10 @@ impl<'k> Emitter<'k> {
                         .ok_or_else(|| self.bad("vector accumulator missing"))?,
                 };
                 let cur = self.f.load(v.ty, &slot, 4);
-                let new = self.combine(*combine, dtype, &cur, &v)?;
+                let mut new = self.combine(*combine, dtype, &cur, &v)?;
+                if let Some(mask) = self.mask.clone() {
+                    new = self.f.select(&mask, &new, &cur);
+                }
                 self.f.store(&new, &slot, 4);
                 Ok(())
             }
@@ -337,7 +343,12 @@ impl<'k> Emitter<'k> {
         }
     }
 
-    fn emit_loop(&mut self, var: VarId, extent: &Extent, body: &[Stmt]) -> Result<(), CodegenError> {
+    fn emit_loop(
+        &mut self,
+        var: VarId,
+        extent: &Extent,
+        body: &[Stmt],
+    ) -> Result<(), CodegenError> {
         let n = self.extent(extent);
         let max = extent.max();
         if max >= 4 && self.mode == Mode::Scalar && self.vectorizable(var, body) {
@@ -346,17 +357,27 @@ impl<'k> Emitter<'k> {
                 lanes /= 2;
             }
             self.hoist_uniform(var, body, lanes)?;
-            let start = self.vector_loop(var, &n, body, lanes);
+            // AVX2 and AVX-512 mask 32-bit lanes natively: the tail is one masked iteration.
+            let masked = self.host.lanes >= 8;
+            let start = self.vector_loop(var, &n, body, lanes, masked);
             self.recips.clear();
-            let start = start?;
-            return self.scalar_loop(var, &start, &n, body);
+            return match start? {
+                Some(start) => self.scalar_loop(var, &start, &n, body),
+                None => Ok(()),
+            };
         }
         let zero = self.f.i64c(0);
         self.scalar_loop(var, &zero, &n, body)
     }
 
     /// `for var in start..end { body }`.
-    fn scalar_loop(&mut self, var: VarId, start: &V, end: &V, body: &[Stmt]) -> Result<(), CodegenError> {
+    fn scalar_loop(
+        &mut self,
+        var: VarId,
+        start: &V,
+        end: &V,
+        body: &[Stmt],
+    ) -> Result<(), CodegenError> {
         let slot = self.var_slot(var);
         self.f.store(start, &slot, 8);
         let (header, block, exit) = (self.f.label(), self.f.label(), self.f.label());
@@ -378,8 +399,16 @@ impl<'k> Emitter<'k> {
         Ok(())
     }
 
-    /// `lanes` iterations at a time while they fit; returns the first index left for the tail.
-    fn vector_loop(&mut self, var: VarId, end: &V, body: &[Stmt], lanes: u32) -> Result<V, CodegenError> {
+    /// `lanes` iterations at a time while they fit, then (when `masked`) one iteration with the
+    /// lanes past `end` masked off; returns the first index left for a scalar tail, if any.
+    fn vector_loop(
+        &mut self,
+        var: VarId,
+        end: &V,
+        body: &[Stmt],
+        lanes: u32,
+        masked: bool,
+    ) -> Result<Option<V>, CodegenError> {
         self.depends = self.compute_depends(var);
         let mut updated: Vec<(AccId, Combine)> = Vec::new();
         for s in body {
@@ -441,6 +470,23 @@ impl<'k> Emitter<'k> {
             self.f.br(&header);
             self.f.start(&exit);
         }
+        if masked && let Some(set) = sets.first() {
+            // Lanes `i + l` with `l < end - i` are real (none when the loop ended exactly).
+            let i = self.f.load(Ty::scalar(Elem::I64), &slot, 8);
+            let left = self.f.sub(end, &i);
+            let left = self.f.conv("trunc", &left, Ty::scalar(Elem::I32));
+            let left = self.f.splat(&left, lanes);
+            let mask = self.f.icmp(IPred::Slt, &iota(lanes, 0), &left);
+            self.vaccs = set.clone();
+            self.mode = Mode::Vector(var, lanes);
+            self.mask = Some(mask);
+            self.memo.push(HashMap::new());
+            let result = self.stmts(body);
+            self.memo.pop();
+            self.mask = None;
+            self.mode = Mode::Scalar;
+            result?;
+        }
         self.vaccs.clear();
         for (acc, combine) in updated {
             let dtype = self.acc_dtype(acc)?;
@@ -461,11 +507,19 @@ impl<'k> Emitter<'k> {
             let new = self.combine(combine, dtype, &cur, &all)?;
             self.f.store(&new, &slot, 4);
         }
-        Ok(self.f.load(Ty::scalar(Elem::I64), &slot, 8))
+        if masked {
+            return Ok(None);
+        }
+        Ok(Some(self.f.load(Ty::scalar(Elem::I64), &slot, 8)))
     }
 
     /// Combines the lanes of `v` pairwise (halves, then quarters, ...) into one scalar.
-    fn reduce_lanes(&mut self, combine: Combine, dtype: DType, mut v: V) -> Result<V, CodegenError> {
+    fn reduce_lanes(
+        &mut self,
+        combine: Combine,
+        dtype: DType,
+        mut v: V,
+    ) -> Result<V, CodegenError> {
         while v.ty.lanes > 2 {
             let half = v.ty.lanes / 2;
             let lo: Vec<String> = (0..half).map(|i| format!("i32 {i}")).collect();
@@ -473,11 +527,19 @@ impl<'k> Emitter<'k> {
             let ty = Ty::new(v.ty.elem, half);
             let a = self.f.inst(
                 ty,
-                &format!("shufflevector {v}, {} poison, <{half} x i32> <{}>", v.ty, lo.join(", ")),
+                &format!(
+                    "shufflevector {v}, {} poison, <{half} x i32> <{}>",
+                    v.ty,
+                    lo.join(", ")
+                ),
             );
             let b = self.f.inst(
                 ty,
-                &format!("shufflevector {v}, {} poison, <{half} x i32> <{}>", v.ty, hi.join(", ")),
+                &format!(
+                    "shufflevector {v}, {} poison, <{half} x i32> <{}>",
+                    v.ty,
+                    hi.join(", ")
+                ),
             );
             v = self.combine(combine, dtype, &a, &b)?;
         }
@@ -886,62 +948,109 @@ impl<'k> Emitter<'k> {
         }
     }
 
+    /// Loads `ty` from `p`; under a mask (in the tail iteration), only the real lanes.
+    fn load_lanes(&mut self, ty: Ty, p: &V, align: u32) -> V {
+        match self.mask.clone() {
+            Some(mask) if ty.lanes > 1 => {
+                let name = format!("llvm.masked.load.{}.p0", ty.suffix());
+                let zero = V {
+                    ty,
+                    text: "zeroinitializer".into(),
+                };
+                let align = self.f.ic(Elem::I32, 1, i64::from(align));
+                self.f.call(ty, &name, &[p, &align, &mask, &zero])
+            }
+            _ => self.f.load(ty, p, align),
+        }
+    }
+
+    /// Stores `v` to `p`; under a mask (in the tail iteration), only the real lanes.
+    fn store_lanes(&mut self, v: &V, p: &V, align: u32) {
+        match self.mask.clone() {
+            Some(mask) if v.ty.lanes > 1 => {
+                let name = format!("llvm.masked.store.{}.p0", v.ty.suffix());
+                self.f.declare(format!(
+                    "declare void @{name}({}, ptr, i32, {})",
+                    v.ty, mask.ty
+                ));
+                self.f
+                    .line(&format!("call void @{name}({v}, {p}, i32 {align}, {mask})"));
+            }
+            _ => self.f.store(v, p, align),
+        }
+    }
+
     fn load(&mut self, buf: BufId, index: &Index) -> Result<V, CodegenError> {
-        let dtype = self.k.buf(buf).ok_or_else(|| self.bad("unknown buffer"))?.dtype;
+        let dtype = self
+            .k
+            .buf(buf)
+            .ok_or_else(|| self.bad("unknown buffer"))?
+            .dtype;
         let addr = self.address(buf, index)?;
         let n = self.lanes();
-        let f = &mut self.f;
         Ok(match dtype {
-            DType::F32 => f.load(Ty::new(Elem::F32, n), &addr, 4),
-            DType::I32 => f.load(Ty::new(Elem::I32, n), &addr, 4),
+            DType::F32 => self.load_lanes(Ty::new(Elem::F32, n), &addr, 4),
+            DType::I32 => self.load_lanes(Ty::new(Elem::I32, n), &addr, 4),
             DType::Bool => {
-                let bytes = f.load(Ty::new(Elem::I8, n), &addr, 1);
-                f.icmp(IPred::Ne, &bytes, &f.ic(Elem::I8, n, 0))
-            }
-            DType::F16 if self.host.f16c => {
-                let h = f.load(Ty::new(Elem::F16, n), &addr, 2);
-                f.conv("fpext", &h, Ty::new(Elem::F32, n))
+                let bytes = self.load_lanes(Ty::new(Elem::I8, n), &addr, 1);
+                self.f.icmp(IPred::Ne, &bytes, &self.f.ic(Elem::I8, n, 0))
             }
             DType::F16 | DType::BF16 => {
-                let bits = f.load(Ty::new(Elem::I16, n), &addr, 2);
-                let wide = f.conv("zext", &bits, Ty::new(Elem::I32, n));
-                if dtype == DType::F16 {
-                    convert::f16_bits_to_f32(f, &wide)
+                let bits = self.load_lanes(Ty::new(Elem::I16, n), &addr, 2);
+                let f = &mut self.f;
+                if dtype == DType::F16 && self.host.f16c {
+                    let h = f.bitcast(&bits, Elem::F16);
+                    f.conv("fpext", &h, Ty::new(Elem::F32, n))
                 } else {
-                    convert::bf16_bits_to_f32(f, &wide)
+                    let wide = f.conv("zext", &bits, Ty::new(Elem::I32, n));
+                    if dtype == DType::F16 {
+                        convert::f16_bits_to_f32(f, &wide)
+                    } else {
+                        convert::bf16_bits_to_f32(f, &wide)
+                    }
                 }
             }
         })
     }
 
     fn store(&mut self, buf: BufId, index: &Index, v: &V) -> Result<(), CodegenError> {
-        let dtype = self.k.buf(buf).ok_or_else(|| self.bad("unknown buffer"))?.dtype;
+        let dtype = self
+            .k
+            .buf(buf)
+            .ok_or_else(|| self.bad("unknown buffer"))?
+            .dtype;
         if v.ty.elem != elem_of(class(dtype)) {
             return Err(self.bad(format!("a {} value stored into a {dtype} buffer", v.ty)));
         }
         let addr = self.address(buf, index)?;
         let n = v.ty.lanes;
         let f = &mut self.f;
-        match dtype {
-            DType::F32 | DType::I32 => f.store(v, &addr, 4),
-            DType::Bool => {
-                let bytes = f.conv("zext", v, Ty::new(Elem::I8, n));
-                f.store(&bytes, &addr, 1);
-            }
+        let (bits, align) = match dtype {
+            DType::F32 | DType::I32 => (v.clone(), 4),
+            DType::Bool => (f.conv("zext", v, Ty::new(Elem::I8, n)), 1),
             DType::F16 if self.host.f16c => {
                 let h = f.conv("fptrunc", v, Ty::new(Elem::F16, n));
-                f.store(&h, &addr, 2);
+                (f.bitcast(&h, Elem::I16), 2)
             }
             DType::F16 | DType::BF16 => {
-                let bits = if dtype == DType::F16 {
+                let wide = if dtype == DType::F16 {
                     convert::f32_to_f16_bits(f, v)
                 } else {
                     convert::f32_to_bf16_bits(f, v)
                 };
-                let narrow = f.conv("trunc", &bits, Ty::new(Elem::I16, n));
-                f.store(&narrow, &addr, 2);
+                (f.conv("trunc", &wide, Ty::new(Elem::I16, n)), 2)
             }
-        }
+        };
+        self.store_lanes(&bits, &addr, align);
         Ok(())
+    }
+}
+
+/// The constant vector `<start, start + 1, ..., start + lanes - 1>` of i32.
+pub(super) fn iota(lanes: u32, start: u32) -> V {
+    let items: Vec<String> = (0..lanes).map(|l| format!("i32 {}", start + l)).collect();
+    V {
+        ty: Ty::new(Elem::I32, lanes),
+        text: format!("<{}>", items.join(", ")),
     }
 }

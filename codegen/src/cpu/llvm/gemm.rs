@@ -4,7 +4,7 @@
 //! depth loop is unrolled four times. Full tiles store with plain vector stores, edge tiles with
 //! masked ones.
 
-use super::emit::Emitter;
+use super::emit::{Emitter, iota};
 use super::text::{Elem, IPred, Ty, V};
 use crate::error::CodegenError;
 use crate::loops::MicroKernel;
@@ -135,14 +135,7 @@ pub(super) fn micro_kernel(e: &mut Emitter<'_>, mk: &MicroKernel) -> Result<(), 
     let cols32 = f.splat(&cols32, lanes);
     let first_lanes = f.splat(&is_first, lanes);
     let masks: Vec<V> = (0..nv)
-        .map(|v| {
-            let iota: Vec<String> = (0..lanes).map(|l| format!("i32 {}", v * lanes + l)).collect();
-            let iota = V {
-                ty: Ty::new(Elem::I32, lanes),
-                text: format!("<{}>", iota.join(", ")),
-            };
-            f.icmp(IPred::Slt, &iota, &cols32)
-        })
+        .map(|v| f.icmp(IPred::Slt, &iota(lanes, v * lanes), &cols32))
         .collect();
     let store_name = format!("llvm.masked.store.{}.p0", vty.suffix());
     f.declare(format!(

@@ -26,8 +26,8 @@ pub struct HostCpu {
 pub(crate) fn init_llvm() -> Result<(), CodegenError> {
     static INIT: OnceLock<Result<(), String>> = OnceLock::new();
     INIT.get_or_init(|| Target::initialize_native(&InitializationConfig::default()))
-    .clone()
-    .map_err(CodegenError::UnsupportedHost)?;
+        .clone()
+        .map_err(CodegenError::UnsupportedHost)?;
     if cfg!(target_arch = "x86_64") {
         Ok(())
     } else {
@@ -65,11 +65,21 @@ impl HostCpu {
         }
     }
 
-    /// The same CPU with vectors of at most `lanes` f32 lanes (a power of two, at least 4): used
-    /// to test the AVX2-shaped code on an AVX-512 machine.
+    /// The same CPU seen as an older one with vectors of at most `lanes` f32 lanes: below 16,
+    /// AVX-512 is switched off (AVX2 code); below 8, AVX too (SSE code, no FMA or F16C). Used to
+    /// test those code paths on a newer machine.
     pub fn with_max_lanes(mut self, lanes: u32) -> HostCpu {
         let lanes = lanes.clamp(4, 16).next_power_of_two();
-        self.lanes = self.lanes.min(lanes);
+        if lanes < self.lanes {
+            // LLVM switches off every feature that implies a switched-off one.
+            self.features
+                .push_str(if lanes < 8 { ",-avx" } else { ",-avx512f" });
+            self.lanes = lanes;
+            if lanes < 8 {
+                self.fma = false;
+                self.f16c = false;
+            }
+        }
         self
     }
 

@@ -36,7 +36,13 @@ fn host_machine(host: &HostCpu, kernel: &str) -> Result<TargetMachine, CodegenEr
             RelocMode::Default,
             CodeModel::Default,
         )
-        .ok_or_else(|| fail(kernel, "target", format!("no target machine for {}", host.cpu)))
+        .ok_or_else(|| {
+            fail(
+                kernel,
+                "target",
+                format!("no target machine for {}", host.cpu),
+            )
+        })
 }
 
 /// Parses, verifies and optimizes `text` in `context`.

@@ -326,10 +326,7 @@ impl Func {
 
     /// An i1 constant.
     pub fn bc(&self, lanes: u32, b: bool) -> V {
-        Self::splat_const(
-            Ty::new(Elem::I1, lanes),
-            if b { "true" } else { "false" },
-        )
+        Self::splat_const(Ty::new(Elem::I1, lanes), if b { "true" } else { "false" })
     }
 
     fn splat_const(ty: Ty, lit: &str) -> V {
@@ -579,6 +576,9 @@ mod tests {
         assert_eq!(Ty::new(Elem::F32, 16).suffix(), "v16f32");
         assert_eq!(float_literal(1.0), "0x3FF0000000000000");
         let f = Func::new(true);
-        assert_eq!(f.fc(8, 0.5).to_string(), "<8 x float> splat (float 0x3FE0000000000000)");
+        assert_eq!(
+            f.fc(8, 0.5).to_string(),
+            "<8 x float> splat (float 0x3FE0000000000000)"
+        );
     }
 }
