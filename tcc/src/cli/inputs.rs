@@ -37,7 +37,9 @@ pub fn random_inputs(graph: &Graph, bindings: &Bindings, seed: u64, max_bytes: u
     Ok(inputs)
 }
 
-fn sample(rng: &mut impl Rng, dtype: DType) -> f64 {
+/// One random input value of `dtype`: normal and never exactly zero for floats, a small nonzero
+/// integer for i32, a fair coin for bool. Shared by `tcc run`, the benchmarks and the tuner.
+pub(crate) fn sample(rng: &mut impl Rng, dtype: DType) -> f64 {
     match dtype {
         DType::Bool => f64::from(u8::from(rng.gen_bool(0.5))),
         DType::I32 => {

@@ -9,12 +9,12 @@
 use std::io::Write;
 use std::path::Path;
 
-use rand::{Rng, SeedableRng};
-use rand_distr::StandardNormal;
+use rand::SeedableRng;
 use tcc_ir::interp::Tensor;
 use tcc_ir::{Bindings, DType, Kernel};
 
 use super::TuningError;
+use crate::cli::inputs::sample;
 
 const MAGIC: &[u8; 8] = b"TCCREF1\n";
 
@@ -142,23 +142,6 @@ impl Reader<'_> {
         let data =
             raw.chunks_exact(8).map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
         Tensor::new(dtype, shape, data).map_err(|e| e.to_string())
-    }
-}
-
-fn sample(rng: &mut impl Rng, dtype: DType) -> f64 {
-    match dtype {
-        DType::Bool => f64::from(u8::from(rng.gen_bool(0.5))),
-        DType::I32 => {
-            let v: i32 = rng.gen_range(1..=8);
-            f64::from(if rng.gen_bool(0.5) { v } else { -v })
-        }
-        _ => loop {
-            let v: f64 = rng.sample(StandardNormal);
-            let rounded = dtype.round(v);
-            if rounded != 0.0 {
-                break rounded;
-            }
-        },
     }
 }
 
