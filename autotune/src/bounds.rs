@@ -48,29 +48,20 @@ pub struct BoundsError {
 impl BoundsError {
     /// A new error for `field`.
     pub fn new(field: &'static str, problem: impl Into<String>) -> BoundsError {
-        BoundsError {
-            field,
-            problem: problem.into(),
-        }
+        BoundsError { field, problem: problem.into() }
     }
 }
 
 fn pow2_in(field: &'static str, value: u32, max: u32) -> Result<(), BoundsError> {
     if value == 0 || !value.is_power_of_two() || value > max {
-        return Err(BoundsError::new(
-            field,
-            format!("{value} is not a power of two in 1..={max}"),
-        ));
+        return Err(BoundsError::new(field, format!("{value} is not a power of two in 1..={max}")));
     }
     Ok(())
 }
 
 fn in_range(field: &'static str, value: u32, min: u32, max: u32) -> Result<(), BoundsError> {
     if value < min || value > max {
-        return Err(BoundsError::new(
-            field,
-            format!("{value} is not in {min}..={max}"),
-        ));
+        return Err(BoundsError::new(field, format!("{value} is not in {min}..={max}")));
     }
     Ok(())
 }
@@ -95,30 +86,19 @@ pub fn check_schedule(s: &Schedule) -> Result<(), BoundsError> {
 /// Checks a measured time in nanoseconds: positive and at most [`MAX_TIME_NS`].
 pub fn check_time_ns(field: &'static str, ns: u64) -> Result<(), BoundsError> {
     if ns == 0 || ns > MAX_TIME_NS {
-        return Err(BoundsError::new(
-            field,
-            format!("{ns} ns is not in 1..={MAX_TIME_NS}"),
-        ));
+        return Err(BoundsError::new(field, format!("{ns} ns is not in 1..={MAX_TIME_NS}")));
     }
     Ok(())
 }
 
 /// Checks a text field: non-empty unless `allow_empty`, at most `max` bytes, no control characters
 /// (so the canonical key text, one field per line, stays unambiguous).
-pub fn check_text(
-    field: &'static str,
-    text: &str,
-    max: usize,
-    allow_empty: bool,
-) -> Result<(), BoundsError> {
+pub fn check_text(field: &'static str, text: &str, max: usize, allow_empty: bool) -> Result<(), BoundsError> {
     if text.is_empty() && !allow_empty {
         return Err(BoundsError::new(field, "is empty"));
     }
     if text.len() > max {
-        return Err(BoundsError::new(
-            field,
-            format!("is {} bytes, more than {max}", text.len()),
-        ));
+        return Err(BoundsError::new(field, format!("is {} bytes, more than {max}", text.len())));
     }
     if text.chars().any(char::is_control) {
         return Err(BoundsError::new(field, "contains a control character"));
@@ -129,15 +109,8 @@ pub fn check_text(
 /// Checks a lowercase hexadecimal digest of 16 to 128 digits.
 pub fn check_hex(field: &'static str, text: &str) -> Result<(), BoundsError> {
     let ok_len = (16..=128).contains(&text.len());
-    if !ok_len
-        || !text
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
-        return Err(BoundsError::new(
-            field,
-            "is not 16 to 128 lowercase hex digits",
-        ));
+    if !ok_len || !text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(BoundsError::new(field, "is not 16 to 128 lowercase hex digits"));
     }
     Ok(())
 }
@@ -159,31 +132,13 @@ mod tests {
         let base = Schedule::default_for(Tier::Ptx);
         let cases: [(&str, Schedule); 8] = [
             ("tile_m", Schedule { tile_m: 48, ..base }),
-            (
-                "tile_n",
-                Schedule {
-                    tile_n: 2048,
-                    ..base
-                },
-            ),
+            ("tile_n", Schedule { tile_n: 2048, ..base }),
             ("tile_k", Schedule { tile_k: 0, ..base }),
             ("stages", Schedule { stages: 9, ..base }),
             ("warps", Schedule { warps: 33, ..base }),
-            (
-                "split_k",
-                Schedule {
-                    split_k: 65,
-                    ..base
-                },
-            ),
+            ("split_k", Schedule { split_k: 65, ..base }),
             ("split_k", Schedule { split_k: 0, ..base }),
-            (
-                "threads",
-                Schedule {
-                    threads: 5000,
-                    ..base
-                },
-            ),
+            ("threads", Schedule { threads: 5000, ..base }),
         ];
         for (field, s) in cases {
             assert_eq!(check_schedule(&s).map_err(|e| e.field), Err(field), "{s}");

@@ -5,9 +5,7 @@ use tcc_ir::Schedule;
 
 use crate::cache::{CacheKey, CacheRecord, HitKind, Layered, LockChoice, Lookup};
 use crate::provenance::Provenance;
-use crate::search::{
-    Benchmarker, Candidate, Journal, Outcome, SearchSpace, TuneReport, Tuner, TunerOptions,
-};
+use crate::search::{Benchmarker, Candidate, Journal, Outcome, SearchSpace, TuneReport, Tuner, TunerOptions};
 
 /// What to do for one kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,41 +41,20 @@ pub enum Plan {
 /// tuning when allowed, else validated; a miss is tuned when allowed.
 pub fn plan(lock: Option<&LockChoice<'_>>, lookup: &Lookup, tuning_allowed: bool) -> Plan {
     if let Some(choice) = lock {
-        return Plan::Use {
-            variant: choice.entry.variant,
-            schedule: choice.entry.schedule,
-        };
+        return Plan::Use { variant: choice.entry.variant, schedule: choice.entry.schedule };
     }
     match lookup {
-        Lookup::Hit {
-            record,
-            kind: HitKind::Fresh,
-        } => Plan::Use {
-            variant: record.variant,
-            schedule: record.schedule,
-        },
-        Lookup::Hit {
-            record,
-            kind: HitKind::Unverified,
-        } => Plan::Validate {
-            variant: record.variant,
-            schedule: record.schedule,
-            tune_if_wrong: tuning_allowed,
-        },
-        Lookup::Hit {
-            record,
-            kind: HitKind::Stale { .. } | HitKind::Borrowed { .. },
-        } => {
+        Lookup::Hit { record, kind: HitKind::Fresh } => {
+            Plan::Use { variant: record.variant, schedule: record.schedule }
+        }
+        Lookup::Hit { record, kind: HitKind::Unverified } => {
+            Plan::Validate { variant: record.variant, schedule: record.schedule, tune_if_wrong: tuning_allowed }
+        }
+        Lookup::Hit { record, kind: HitKind::Stale { .. } | HitKind::Borrowed { .. } } => {
             if tuning_allowed {
-                Plan::Tune {
-                    seed: Some((record.variant, record.schedule)),
-                }
+                Plan::Tune { seed: Some((record.variant, record.schedule)) }
             } else {
-                Plan::Validate {
-                    variant: record.variant,
-                    schedule: record.schedule,
-                    tune_if_wrong: false,
-                }
+                Plan::Validate { variant: record.variant, schedule: record.schedule, tune_if_wrong: false }
             }
         }
         Lookup::Miss if tuning_allowed => Plan::Tune { seed: None },
@@ -87,31 +64,17 @@ pub fn plan(lock: Option<&LockChoice<'_>>, lookup: &Lookup, tuning_allowed: bool
 
 /// Checks a cached record's choice on this device with `bench`. If it validates, an exact
 /// record is marked validated here; otherwise the record is quarantined. Returns the outcome.
-pub fn revalidate<B: Benchmarker>(
-    cache: &Layered,
-    key: &CacheKey,
-    record: &CacheRecord,
-    bench: &B,
-) -> Outcome {
-    let candidate = Candidate {
-        variant: record.variant,
-        schedule: record.schedule,
-        cost: 0.0,
-    };
+pub fn revalidate<B: Benchmarker>(cache: &Layered, key: &CacheKey, record: &CacheRecord, bench: &B) -> Outcome {
+    let candidate = Candidate { variant: record.variant, schedule: record.schedule, cost: 0.0 };
     let outcome = match bench.compile(&candidate) {
         Ok(artifact) => bench.measure(&candidate, &artifact),
-        Err(e) => Outcome::Failed {
-            detail: format!("compile: {e}"),
-        },
+        Err(e) => Outcome::Failed { detail: format!("compile: {e}") },
     };
     let stored = match outcome {
         Outcome::Ok { .. } if record.key == *key => cache.mark_validated(key).map(|_| ()),
         Outcome::Ok { .. } => Ok(()),
         _ => {
-            tracing::warn!(
-                "cached choice {} failed on this device ({outcome}); quarantined",
-                candidate
-            );
+            tracing::warn!("cached choice {} failed on this device ({outcome}); quarantined", candidate);
             cache.quarantine(record)
         }
     };
@@ -135,10 +98,7 @@ pub fn tune_and_record<B: Benchmarker>(
     driver: &str,
 ) -> (TuneReport, Option<CacheRecord>) {
     let session = key.hash();
-    let report = Tuner::new(space, options)
-        .with_journal(cache.local(), session.as_str())
-        .with_seeds(seeds)
-        .run(bench);
+    let report = Tuner::new(space, options).with_journal(cache.local(), session.as_str()).with_seeds(seeds).run(bench);
     let record = report.to_record(key.clone(), Provenance::here(driver));
     if let Some(r) = &record {
         match cache.record(r) {

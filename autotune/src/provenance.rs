@@ -33,20 +33,12 @@ impl Provenance {
 
     /// Checks every field's bounds.
     pub fn validate(&self) -> Result<(), BoundsError> {
-        check_text(
-            "provenance.tcc_version",
-            &self.tcc_version,
-            MAX_SHORT_TEXT,
-            false,
-        )?;
+        check_text("provenance.tcc_version", &self.tcc_version, MAX_SHORT_TEXT, false)?;
         check_text("provenance.driver", &self.driver, MAX_SHORT_TEXT, true)?;
         check_text("provenance.host", &self.host, MAX_SHORT_TEXT, true)?;
         check_text("provenance.date", &self.date, 64, false)?;
         if parse_utc(&self.date).is_none() {
-            return Err(BoundsError::new(
-                "provenance.date",
-                "is not YYYY-MM-DDTHH:MM:SSZ",
-            ));
+            return Err(BoundsError::new("provenance.date", "is not YYYY-MM-DDTHH:MM:SSZ"));
         }
         Ok(())
     }
@@ -71,23 +63,14 @@ pub fn hostname() -> String {
         .filter_map(|p| std::fs::read_to_string(p).ok())
         .map(|s| s.trim().to_string())
         .find(|s| !s.is_empty());
-    let name = from_files
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_default();
+    let name = from_files.or_else(|| std::env::var("HOSTNAME").ok()).unwrap_or_default();
     let name = sanitize(name.trim());
-    if name.is_empty() {
-        "unknown".to_string()
-    } else {
-        name
-    }
+    if name.is_empty() { "unknown".to_string() } else { name }
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
 pub fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 /// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`.
@@ -95,24 +78,13 @@ pub fn format_utc(unix: u64) -> String {
     let days = (unix / 86_400) as i64;
     let secs = unix % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 /// Parses `YYYY-MM-DDTHH:MM:SSZ` back to Unix seconds; `None` if malformed or before 1970.
 pub fn parse_utc(text: &str) -> Option<u64> {
     let b = text.as_bytes();
-    if b.len() != 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b':'
-        || b[16] != b':'
-        || b[19] != b'Z'
+    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z'
     {
         return None;
     }

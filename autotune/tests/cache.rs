@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use tcc_autotune::cache::{
-    self, CacheStore, Drift, GcOptions, HitKind, Layered, Lockfile, Lookup, RecordState,
-    RemoteHealth, SqliteStore, StoreError,
+    self, CacheStore, Drift, GcOptions, HitKind, Layered, Lockfile, Lookup, RecordState, RemoteHealth, SqliteStore,
+    StoreError,
 };
 use tcc_autotune::search::{Candidate, Outcome, Strategy, TunerOptions};
 use tcc_autotune::{CacheKey, CacheRecord, Plan, TCC_VERSION, plan, revalidate, tune_and_record};
@@ -79,55 +79,23 @@ fn a_stale_version_record_is_a_starting_point_then_replaced() {
     cache.local().put(&old).unwrap();
 
     let lookup = cache.lookup(&k);
-    assert_eq!(
-        lookup,
-        Lookup::Hit {
-            record: old.clone(),
-            kind: HitKind::Stale {
-                measured_by: "0.0.1".into()
-            }
-        }
-    );
+    assert_eq!(lookup, Lookup::Hit { record: old.clone(), kind: HitKind::Stale { measured_by: "0.0.1".into() } });
     assert_eq!(
         plan(None, &lookup, false),
-        Plan::Validate {
-            variant: 0,
-            schedule: schedule(2, 2, 2),
-            tune_if_wrong: false
-        }
+        Plan::Validate { variant: 0, schedule: schedule(2, 2, 2), tune_if_wrong: false }
     );
-    let Plan::Tune {
-        seed: Some((variant, seed)),
-    } = plan(None, &lookup, true)
-    else {
-        panic!("expected tuning")
-    };
+    let Plan::Tune { seed: Some((variant, seed)) } = plan(None, &lookup, true) else { panic!("expected tuning") };
 
     let mut space = grid_space(4);
     let seed_index = space.seed(variant, seed).unwrap();
     let bench = FakeBench::new(bowl);
-    let options = TunerOptions {
-        strategy: Strategy::Exhaustive,
-        progress: false,
-        ..TunerOptions::default()
-    };
-    let (report, written) =
-        tune_and_record(&cache, &k, &space, &[seed_index], options, &bench, "fake");
-    assert_eq!(
-        bench.measured()[0],
-        space.candidates()[seed_index].id(),
-        "the stale choice is re-measured first"
-    );
+    let options = TunerOptions { strategy: Strategy::Exhaustive, progress: false, ..TunerOptions::default() };
+    let (report, written) = tune_and_record(&cache, &k, &space, &[seed_index], options, &bench, "fake");
+    assert_eq!(bench.measured()[0], space.candidates()[seed_index].id(), "the stale choice is re-measured first");
     let written = written.unwrap();
     assert_eq!(written.provenance.tcc_version, TCC_VERSION);
     assert_eq!(report.best().unwrap().candidate.schedule, written.schedule);
-    assert_eq!(
-        cache.lookup(&k),
-        Lookup::Hit {
-            record: written,
-            kind: HitKind::Fresh
-        }
-    );
+    assert_eq!(cache.lookup(&k), Lookup::Hit { record: written, kind: HitKind::Fresh });
     assert_eq!(cache.local().journal_len().unwrap(), 0);
 }
 
@@ -136,26 +104,15 @@ fn a_truncated_export_imports_what_it_can() {
     let dir = tempfile::tempdir().unwrap();
     let store = local(&dir);
     for (i, shapes) in ["a", "b", "c"].iter().enumerate() {
-        store
-            .put(&record(
-                key(shapes, cpu()),
-                schedule(4, 4, 4),
-                100 + i as u64,
-            ))
-            .unwrap();
+        store.put(&record(key(shapes, cpu()), schedule(4, 4, 4), 100 + i as u64)).unwrap();
     }
     let path = dir.path().join("export.jsonl");
     assert_eq!(cache::export_file(&store, &path).unwrap(), 3);
     let text = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(
-        text,
-        cache::to_jsonl(&store.list().unwrap().records).unwrap(),
-        "export is stable"
-    );
+    assert_eq!(text, cache::to_jsonl(&store.list().unwrap().records).unwrap(), "export is stable");
     std::fs::write(&path, &text[..text.len() - 40]).unwrap();
 
-    let parsed =
-        cache::parse(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+    let parsed = cache::parse(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
     assert_eq!(parsed.records.len(), 2);
     assert_eq!(parsed.skipped.len(), 1);
     assert_eq!(parsed.skipped[0].line, 3);
@@ -163,18 +120,8 @@ fn a_truncated_export_imports_what_it_can() {
     let other = tempfile::tempdir().unwrap();
     let target = local(&other);
     let report = cache::import(&target, &parsed).unwrap();
-    assert_eq!(
-        (report.added, report.replaced, report.kept, report.skipped),
-        (2, 0, 0, 1)
-    );
-    assert!(
-        target
-            .list()
-            .unwrap()
-            .records
-            .iter()
-            .all(|r| r.state == RecordState::Unverified)
-    );
+    assert_eq!((report.added, report.replaced, report.kept, report.skipped), (2, 0, 0, 1));
+    assert!(target.list().unwrap().records.iter().all(|r| r.state == RecordState::Unverified));
 }
 
 #[test]
@@ -187,30 +134,16 @@ fn merge_of_exports_keeps_the_faster_measurement() {
     ])
     .unwrap();
     let theirs = cache::to_jsonl(&[record(k.clone(), schedule(8, 8, 8), 200)]).unwrap();
-    let all: Vec<CacheRecord> = [ours, theirs]
-        .iter()
-        .flat_map(|t| cache::parse(t.as_bytes()).unwrap().records)
-        .collect();
+    let all: Vec<CacheRecord> =
+        [ours, theirs].iter().flat_map(|t| cache::parse(t.as_bytes()).unwrap().records).collect();
     let merged = cache::merge(all.clone());
     assert_eq!(merged.len(), 2);
-    assert_eq!(
-        merged.iter().find(|r| r.key == k).unwrap().schedule,
-        schedule(8, 8, 8)
-    );
+    assert_eq!(merged.iter().find(|r| r.key == k).unwrap().schedule, schedule(8, 8, 8));
     assert_eq!(cache::merge(all.into_iter().rev()), merged);
     // Importing a slower measurement keeps the stored one.
     let store = local(&dir);
-    store
-        .put(&record(k.clone(), schedule(2, 2, 2), 100))
-        .unwrap();
-    let report = cache::import(
-        &store,
-        &cache::Parsed {
-            records: merged,
-            skipped: vec![],
-        },
-    )
-    .unwrap();
+    store.put(&record(k.clone(), schedule(2, 2, 2), 100)).unwrap();
+    let report = cache::import(&store, &cache::Parsed { records: merged, skipped: vec![] }).unwrap();
     assert_eq!((report.added, report.kept), (1, 1));
     assert_eq!(store.get(&k).unwrap().unwrap().schedule, schedule(2, 2, 2));
 }
@@ -230,50 +163,20 @@ fn an_imported_winner_is_revalidated_once_or_quarantined() {
     };
     cache::import(cache.local(), &parsed).unwrap();
     let bench = FakeBench::new(|c: &Candidate| {
-        if c.schedule.tile_m == 1 {
-            Outcome::Wrong {
-                detail: "mismatch".into(),
-            }
-        } else {
-            Outcome::Ok { time_ns: 120 }
-        }
+        if c.schedule.tile_m == 1 { Outcome::Wrong { detail: "mismatch".into() } } else { Outcome::Ok { time_ns: 120 } }
     });
 
-    let Lookup::Hit {
-        record: good,
-        kind: HitKind::Unverified,
-    } = cache.lookup(&good_key)
-    else {
+    let Lookup::Hit { record: good, kind: HitKind::Unverified } = cache.lookup(&good_key) else {
         panic!("expected unverified")
     };
-    assert!(matches!(
-        plan(None, &cache.lookup(&good_key), true),
-        Plan::Validate { .. }
-    ));
-    assert!(matches!(
-        revalidate(&cache, &good_key, &good, &bench),
-        Outcome::Ok { .. }
-    ));
-    assert!(matches!(
-        cache.lookup(&good_key),
-        Lookup::Hit {
-            kind: HitKind::Fresh,
-            ..
-        }
-    ));
+    assert!(matches!(plan(None, &cache.lookup(&good_key), true), Plan::Validate { .. }));
+    assert!(matches!(revalidate(&cache, &good_key, &good, &bench), Outcome::Ok { .. }));
+    assert!(matches!(cache.lookup(&good_key), Lookup::Hit { kind: HitKind::Fresh, .. }));
 
-    let Lookup::Hit { record: bad, .. } = cache.lookup(&bad_key) else {
-        panic!("expected a hit")
-    };
-    assert!(matches!(
-        revalidate(&cache, &bad_key, &bad, &bench),
-        Outcome::Wrong { .. }
-    ));
+    let Lookup::Hit { record: bad, .. } = cache.lookup(&bad_key) else { panic!("expected a hit") };
+    assert!(matches!(revalidate(&cache, &bad_key, &bad, &bench), Outcome::Wrong { .. }));
     assert_eq!(cache.lookup(&bad_key), Lookup::Miss);
-    assert_eq!(
-        plan(None, &cache.lookup(&bad_key), true),
-        Plan::Tune { seed: None }
-    );
+    assert_eq!(plan(None, &cache.lookup(&bad_key), true), Plan::Tune { seed: None });
     assert_eq!(bench.measured().len(), 2, "each checked once");
     // Re-importing the same failed choice does not resurrect it.
     cache::import(cache.local(), &parsed).unwrap();
@@ -290,19 +193,8 @@ fn another_device_of_the_same_architecture_is_borrowed() {
     cache.local().put(&sxm).unwrap();
     cache.local().put(&ampere).unwrap();
     let pcie = key("b", h100_pcie());
-    assert_eq!(
-        cache.lookup(&pcie),
-        Lookup::Hit {
-            record: sxm.clone(),
-            kind: HitKind::Borrowed { from: h100() }
-        }
-    );
-    assert_eq!(
-        plan(None, &cache.lookup(&pcie), true),
-        Plan::Tune {
-            seed: Some((0, schedule(8, 8, 8)))
-        }
-    );
+    assert_eq!(cache.lookup(&pcie), Lookup::Hit { record: sxm.clone(), kind: HitKind::Borrowed { from: h100() } });
+    assert_eq!(plan(None, &cache.lookup(&pcie), true), Plan::Tune { seed: Some((0, schedule(8, 8, 8))) });
     let mut other_arch = key("b", h100_pcie());
     other_arch.device.arch = "sm_100".into();
     assert_eq!(cache.lookup(&other_arch), Lookup::Miss);
@@ -334,60 +226,27 @@ impl CacheStore for DownStore {
 
 #[test]
 fn a_layered_remote_reads_through_writes_back_and_falls_back() {
-    let (a, b, shared) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
+    let (a, b, shared) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let remote = || Box::new(local(&shared)) as Box<dyn CacheStore>;
     let machine_a = Layered::new(local(&a)).with_remote(remote());
     let machine_b = Layered::new(local(&b)).with_remote(remote());
     let k = key("shared", cpu());
     let r = record(k.clone(), schedule(4, 8, 8), 250);
     machine_a.record(&r).unwrap();
-    assert_eq!(
-        machine_a.lookup(&k),
-        Lookup::Hit {
-            record: r.clone(),
-            kind: HitKind::Fresh
-        }
-    );
-    let Lookup::Hit {
-        record: seen,
-        kind: HitKind::Unverified,
-    } = machine_b.lookup(&k)
-    else {
+    assert_eq!(machine_a.lookup(&k), Lookup::Hit { record: r.clone(), kind: HitKind::Fresh });
+    let Lookup::Hit { record: seen, kind: HitKind::Unverified } = machine_b.lookup(&k) else {
         panic!("expected read-through")
     };
     assert_eq!(seen.schedule, r.schedule);
-    assert_eq!(
-        machine_b.local().get(&k).unwrap().unwrap().state,
-        RecordState::Unverified,
-        "copied locally"
-    );
+    assert_eq!(machine_b.local().get(&k).unwrap().unwrap().state, RecordState::Unverified, "copied locally");
     assert_eq!(machine_b.remote_health(), RemoteHealth::Ok);
 
     let down = Layered::new(local(&b)).with_remote(Box::new(DownStore));
-    assert!(
-        matches!(
-            down.lookup(&k),
-            Lookup::Hit {
-                kind: HitKind::Unverified,
-                ..
-            }
-        ),
-        "served from the local copy"
-    );
+    assert!(matches!(down.lookup(&k), Lookup::Hit { kind: HitKind::Unverified, .. }), "served from the local copy");
     assert_eq!(down.lookup(&key("absent", cpu())), Lookup::Miss);
-    down.record(&record(key("new", cpu()), schedule(1, 2, 4), 10))
-        .unwrap();
+    down.record(&record(key("new", cpu()), schedule(1, 2, 4), 10)).unwrap();
     assert!(matches!(down.remote_health(), RemoteHealth::Unavailable(_)));
-    assert_eq!(
-        down.warnings().len(),
-        1,
-        "one warning per outage: {:?}",
-        down.warnings()
-    );
+    assert_eq!(down.warnings().len(), 1, "one warning per outage: {:?}", down.warnings());
 }
 
 #[test]
@@ -404,29 +263,13 @@ fn a_lockfile_pins_choices_and_reports_drift() {
     assert_eq!(lock.len(), 2);
 
     // The cache disagrees on k2 and lacks k1: the lockfile still decides, and drift is reported.
-    cache
-        .record(&record(k2.clone(), schedule(1, 1, 1), 50))
-        .unwrap();
+    cache.record(&record(k2.clone(), schedule(1, 1, 1), 50)).unwrap();
     let choice = lock.choose(&k2).unwrap();
-    assert_eq!(
-        plan(Some(&choice), &cache.lookup(&k2), true),
-        Plan::Use {
-            variant: 0,
-            schedule: schedule(4, 4, 4)
-        }
-    );
+    assert_eq!(plan(Some(&choice), &cache.lookup(&k2), true), Plan::Use { variant: 0, schedule: schedule(4, 4, 4) });
     let drift = lock.check_drift(cache.local()).unwrap();
     assert_eq!(drift.len(), 2);
-    assert!(
-        drift
-            .iter()
-            .any(|d| matches!(d, Drift::NotInCache { key } if *key == k1.hash()))
-    );
-    assert!(
-        drift
-            .iter()
-            .any(|d| matches!(d, Drift::Differs { key, .. } if *key == k2.hash()))
-    );
+    assert!(drift.iter().any(|d| matches!(d, Drift::NotInCache { key } if *key == k1.hash())));
+    assert!(drift.iter().any(|d| matches!(d, Drift::Differs { key, .. } if *key == k2.hash())));
 
     // Another rank on another device of the kernel uses the same choice, with drift noted.
     let other = lock.choose(&key("l1", h100_pcie())).unwrap();
@@ -434,10 +277,7 @@ fn a_lockfile_pins_choices_and_reports_drift() {
     assert!(matches!(other.drift, Some(Drift::OtherDevice { .. })));
 
     // A damaged lockfile is an error, not a silent partial lock.
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
     writeln!(f, "{{\"key\":").unwrap();
     assert!(Lockfile::read(&path).is_err());
 }
@@ -447,17 +287,10 @@ fn the_default_cache_dir_honours_tcc_cache_dir() {
     // In a child process, so that no thread of this one races on the environment.
     let dir = tempfile::tempdir().unwrap();
     let dir_text = dir.path().to_str().unwrap();
-    let out = crate::common::child_process(
-        "cachedir",
-        &[(cache::CACHE_DIR_ENV, dir_text), (cache::CACHE_URL_ENV, "")],
-    )
-    .output()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = crate::common::child_process("cachedir", &[(cache::CACHE_DIR_ENV, dir_text), (cache::CACHE_URL_ENV, "")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let expected = dir.path().join(cache::DB_FILE_NAME);
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("db {}", expected.display())));
     assert!(expected.exists());

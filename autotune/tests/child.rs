@@ -17,11 +17,7 @@ fn worker() {
     let served = serve_stdio(|req| {
         let s = req.candidate.schedule;
         match s.tile_m {
-            16 => validate_then_time(
-                &req.timing,
-                || Ok(Check::Wrong("max abs error 0.5".into())),
-                || Ok(()),
-            ),
+            16 => validate_then_time(&req.timing, || Ok(Check::Wrong("max abs error 0.5".into())), || Ok(())),
             32 => std::process::abort(),
             128 => loop {
                 std::thread::sleep(Duration::from_secs(1));
@@ -49,20 +45,8 @@ fn tune() {
     let space = grid_space(4);
     let mut bench = FakeBench::new(bowl);
     bench.measure_sleep = Duration::from_millis(5);
-    let options = TunerOptions {
-        strategy: Strategy::Exhaustive,
-        progress: false,
-        ..TunerOptions::default()
-    };
-    let (_, record) = tune_and_record(
-        &cache,
-        &key("concurrent", cpu()),
-        &space,
-        &[],
-        options,
-        &bench,
-        "fake",
-    );
+    let options = TunerOptions { strategy: Strategy::Exhaustive, progress: false, ..TunerOptions::default() };
+    let (_, record) = tune_and_record(&cache, &key("concurrent", cpu()), &space, &[], options, &bench, "fake");
     println!("recorded {}", record.unwrap());
 }
 
@@ -71,28 +55,16 @@ fn killme() {
     let space = grid_space(4);
     let mut bench = FakeBench::new(bowl);
     bench.measure_sleep = Duration::from_millis(40);
-    let options = TunerOptions {
-        strategy: Strategy::Exhaustive,
-        progress: false,
-        compile_threads: 1,
-        ..TunerOptions::default()
-    };
+    let options =
+        TunerOptions { strategy: Strategy::Exhaustive, progress: false, compile_threads: 1, ..TunerOptions::default() };
     let session = key("killed", cpu()).hash();
     let announce = |t: &Trial| {
         let mut out = std::io::stdout().lock();
         writeln!(out, "finished {}", t.candidate.id()).unwrap();
         out.flush().unwrap();
     };
-    let report = Tuner::new(&space, options)
-        .with_journal(&store, session.as_str())
-        .on_trial(&announce)
-        .run(&bench);
-    assert!(
-        report
-            .trials
-            .iter()
-            .all(|t| matches!(t.outcome, Outcome::Ok { .. }))
-    );
+    let report = Tuner::new(&space, options).with_journal(&store, session.as_str()).on_trial(&announce).run(&bench);
+    assert!(report.trials.iter().all(|t| matches!(t.outcome, Outcome::Ok { .. })));
 }
 
 fn cachedir() {

@@ -31,12 +31,7 @@ pub fn h100_pcie() -> DeviceKey {
 }
 
 pub fn cpu() -> DeviceKey {
-    DeviceKey {
-        name: "test cpu".into(),
-        arch: "x86_64-avx512".into(),
-        compute_capability: None,
-        sm_count: None,
-    }
+    DeviceKey { name: "test cpu".into(), arch: "x86_64-avx512".into(), compute_capability: None, sm_count: None }
 }
 
 pub fn key(shapes: &str, device: DeviceKey) -> CacheKey {
@@ -50,12 +45,7 @@ pub fn key(shapes: &str, device: DeviceKey) -> CacheKey {
 }
 
 pub fn schedule(tile_m: u32, tile_n: u32, tile_k: u32) -> Schedule {
-    Schedule {
-        tile_m,
-        tile_n,
-        tile_k,
-        ..Schedule::default_for(Tier::Cranelift)
-    }
+    Schedule { tile_m, tile_n, tile_k, ..Schedule::default_for(Tier::Cranelift) }
 }
 
 pub fn record(key: CacheKey, s: Schedule, time_ns: u64) -> CacheRecord {
@@ -83,11 +73,7 @@ pub fn grid_space(bits: u32) -> SearchSpace {
         for b in 0..bits {
             for c in 0..bits {
                 let s = schedule(1 << a, 1 << b, 1 << c);
-                cands.push(Candidate {
-                    variant: 0,
-                    schedule: s,
-                    cost: f64::from(bits - a) * 100.0 + f64::from(b + c),
-                });
+                cands.push(Candidate { variant: 0, schedule: s, cost: f64::from(bits - a) * 100.0 + f64::from(b + c) });
             }
         }
     }
@@ -134,11 +120,7 @@ impl<F: Fn(&Candidate) -> Outcome + Sync> Benchmarker for FakeBench<F> {
     }
 
     fn measure(&self, c: &Candidate, artifact: &String) -> Outcome {
-        assert_eq!(
-            &c.id(),
-            artifact,
-            "measured with another candidate's artifact"
-        );
+        assert_eq!(&c.id(), artifact, "measured with another candidate's artifact");
         std::thread::sleep(self.measure_sleep);
         self.measured.lock().unwrap().push(c.id());
         (self.outcome)(c)
@@ -149,31 +131,18 @@ impl<F: Fn(&Candidate) -> Outcome + Sync> Benchmarker for FakeBench<F> {
 pub fn bowl(c: &Candidate) -> Outcome {
     let d = |v: u32, at: i64| (i64::from(v.trailing_zeros()) - at).unsigned_abs();
     let s = &c.schedule;
-    Outcome::Ok {
-        time_ns: 1000 + 100 * (d(s.tile_m, 4) + d(s.tile_n, 5) + d(s.tile_k, 3)),
-    }
+    Outcome::Ok { time_ns: 1000 + 100 * (d(s.tile_m, 4) + d(s.tile_n, 5) + d(s.tile_k, 3)) }
 }
 
 /// This test binary, started so that it runs only `child::entry` in the given role.
 pub fn child_command(role: &str, extra_env: &[(&str, &str)]) -> WorkerCommand {
     let mut env = vec![(ROLE_ENV.to_string(), role.to_string())];
-    env.extend(
-        extra_env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string())),
-    );
+    env.extend(extra_env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     WorkerCommand {
         program: std::env::current_exe().unwrap(),
-        args: [
-            "child::entry",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-            "-q",
-        ]
-        .map(String::from)
-        .to_vec(),
+        args: ["child::entry", "--exact", "--ignored", "--nocapture", "--test-threads=1", "-q"]
+            .map(String::from)
+            .to_vec(),
         env,
     }
 }

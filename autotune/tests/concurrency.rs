@@ -17,20 +17,12 @@ fn two_processes_tuning_the_same_kernel_leave_one_valid_record() {
     let db_text = db.to_str().unwrap();
     let children: Vec<_> = (0..2)
         .map(|_| {
-            child_process("tune", &[(DB_ENV, db_text)])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            child_process("tune", &[(DB_ENV, db_text)]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
         })
         .collect();
     for child in children {
         let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "child failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "child failed: {}", String::from_utf8_lossy(&out.stderr));
         assert!(String::from_utf8_lossy(&out.stdout).contains("recorded"));
     }
     let store = SqliteStore::open(&db).unwrap();
@@ -41,11 +33,7 @@ fn two_processes_tuning_the_same_kernel_leave_one_valid_record() {
     assert_eq!(r.key, key("concurrent", cpu()));
     assert_eq!(r.validate(), Ok(()));
     assert_eq!(r.schedule, schedule(8, 8, 8));
-    assert_eq!(
-        store.journal_len().unwrap(),
-        0,
-        "the finished runs cleared their journal"
-    );
+    assert_eq!(store.journal_len().unwrap(), 0, "the finished runs cleared their journal");
 }
 
 #[test]
@@ -84,34 +72,16 @@ fn a_run_killed_with_sigkill_loses_at_most_the_candidate_in_flight() {
 
     let store = SqliteStore::open(&db).unwrap();
     let session = key("killed", cpu()).hash();
-    let journaled: HashSet<String> = store
-        .load(session.as_str())
-        .unwrap()
-        .into_iter()
-        .map(|t| t.candidate.id())
-        .collect();
-    assert!(
-        announced.iter().all(|id| journaled.contains(id)),
-        "an announced trial is missing from the journal"
-    );
-    assert!(
-        journaled.len() <= announced.len() + 1,
-        "journal {} vs announced {}",
-        journaled.len(),
-        announced.len()
-    );
+    let journaled: HashSet<String> =
+        store.load(session.as_str()).unwrap().into_iter().map(|t| t.candidate.id()).collect();
+    assert!(announced.iter().all(|id| journaled.contains(id)), "an announced trial is missing from the journal");
+    assert!(journaled.len() <= announced.len() + 1, "journal {} vs announced {}", journaled.len(), announced.len());
 
     // Resuming measures exactly the candidates not journaled, and finds the same best.
     let space = grid_space(4);
     let bench = FakeBench::new(bowl);
-    let options = TunerOptions {
-        strategy: Strategy::Exhaustive,
-        progress: false,
-        ..TunerOptions::default()
-    };
-    let report = Tuner::new(&space, options)
-        .with_journal(&store, session.as_str())
-        .run(&bench);
+    let options = TunerOptions { strategy: Strategy::Exhaustive, progress: false, ..TunerOptions::default() };
+    let report = Tuner::new(&space, options).with_journal(&store, session.as_str()).run(&bench);
     assert_eq!(bench.measured().len(), 64 - journaled.len());
     assert!(bench.measured().iter().all(|id| !journaled.contains(id)));
     assert_eq!(report.trials.len(), 64);

@@ -6,8 +6,8 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use tcc_autotune::cache::{
-    self, CacheStore, Drift, HitKind, KeyHash, Layered, Lockfile, Lookup, MergeOutcome,
-    RecordState, RedisOptions, RedisStore, RemoteHealth, SqliteStore, StoreError,
+    self, CacheStore, Drift, HitKind, KeyHash, Layered, Lockfile, Lookup, MergeOutcome, RecordState, RedisOptions,
+    RedisStore, RemoteHealth, SqliteStore, StoreError,
 };
 use tcc_autotune::search::{Strategy, TunerOptions};
 use tcc_autotune::{Plan, plan, tune_and_record};
@@ -28,10 +28,7 @@ fn redis_url() -> String {
 fn password(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
     let userinfo = rest.split_once('@')?.0;
-    userinfo
-        .split_once(':')
-        .map(|(_, p)| p.to_string())
-        .filter(|p| !p.is_empty())
+    userinfo.split_once(':').map(|(_, p)| p.to_string()).filter(|p| !p.is_empty())
 }
 
 /// A key prefix of its own for each test; its keys are deleted when dropped.
@@ -42,47 +39,28 @@ struct Prefix {
 
 impl Prefix {
     fn new(name: &str) -> Prefix {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        Prefix {
-            url: redis_url(),
-            prefix: format!("tcc-test:{}-{nanos}:{name}:", std::process::id()),
-        }
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        Prefix { url: redis_url(), prefix: format!("tcc-test:{}-{nanos}:{name}:", std::process::id()) }
     }
 
     fn store(&self, read_only: bool) -> RedisStore {
-        RedisStore::open(
-            &self.url,
-            RedisOptions {
-                prefix: self.prefix.clone(),
-                read_only,
-                ..RedisOptions::default()
-            },
-        )
-        .unwrap()
+        RedisStore::open(&self.url, RedisOptions { prefix: self.prefix.clone(), read_only, ..RedisOptions::default() })
+            .unwrap()
     }
 
     fn raw(&self) -> redis::Connection {
-        redis::Client::open(self.url.as_str())
-            .unwrap()
-            .get_connection_with_timeout(Duration::from_secs(2))
-            .unwrap()
+        redis::Client::open(self.url.as_str()).unwrap().get_connection_with_timeout(Duration::from_secs(2)).unwrap()
     }
 }
 
 impl Drop for Prefix {
     fn drop(&mut self) {
-        let Ok(mut c) = redis::Client::open(self.url.as_str())
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+        let Ok(mut c) =
+            redis::Client::open(self.url.as_str()).and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
         else {
             return;
         };
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{}*", self.prefix))
-            .query(&mut c)
-            .unwrap_or_default();
+        let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{}*", self.prefix)).query(&mut c).unwrap_or_default();
         for k in keys {
             let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(k).query(&mut c);
         }
@@ -107,10 +85,7 @@ fn round_trip() {
     store.put(&sibling).unwrap();
     assert_eq!(store.same_arch(&r.key).unwrap(), vec![sibling.clone()]);
     assert!(store.set_state(&r.key, RecordState::Quarantined).unwrap());
-    assert_eq!(
-        store.get(&r.key).unwrap().unwrap().state,
-        RecordState::Quarantined
-    );
+    assert_eq!(store.get(&r.key).unwrap().unwrap().state, RecordState::Quarantined);
     let mut faster = sibling.clone();
     faster.time_ns = 10;
     faster.schedule = schedule(2, 2, 2);
@@ -121,11 +96,8 @@ fn round_trip() {
     let garbage = key("garbage", h100());
     let huge = key("huge", h100());
     let mut raw = p.raw();
-    let _: () = redis::cmd("SET")
-        .arg(format!("{}rec:{}", p.prefix, garbage.hash()))
-        .arg("{not json")
-        .query(&mut raw)
-        .unwrap();
+    let _: () =
+        redis::cmd("SET").arg(format!("{}rec:{}", p.prefix, garbage.hash())).arg("{not json").query(&mut raw).unwrap();
     let _: () = redis::cmd("SET")
         .arg(format!("{}rec:{}", p.prefix, huge.hash()))
         .arg("x".repeat(1 << 20))
@@ -137,11 +109,7 @@ fn round_trip() {
     assert_eq!((listing.records.len(), listing.undecodable), (2, 2));
 
     assert!(store.remove(&r.key.hash()).unwrap());
-    assert!(
-        !store
-            .remove(&KeyHash::parse(r.key.hash().as_str()).unwrap())
-            .unwrap()
-    );
+    assert!(!store.remove(&KeyHash::parse(r.key.hash().as_str()).unwrap()).unwrap());
     assert_eq!(store.get(&r.key).unwrap(), None);
 }
 
@@ -156,28 +124,15 @@ fn read_only_mode() {
     assert!(reader.is_read_only());
     assert_eq!(reader.get(&shared.key).unwrap(), Some(shared.clone()));
     assert!(matches!(reader.put(&shared), Err(StoreError::ReadOnly(_))));
-    assert!(matches!(
-        reader.remove(&shared.key.hash()),
-        Err(StoreError::ReadOnly(_))
-    ));
+    assert!(matches!(reader.remove(&shared.key.hash()), Err(StoreError::ReadOnly(_))));
 
     let (_dir, store) = local();
     let cache = Layered::new(store).with_remote(Box::new(p.store(true)));
-    assert!(matches!(
-        cache.lookup(&shared.key),
-        Lookup::Hit {
-            kind: HitKind::Unverified,
-            ..
-        }
-    ));
+    assert!(matches!(cache.lookup(&shared.key), Lookup::Hit { kind: HitKind::Unverified, .. }));
     let mine = record(key("mine", cpu()), schedule(4, 4, 4), 300);
     cache.record(&mine).unwrap();
     assert_eq!(cache.local().get(&mine.key).unwrap(), Some(mine.clone()));
-    assert_eq!(
-        writer.get(&mine.key).unwrap(),
-        None,
-        "a read-only cache never writes back"
-    );
+    assert_eq!(writer.get(&mine.key).unwrap(), None, "a read-only cache never writes back");
     assert!(cache.warnings().is_empty(), "{:?}", cache.warnings());
 
     // A server-side read-only user (ACL): reads work, writes are refused by the server, and the
@@ -196,28 +151,16 @@ fn read_only_mode() {
         .arg("+@connection")
         .query(&mut raw)
         .unwrap();
-    let host = p
-        .url
-        .rsplit_once('@')
-        .map_or(p.url.trim_start_matches("redis://"), |(_, h)| h);
+    let host = p.url.rsplit_once('@').map_or(p.url.trim_start_matches("redis://"), |(_, h)| h);
     let ro_url = format!("redis://{user}:{user_pw}@{host}");
-    let acl_store = RedisStore::open(
-        &ro_url,
-        RedisOptions {
-            prefix: p.prefix.clone(),
-            ..RedisOptions::default()
-        },
-    )
-    .unwrap();
+    let acl_store =
+        RedisStore::open(&ro_url, RedisOptions { prefix: p.prefix.clone(), ..RedisOptions::default() }).unwrap();
     let got = acl_store.get(&shared.key);
     let put = acl_store.put(&mine);
     let _: redis::RedisResult<i64> = redis::cmd("ACL").arg("DELUSER").arg(&user).query(&mut raw);
     assert_eq!(got.unwrap(), Some(shared));
     let message = put.unwrap_err().to_string();
-    assert!(
-        message.contains("NOPERM") || message.to_lowercase().contains("permission"),
-        "{message}"
-    );
+    assert!(message.contains("NOPERM") || message.to_lowercase().contains("permission"), "{message}");
     assert!(!message.contains(user_pw), "{message}");
 }
 
@@ -229,36 +172,16 @@ fn server_down_falls_back_to_the_local_cache_with_a_warning() {
     store.put(&local_record).unwrap();
 
     // Nothing listens on a port that was just free.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dead_url = format!("redis://:dead-server-pw@127.0.0.1:{port}");
-    let cache = Layered::new(store).with_remote(Box::new(
-        RedisStore::open(&dead_url, RedisOptions::default()).unwrap(),
-    ));
+    let cache =
+        Layered::new(store).with_remote(Box::new(RedisStore::open(&dead_url, RedisOptions::default()).unwrap()));
     let started = Instant::now();
     assert_eq!(cache.lookup(&key("absent", cpu())), Lookup::Miss);
-    assert!(matches!(
-        cache.lookup(&local_record.key),
-        Lookup::Hit {
-            kind: HitKind::Fresh,
-            ..
-        }
-    ));
-    cache
-        .record(&record(key("new", cpu()), schedule(2, 2, 2), 5))
-        .unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(matches!(
-        cache.remote_health(),
-        RemoteHealth::Unavailable(_)
-    ));
+    assert!(matches!(cache.lookup(&local_record.key), Lookup::Hit { kind: HitKind::Fresh, .. }));
+    cache.record(&record(key("new", cpu()), schedule(2, 2, 2), 5)).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(matches!(cache.remote_health(), RemoteHealth::Unavailable(_)));
     let warnings = cache.warnings();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(!warnings[0].contains("dead-server-pw"), "{warnings:?}");
@@ -270,8 +193,7 @@ fn server_down_falls_back_to_the_local_cache_with_a_warning() {
         let (mut conn, _) = silent.accept().unwrap();
         let mut buf = [0u8; 256];
         let deadline = Instant::now() + Duration::from_secs(5);
-        conn.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
+        conn.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
         while Instant::now() < deadline {
             if let Ok(0) = conn.read(&mut buf) {
                 break;
@@ -288,30 +210,17 @@ fn server_down_falls_back_to_the_local_cache_with_a_warning() {
     )
     .unwrap();
     let started = Instant::now();
-    assert!(matches!(
-        slow.get(&local_record.key),
-        Err(StoreError::Unavailable(_))
-    ));
-    assert!(
-        slow.get(&local_record.key).is_err(),
-        "still down, not retried at once"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(matches!(slow.get(&local_record.key), Err(StoreError::Unavailable(_))));
+    assert!(slow.get(&local_record.key).is_err(), "still down, not retried at once");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     drop(slow);
     holder.join().unwrap();
 
     // The real server with a wrong password: an error that does not show it.
     if let Some(pw) = password(&url) {
         let wrong = url.replacen(&format!(":{pw}@"), ":wrong-pw-123@", 1);
-        let err = RedisStore::open(&wrong, RedisOptions::default())
-            .unwrap()
-            .get(&local_record.key)
-            .unwrap_err()
-            .to_string();
+        let err =
+            RedisStore::open(&wrong, RedisOptions::default()).unwrap().get(&local_record.key).unwrap_err().to_string();
         assert!(!err.contains("wrong-pw-123") && !err.contains(&pw), "{err}");
     }
 }
@@ -323,9 +232,7 @@ fn export_import_merge() {
     let machine_a = Layered::new(a_local).with_remote(Box::new(p.store(false)));
     let keys: Vec<_> = ["e1", "e2", "e3"].iter().map(|s| key(s, cpu())).collect();
     for (i, k) in keys.iter().enumerate() {
-        machine_a
-            .record(&record(k.clone(), schedule(4, 4, 4), 200 + i as u64))
-            .unwrap();
+        machine_a.record(&record(k.clone(), schedule(4, 4, 4), 200 + i as u64)).unwrap();
     }
     // Export the shared cache, then import it on a machine that already has a faster e1 and a
     // slower e2.
@@ -333,31 +240,14 @@ fn export_import_merge() {
     let path = dir.path().join("team.jsonl");
     assert_eq!(cache::export_file(&p.store(true), &path).unwrap(), 3);
     let (_b, b_local) = local();
-    b_local
-        .put(&record(keys[0].clone(), schedule(8, 8, 8), 100))
-        .unwrap();
-    b_local
-        .put(&record(keys[1].clone(), schedule(1, 1, 1), 900))
-        .unwrap();
-    let parsed =
-        cache::parse(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+    b_local.put(&record(keys[0].clone(), schedule(8, 8, 8), 100)).unwrap();
+    b_local.put(&record(keys[1].clone(), schedule(1, 1, 1), 900)).unwrap();
+    let parsed = cache::parse(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
     let report = cache::import(&b_local, &parsed).unwrap();
-    assert_eq!(
-        (report.added, report.replaced, report.kept, report.skipped),
-        (1, 1, 1, 0)
-    );
-    assert_eq!(
-        b_local.get(&keys[0]).unwrap().unwrap().schedule,
-        schedule(8, 8, 8)
-    );
-    assert_eq!(
-        b_local.get(&keys[1]).unwrap().unwrap().schedule,
-        schedule(4, 4, 4)
-    );
-    assert_eq!(
-        b_local.get(&keys[1]).unwrap().unwrap().state,
-        RecordState::Unverified
-    );
+    assert_eq!((report.added, report.replaced, report.kept, report.skipped), (1, 1, 1, 0));
+    assert_eq!(b_local.get(&keys[0]).unwrap().unwrap().schedule, schedule(8, 8, 8));
+    assert_eq!(b_local.get(&keys[1]).unwrap().unwrap().schedule, schedule(4, 4, 4));
+    assert_eq!(b_local.get(&keys[1]).unwrap().unwrap().state, RecordState::Unverified);
 
     // Merging B's export back into the shared cache: the faster e1 wins there too.
     let b_export = cache::to_jsonl(&b_local.list().unwrap().records).unwrap();
@@ -372,11 +262,7 @@ fn export_import_merge() {
 #[test]
 fn lockfile_across_machines() {
     let p = Prefix::new("lock");
-    let options = TunerOptions {
-        strategy: Strategy::Exhaustive,
-        progress: false,
-        ..TunerOptions::default()
-    };
+    let options = TunerOptions { strategy: Strategy::Exhaustive, progress: false, ..TunerOptions::default() };
     let k1 = key("lock1", h100());
     let k2 = key("lock2", h100());
 
@@ -386,25 +272,13 @@ fn lockfile_across_machines() {
     let space = grid_space(3);
     let mut records = Vec::new();
     for k in [&k1, &k2] {
-        let (_, r) = tune_and_record(
-            &machine_a,
-            k,
-            &space,
-            &[],
-            options,
-            &FakeBench::new(bowl),
-            "fake",
-        );
+        let (_, r) = tune_and_record(&machine_a, k, &space, &[], options, &FakeBench::new(bowl), "fake");
         records.push(r.unwrap());
     }
     let dir = tempfile::tempdir().unwrap();
     let lock_path = dir.path().join("tcc.lock");
     Lockfile::from_records(&records).write(&lock_path).unwrap();
-    assert!(
-        machine_a.warnings().is_empty(),
-        "{:?}",
-        machine_a.warnings()
-    );
+    assert!(machine_a.warnings().is_empty(), "{:?}", machine_a.warnings());
 
     // Machine B reads the shared cache through and agrees with the lockfile.
     let lock = Lockfile::read(&lock_path).unwrap();
@@ -412,19 +286,10 @@ fn lockfile_across_machines() {
     let machine_b = Layered::new(b_local).with_remote(Box::new(p.store(true)));
     for k in [&k1, &k2] {
         let lookup = machine_b.lookup(k);
-        assert!(matches!(
-            lookup,
-            Lookup::Hit {
-                kind: HitKind::Unverified,
-                ..
-            }
-        ));
+        assert!(matches!(lookup, Lookup::Hit { kind: HitKind::Unverified, .. }));
         let choice = lock.choose(k).unwrap();
         assert_eq!(choice.drift, None);
-        assert!(matches!(
-            plan(Some(&choice), &lookup, true),
-            Plan::Use { .. }
-        ));
+        assert!(matches!(plan(Some(&choice), &lookup, true), Plan::Use { .. }));
     }
     assert_eq!(lock.check_drift(machine_b.local()).unwrap(), vec![]);
 
@@ -440,24 +305,11 @@ fn lockfile_across_machines() {
     let locked = lock.choose(&k1).unwrap();
     assert_eq!(
         plan(Some(&locked), &lookup, true),
-        Plan::Use {
-            variant: records[0].variant,
-            schedule: records[0].schedule
-        }
+        Plan::Use { variant: records[0].variant, schedule: records[0].schedule }
     );
     let drift = lock.check_drift(machine_c.local()).unwrap();
-    assert!(
-        drift
-            .iter()
-            .any(|d| matches!(d, Drift::Differs { key, .. } if *key == k1.hash())),
-        "{drift:?}"
-    );
-    assert!(
-        drift
-            .iter()
-            .any(|d| matches!(d, Drift::NotInCache { key } if *key == k2.hash())),
-        "{drift:?}"
-    );
+    assert!(drift.iter().any(|d| matches!(d, Drift::Differs { key, .. } if *key == k1.hash())), "{drift:?}");
+    assert!(drift.iter().any(|d| matches!(d, Drift::NotInCache { key } if *key == k2.hash())), "{drift:?}");
 
     // A rank on another device of the same kernel uses the same choice too, with drift noted.
     let other = lock.choose(&key("lock1", h100_pcie())).unwrap();

@@ -10,25 +10,17 @@ use std::time::Instant;
 
 use tcc_codegen::{Backend, BufKind, GemmTiles, LlvmCpuBackend, LlvmCpuKernel};
 use tcc_ir::{
-    BinaryOp, Bindings, DType, Graph, Kernel, KernelClass, Op, ReduceOp, Schedule, Shape,
-    TensorType, Tier, UnaryOp,
+    BinaryOp, Bindings, DType, Graph, Kernel, KernelClass, Op, ReduceOp, Schedule, Shape, TensorType, Tier, UnaryOp,
 };
 
 type Entry = unsafe extern "C" fn(*const *mut u8, u64, u64);
 
 fn env_list(name: &str, default: &str, sep: char) -> Vec<u64> {
-    std::env::var(name)
-        .unwrap_or_else(|_| default.to_string())
-        .split(sep)
-        .filter_map(|x| x.parse().ok())
-        .collect()
+    std::env::var(name).unwrap_or_else(|_| default.to_string()).split(sep).filter_map(|x| x.parse().ok()).collect()
 }
 
 fn ty(dims: &[u64]) -> TensorType {
-    TensorType {
-        dtype: DType::F32,
-        shape: Shape::from_consts(dims),
-    }
+    TensorType { dtype: DType::F32, shape: Shape::from_consts(dims) }
 }
 
 /// 64-byte aligned storage.
@@ -83,13 +75,7 @@ fn run(k: &LlvmCpuKernel, ptrs: &[usize], locals: &[(usize, usize)], threads: us
                 }
                 // SAFETY: one pointer per declared buffer, each large enough; chunks cover
                 // disjoint rows, which the lowering proved write disjoint memory.
-                unsafe {
-                    f(
-                        mine.as_ptr().cast(),
-                        rows * c / chunks,
-                        rows * (c + 1) / chunks,
-                    )
-                };
+                unsafe { f(mine.as_ptr().cast(), rows * c / chunks, rows * (c + 1) / chunks) };
             }
         };
         if threads <= 1 || chunks <= 1 {
@@ -133,12 +119,7 @@ fn median_seconds(k: &LlvmCpuKernel, threads: usize, reps: usize) -> (f64, f64) 
 }
 
 fn kernel(g: Graph, class: KernelClass) -> Kernel {
-    Kernel {
-        name: g.name.clone(),
-        class,
-        graph: g,
-        schedule: Schedule::default_for(Tier::LlvmCpu),
-    }
+    Kernel { name: g.name.clone(), class, graph: g, schedule: Schedule::default_for(Tier::LlvmCpu) }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -148,23 +129,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut backend = LlvmCpuBackend::new()?;
     let tiles = env_list("TILES", "", 'x');
     if let [mr, nr, mc, nc, kc] = tiles[..] {
-        backend = backend.with_tiles(GemmTiles {
-            mr: mr as u32,
-            nr: nr as u32,
-            mc: mc as u32,
-            nc: nc as u32,
-            kc: kc as u32,
-        });
+        backend =
+            backend.with_tiles(GemmTiles { mr: mr as u32, nr: nr as u32, mc: mc as u32, nc: nc as u32, kc: kc as u32 });
     }
     let host = backend.host();
-    println!(
-        "host: {} ({} f32 lanes, fma {}, f16c {})",
-        host.cpu, host.lanes, host.fma, host.f16c
-    );
-    let size = env_list("SIZE", "1024", ',')
-        .first()
-        .copied()
-        .unwrap_or(1024);
+    println!("host: {} ({} f32 lanes, fma {}, f16c {})", host.cpu, host.lanes, host.fma, host.f16c);
+    let size = env_list("SIZE", "1024", ',').first().copied().unwrap_or(1024);
     let (k, flops, bytes) = match what.as_str() {
         "gemm" => {
             let mut g = Graph::new("gemm");
@@ -172,54 +142,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let b = g.add_param("b", ty(&[size, size]))?;
             let c = g.push(Op::MatMul(a, b))?;
             g.outputs.push(c);
-            (
-                kernel(g, KernelClass::MatMul),
-                2.0 * (size as f64).powi(3),
-                0.0,
-            )
+            (kernel(g, KernelClass::MatMul), 2.0 * (size as f64).powi(3), 0.0)
         }
         "softmax" => {
-            let r = env_list("ROWS", "4096", ',')
-                .first()
-                .copied()
-                .unwrap_or(4096);
-            let c = env_list("COLS", "4096", ',')
-                .first()
-                .copied()
-                .unwrap_or(4096);
+            let r = env_list("ROWS", "4096", ',').first().copied().unwrap_or(4096);
+            let c = env_list("COLS", "4096", ',').first().copied().unwrap_or(4096);
             let mut g = Graph::new("softmax");
             let x = g.add_param("x", ty(&[r, c]))?;
-            let m = g.push(Op::Reduce {
-                op: ReduceOp::Max,
-                input: x,
-                axes: vec![1],
-                keepdim: true,
-            })?;
+            let m = g.push(Op::Reduce { op: ReduceOp::Max, input: x, axes: vec![1], keepdim: true })?;
             let d = g.push(Op::Binary(BinaryOp::Sub, x, m))?;
             let e = g.push(Op::Unary(UnaryOp::Exp, d))?;
-            let s = g.push(Op::Reduce {
-                op: ReduceOp::Sum,
-                input: e,
-                axes: vec![1],
-                keepdim: true,
-            })?;
+            let s = g.push(Op::Reduce { op: ReduceOp::Sum, input: e, axes: vec![1], keepdim: true })?;
             let y = g.push(Op::Binary(BinaryOp::Div, e, s))?;
             g.outputs.push(y);
-            (
-                kernel(g, KernelClass::RowReduction),
-                0.0,
-                8.0 * (r * c) as f64,
-            )
+            (kernel(g, KernelClass::RowReduction), 0.0, 8.0 * (r * c) as f64)
         }
         _ => {
-            let n = env_list("ROWS", "4096", ',')
-                .first()
-                .copied()
-                .unwrap_or(4096)
-                * env_list("COLS", "4096", ',')
-                    .first()
-                    .copied()
-                    .unwrap_or(4096);
+            let n = env_list("ROWS", "4096", ',').first().copied().unwrap_or(4096)
+                * env_list("COLS", "4096", ',').first().copied().unwrap_or(4096);
             let mut g = Graph::new("gelu");
             let x = g.add_param("x", ty(&[n]))?;
             let y = g.push(Op::Unary(UnaryOp::Gelu, x))?;
@@ -246,27 +186,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (s, cpu) = median_seconds(&compiled, th as usize, reps);
         // With one thread, also the rate per second actually spent on a CPU (the machine is shared).
         let on_cpu = if th == 1 && cpu > 0.0 {
-            let rate = if flops > 0.0 {
-                flops / cpu / 1e9
-            } else {
-                bytes / cpu / 1e9
-            };
+            let rate = if flops > 0.0 { flops / cpu / 1e9 } else { bytes / cpu / 1e9 };
             format!(" (on-CPU {:.3} ms: {rate:.1})", cpu * 1e3)
         } else {
             String::new()
         };
         if flops > 0.0 {
-            println!(
-                "{what} {size}^3, {th} thread(s): {:.3} ms, {:.1} GFLOP/s{on_cpu}",
-                s * 1e3,
-                flops / s / 1e9
-            );
+            println!("{what} {size}^3, {th} thread(s): {:.3} ms, {:.1} GFLOP/s{on_cpu}", s * 1e3, flops / s / 1e9);
         } else {
-            println!(
-                "{what}, {th} thread(s): {:.3} ms, {:.1} GB/s{on_cpu}",
-                s * 1e3,
-                bytes / s / 1e9
-            );
+            println!("{what}, {th} thread(s): {:.3} ms, {:.1} GB/s{on_cpu}", s * 1e3, bytes / s / 1e9);
         }
     }
     Ok(())

@@ -14,6 +14,5 @@ pub trait Backend {
     fn tier(&self) -> Tier;
 
     /// Compiles `kernel` with every shape variable taken from `bindings`.
-    fn compile(&self, kernel: &Kernel, bindings: &Bindings)
-    -> Result<Self::Artifact, CodegenError>;
+    fn compile(&self, kernel: &Kernel, bindings: &Bindings) -> Result<Self::Artifact, CodegenError>;
 }

@@ -57,19 +57,11 @@ pub enum CodegenError {
 impl CodegenError {
     /// A [`CodegenError::Malformed`] for `kernel`.
     pub fn malformed(kernel: &str, reason: impl Into<String>) -> CodegenError {
-        CodegenError::Malformed {
-            kernel: kernel.to_string(),
-            reason: reason.into(),
-        }
+        CodegenError::Malformed { kernel: kernel.to_string(), reason: reason.into() }
     }
 
     /// True if the error means a bug in tcc rather than bad input or an unsupported machine.
     pub fn is_bug(&self) -> bool {
-        !matches!(
-            self,
-            CodegenError::UnboundDim(_)
-                | CodegenError::TooLarge(_)
-                | CodegenError::UnsupportedHost(_)
-        )
+        !matches!(self, CodegenError::UnboundDim(_) | CodegenError::TooLarge(_) | CodegenError::UnsupportedHost(_))
     }
 }

@@ -7,14 +7,12 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use tcc_codegen::loops::Stmt;
-use tcc_codegen::{
-    Backend, BufKind, CodegenError, GemmTiles, LlvmCpuBackend, LlvmCpuKernel, LowerOptions,
-};
+use tcc_codegen::{Backend, BufKind, CodegenError, GemmTiles, LlvmCpuBackend, LlvmCpuKernel, LowerOptions};
 use tcc_ir::interp::{Tensor, run_graph};
 use tcc_ir::testing::{GenConfig, Tolerance, arb_graph, compare_outputs, random_inputs};
 use tcc_ir::{
-    BinaryOp, Bindings, CompareOp, DType, Dim, Graph, Kernel, KernelClass, NodeId, Op, ReduceOp,
-    Schedule, Shape, TensorType, Tier, UnaryOp,
+    BinaryOp, Bindings, CompareOp, DType, Dim, Graph, Kernel, KernelClass, NodeId, Op, ReduceOp, Schedule, Shape,
+    TensorType, Tier, UnaryOp,
 };
 
 // ---- backends ----
@@ -58,11 +56,7 @@ fn materializing() -> &'static LlvmCpuBackend {
     B.get_or_init(|| {
         LlvmCpuBackend::with_host(
             native().host().clone().with_max_lanes(4),
-            LowerOptions {
-                materialize_all: true,
-                gemm: None,
-                ..LowerOptions::default()
-            },
+            LowerOptions { materialize_all: true, gemm: None, ..LowerOptions::default() },
         )
     })
 }
@@ -85,22 +79,14 @@ fn to_bytes(t: &Tensor) -> Vec<u8> {
 
 fn from_bytes(dtype: DType, shape: Vec<usize>, b: &[u8]) -> Tensor {
     let data = match dtype {
-        DType::F32 => b
-            .chunks_exact(4)
-            .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
-            .collect(),
-        DType::F16 => b
-            .chunks_exact(2)
-            .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
-            .collect(),
-        DType::BF16 => b
-            .chunks_exact(2)
-            .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
-            .collect(),
-        DType::I32 => b
-            .chunks_exact(4)
-            .map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap())))
-            .collect(),
+        DType::F32 => b.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap()))).collect(),
+        DType::F16 => {
+            b.chunks_exact(2).map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64()).collect()
+        }
+        DType::BF16 => {
+            b.chunks_exact(2).map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64()).collect()
+        }
+        DType::I32 => b.chunks_exact(4).map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap()))).collect(),
         DType::Bool => b.iter().map(|&x| f64::from(x)).collect(),
     };
     Tensor { dtype, shape, data }
@@ -115,13 +101,7 @@ type PhaseEntry = unsafe extern "C" fn(*const *mut u8, u64, u64);
 
 /// Runs every phase of `k`, splitting each phase's rows into chunks run on `threads` threads
 /// (each call with its own local buffers), and returns the outputs.
-fn run_kernel(
-    k: &LlvmCpuKernel,
-    g: &Graph,
-    inputs: &[Tensor],
-    bindings: &Bindings,
-    threads: usize,
-) -> Vec<Tensor> {
+fn run_kernel(k: &LlvmCpuKernel, g: &Graph, inputs: &[Tensor], bindings: &Bindings, threads: usize) -> Vec<Tensor> {
     let decls = k.buffers();
     let mut store: Vec<Vec<[u64; 8]>> = Vec::new();
     let mut ptrs: Vec<usize> = Vec::new();
@@ -133,9 +113,7 @@ fn run_kernel(
             let b = to_bytes(&inputs[p]);
             assert_eq!(b.len(), bytes, "input {p} size");
             // SAFETY: `s` holds at least `bytes` bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(b.as_ptr(), s.as_mut_ptr().cast::<u8>(), bytes)
-            };
+            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), s.as_mut_ptr().cast::<u8>(), bytes) };
         }
         if d.kind == BufKind::Local {
             locals.push((i, bytes));
@@ -158,13 +136,7 @@ fn run_kernel(
             }
             // SAFETY: one pointer per declared buffer, each large enough; different chunks cover
             // disjoint rows, which the lowering proved write disjoint memory.
-            unsafe {
-                f(
-                    mine.as_ptr().cast(),
-                    rows * c / chunks,
-                    rows * (c + 1) / chunks,
-                )
-            };
+            unsafe { f(mine.as_ptr().cast(), rows * c / chunks, rows * (c + 1) / chunks) };
             drop(own);
         };
         if threads <= 1 {
@@ -183,16 +155,8 @@ fn run_kernel(
         .enumerate()
         .map(|(o, node)| {
             let ty = &g.nodes[node.index()].ty;
-            let shape: Vec<usize> = ty
-                .shape
-                .dims()
-                .iter()
-                .map(|d| d.resolve(bindings).unwrap() as usize)
-                .collect();
-            let i = decls
-                .iter()
-                .position(|d| d.kind == BufKind::Output(o))
-                .unwrap();
+            let shape: Vec<usize> = ty.shape.dims().iter().map(|d| d.resolve(bindings).unwrap() as usize).collect();
+            let i = decls.iter().position(|d| d.kind == BufKind::Output(o)).unwrap();
             let bytes = decls[i].len as usize * ty.dtype.size_bytes();
             // SAFETY: the storage holds at least `bytes` bytes.
             let b = unsafe { std::slice::from_raw_parts(store[i].as_ptr().cast::<u8>(), bytes) };
@@ -204,20 +168,11 @@ fn run_kernel(
 fn tolerance() -> Tolerance {
     // As the cranelift tier's differential tests: approximate transcendentals and f32 intermediates;
     // a rare flip of a nearly tied comparison is allowed.
-    Tolerance {
-        outlier_fraction: 0.02,
-        ..Tolerance::default()
-    }
-    .scaled(4.0)
+    Tolerance { outlier_fraction: 0.02, ..Tolerance::default() }.scaled(4.0)
 }
 
 fn kernel(name: &str, class: KernelClass, graph: Graph) -> Kernel {
-    Kernel {
-        name: name.to_string(),
-        class,
-        graph,
-        schedule: Schedule::default_for(Tier::LlvmCpu),
-    }
+    Kernel { name: name.to_string(), class, graph, schedule: Schedule::default_for(Tier::LlvmCpu) }
 }
 
 /// Compiles `k` with `backend`, runs it and compares with the interpreter.
@@ -229,9 +184,7 @@ fn check_with(
     threads: usize,
 ) -> Result<(), String> {
     let expected = run_graph(&k.graph, inputs).map_err(|e| format!("interp: {e}"))?;
-    let compiled = backend
-        .compile(k, bindings)
-        .map_err(|e| format!("{}: {e}", k.name))?;
+    let compiled = backend.compile(k, bindings).map_err(|e| format!("{}: {e}", k.name))?;
     let actual = run_kernel(&compiled, &k.graph, inputs, bindings, threads);
     compare_outputs(&expected, &actual, &tolerance())
         .map_err(|m| format!("{} (lanes {}): {m}", k.name, backend.host().lanes))
@@ -246,25 +199,14 @@ fn check(k: &Kernel, inputs: &[Tensor], bindings: &Bindings) {
 }
 
 fn t(dtype: DType, dims: &[u64]) -> TensorType {
-    TensorType {
-        dtype,
-        shape: Shape::from_consts(dims),
-    }
+    TensorType { dtype, shape: Shape::from_consts(dims) }
 }
 
 /// Whole graph as one kernel, and one kernel per op (reading the interpreter's operand values).
-fn check_graph(
-    g: &Graph,
-    inputs: &[Tensor],
-    bindings: &Bindings,
-    every_backend: bool,
-) -> Result<(), String> {
+fn check_graph(g: &Graph, inputs: &[Tensor], bindings: &Bindings, every_backend: bool) -> Result<(), String> {
     let whole = kernel(&format!("{}_all", g.name), KernelClass::Generic, g.clone());
-    let backends: Vec<&LlvmCpuBackend> = if every_backend {
-        vec![native(), narrow(), materializing()]
-    } else {
-        vec![native()]
-    };
+    let backends: Vec<&LlvmCpuBackend> =
+        if every_backend { vec![native(), narrow(), materializing()] } else { vec![native()] };
     for b in &backends {
         check_with(b, &whole, inputs, bindings, 2)?;
     }
@@ -280,22 +222,13 @@ fn check_graph(
         let mut ins = Vec::new();
         for a in node.op.operands() {
             if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(a) {
-                slot.insert(
-                    kg.add_param(format!("a{}", a.0), g.nodes[a.index()].ty.clone())
-                        .unwrap(),
-                );
+                slot.insert(kg.add_param(format!("a{}", a.0), g.nodes[a.index()].ty.clone()).unwrap());
                 ins.push(values[a.index()].clone());
             }
         }
-        let out = kg
-            .push_typed(node.op.map_operands(|a| map[&a]), node.ty.clone())
-            .unwrap();
+        let out = kg.push_typed(node.op.map_operands(|a| map[&a]), node.ty.clone()).unwrap();
         kg.outputs.push(out);
-        let k = kernel(
-            &format!("k{i}_{}", node.op.kind_name()),
-            KernelClass::Generic,
-            kg,
-        );
+        let k = kernel(&format!("k{i}_{}", node.op.kind_name()), KernelClass::Generic, kg);
         check_with(native(), &k, &ins, bindings, 1)?;
     }
     Ok(())
@@ -306,24 +239,10 @@ fn check_graph(
 fn softmax(dtype: DType, rows: u64, cols: u64) -> Graph {
     let mut g = Graph::new("softmax");
     let x = g.add_param("x", t(dtype, &[rows, cols])).unwrap();
-    let m = g
-        .push(Op::Reduce {
-            op: ReduceOp::Max,
-            input: x,
-            axes: vec![1],
-            keepdim: true,
-        })
-        .unwrap();
+    let m = g.push(Op::Reduce { op: ReduceOp::Max, input: x, axes: vec![1], keepdim: true }).unwrap();
     let d = g.push(Op::Binary(BinaryOp::Sub, x, m)).unwrap();
     let e = g.push(Op::Unary(UnaryOp::Exp, d)).unwrap();
-    let s = g
-        .push(Op::Reduce {
-            op: ReduceOp::Sum,
-            input: e,
-            axes: vec![1],
-            keepdim: true,
-        })
-        .unwrap();
+    let s = g.push(Op::Reduce { op: ReduceOp::Sum, input: e, axes: vec![1], keepdim: true }).unwrap();
     let y = g.push(Op::Binary(BinaryOp::Div, e, s)).unwrap();
     g.outputs.push(y);
     g
@@ -334,24 +253,10 @@ fn layernorm(dtype: DType, rows: u64, n: u64) -> Graph {
     let x = g.add_param("x", t(dtype, &[rows, n])).unwrap();
     let w = g.add_param("w", t(dtype, &[n])).unwrap();
     let b = g.add_param("b", t(dtype, &[n])).unwrap();
-    let mean = g
-        .push(Op::Reduce {
-            op: ReduceOp::Mean,
-            input: x,
-            axes: vec![1],
-            keepdim: true,
-        })
-        .unwrap();
+    let mean = g.push(Op::Reduce { op: ReduceOp::Mean, input: x, axes: vec![1], keepdim: true }).unwrap();
     let xc = g.push(Op::Binary(BinaryOp::Sub, x, mean)).unwrap();
     let sq = g.push(Op::Binary(BinaryOp::Mul, xc, xc)).unwrap();
-    let var = g
-        .push(Op::Reduce {
-            op: ReduceOp::Mean,
-            input: sq,
-            axes: vec![1],
-            keepdim: true,
-        })
-        .unwrap();
+    let var = g.push(Op::Reduce { op: ReduceOp::Mean, input: sq, axes: vec![1], keepdim: true }).unwrap();
     let eps = g.constant(1e-5, dtype).unwrap();
     let ve = g.push(Op::Binary(BinaryOp::Add, var, eps)).unwrap();
     let r = g.push(Op::Unary(UnaryOp::Rsqrt, ve)).unwrap();
@@ -422,13 +327,7 @@ fn integer_bool_and_cast_semantics_match_the_interpreter() {
     let nan = g.constant(f64::NAN, DType::F32).unwrap();
     let zero = g.constant(0.0, DType::F32).unwrap();
     let is_neg = g.push(Op::Compare(CompareOp::Lt, x, zero)).unwrap();
-    let xn = g
-        .push(Op::Select {
-            cond: is_neg,
-            on_true: nan,
-            on_false: xs,
-        })
-        .unwrap();
+    let xn = g.push(Op::Select { cond: is_neg, on_true: nan, on_false: xs }).unwrap();
     let xi = g.push_typed(Op::Cast(xn), t(DType::I32, &[3, 37])).unwrap();
     let q = g.push(Op::Binary(BinaryOp::Div, a, b)).unwrap();
     let p = g.push(Op::Binary(BinaryOp::Mul, a, xi)).unwrap();
@@ -437,14 +336,7 @@ fn integer_bool_and_cast_semantics_match_the_interpreter() {
     let nb = g.push_typed(Op::Cast(b), t(DType::Bool, &[37])).unwrap();
     let both = g.push(Op::Compare(CompareOp::Gt, ne, nb)).unwrap();
     let f16 = g.push_typed(Op::Cast(s), t(DType::F16, &[3, 37])).unwrap();
-    let mx = g
-        .push(Op::Reduce {
-            op: ReduceOp::Max,
-            input: s,
-            axes: vec![1],
-            keepdim: false,
-        })
-        .unwrap();
+    let mx = g.push(Op::Reduce { op: ReduceOp::Max, input: s, axes: vec![1], keepdim: false }).unwrap();
     g.outputs.extend([s, both, f16, xi, mx]);
     let mut inputs = inputs_for(&g, 5);
     inputs[1].data[0] = 0.0;
@@ -459,15 +351,9 @@ fn transcendentals_keep_special_values() {
     let mut g = Graph::new("special");
     let x = g.add_param("x", t(DType::F32, &[40])).unwrap();
     let mut outs = Vec::new();
-    for op in [
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Tanh,
-        UnaryOp::Sigmoid,
-        UnaryOp::Gelu,
-        UnaryOp::Relu,
-        UnaryOp::Rsqrt,
-    ] {
+    for op in
+        [UnaryOp::Exp, UnaryOp::Log, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Gelu, UnaryOp::Relu, UnaryOp::Rsqrt]
+    {
         outs.push(g.push(Op::Unary(op, x)).unwrap());
     }
     let h = g.push_typed(Op::Cast(x), t(DType::F16, &[40])).unwrap();
@@ -501,11 +387,8 @@ fn transcendentals_keep_special_values() {
         0.625,
         20.0,
     ];
-    let data: Vec<f64> = specials
-        .iter()
-        .chain(specials.iter().map(|v| v * 0.37).collect::<Vec<_>>().iter())
-        .copied()
-        .collect();
+    let data: Vec<f64> =
+        specials.iter().chain(specials.iter().map(|v| v * 0.37).collect::<Vec<_>>().iter()).copied().collect();
     let inputs = vec![Tensor::new(DType::F32, vec![40], data).unwrap()];
     let k = kernel("special", KernelClass::Pointwise, g);
     check(&k, &inputs, &Bindings::new());
@@ -514,27 +397,14 @@ fn transcendentals_keep_special_values() {
 #[test]
 fn shape_variables_bind_and_unbound_ones_are_reported() {
     let mut g = Graph::new("vars");
-    let ty = TensorType {
-        dtype: DType::F32,
-        shape: Shape(vec![Dim::Var("M".into()), Dim::Const(77)]),
-    };
+    let ty = TensorType { dtype: DType::F32, shape: Shape(vec![Dim::Var("M".into()), Dim::Const(77)]) };
     let x = g.add_param("x", ty).unwrap();
-    let m = g
-        .push(Op::Reduce {
-            op: ReduceOp::Max,
-            input: x,
-            axes: vec![1],
-            keepdim: true,
-        })
-        .unwrap();
+    let m = g.push(Op::Reduce { op: ReduceOp::Max, input: x, axes: vec![1], keepdim: true }).unwrap();
     let y = g.push(Op::Binary(BinaryOp::Sub, x, m)).unwrap();
     g.outputs.push(y);
     let k = kernel("vars", KernelClass::RowReduction, g);
     let err = native().compile(&k, &Bindings::new()).unwrap_err();
-    assert!(
-        matches!(&err, CodegenError::UnboundDim(n) if n == "M"),
-        "{err}"
-    );
+    assert!(matches!(&err, CodegenError::UnboundDim(n) if n == "M"), "{err}");
     assert!(!err.is_bug());
     let mut bindings = Bindings::new();
     bindings.insert("M".into(), 9);
@@ -561,16 +431,9 @@ fn the_gemm_uses_full_width_vectors_and_register_tiles() {
     let d = LlvmCpuBackend::default_tiles(lanes);
     assert_eq!(tiles, vec![(d.mr, d.nr)]);
     let asm = native().assembly(&lk).unwrap();
-    let fma = if lanes == 16 {
-        "vfmadd231ps\t%zmm"
-    } else {
-        "vfmadd231ps\t%ymm"
-    };
+    let fma = if lanes == 16 { "vfmadd231ps\t%zmm" } else { "vfmadd231ps\t%ymm" };
     if native().host().fma && lanes >= 8 {
-        assert!(
-            asm.contains(fma) || asm.contains(&fma.replace("231", "213")),
-            "no {fma} in\n{asm}"
-        );
+        assert!(asm.contains(fma) || asm.contains(&fma.replace("231", "213")), "no {fma} in\n{asm}");
     }
     let ir = native().llvm_ir(&lk).unwrap();
     assert!(ir.contains(&format!("<{lanes} x float>")), "{ir}");
@@ -583,10 +446,7 @@ fn older_hosts_get_code_without_the_newer_registers() {
     let lk = avx2().lower(&k, &Bindings::new()).unwrap();
     let avx2_asm = avx2().assembly(&lk).unwrap();
     assert!(avx2_asm.contains("%ymm"), "{avx2_asm}");
-    assert!(
-        !avx2_asm.contains("%zmm") && !avx2_asm.contains("%k1"),
-        "{avx2_asm}"
-    );
+    assert!(!avx2_asm.contains("%zmm") && !avx2_asm.contains("%k1"), "{avx2_asm}");
     let sse = materializing().assembly(&lk).unwrap();
     assert!(!sse.contains("%ymm") && !sse.contains("vfmadd"), "{sse}");
     if native().host().lanes == 16 {
@@ -599,24 +459,11 @@ fn older_hosts_get_code_without_the_newer_registers() {
 fn schedule_tiles_fit_the_registers() {
     for lanes in [4, 8, 16] {
         for (mm, mn) in [(1, 1), (4, 8), (16, 64), (30, 200), (8, 48)] {
-            let s = Schedule {
-                micro_m: mm,
-                micro_n: mn,
-                ..Schedule::default_for(Tier::LlvmCpu)
-            };
+            let s = Schedule { micro_m: mm, micro_n: mn, ..Schedule::default_for(Tier::LlvmCpu) };
             let tiles = LlvmCpuBackend::tiles_from_schedule(&s, lanes);
-            assert!(
-                tiles.nr.is_multiple_of(lanes) && tiles.nr <= 4 * lanes,
-                "{tiles:?}"
-            );
-            assert!(
-                tiles.mr >= 1 && tiles.mr * tiles.nr / lanes <= 28,
-                "{tiles:?}"
-            );
-            assert!(
-                tiles.mc.is_multiple_of(tiles.mr) && tiles.nc.is_multiple_of(tiles.nr),
-                "{tiles:?}"
-            );
+            assert!(tiles.nr.is_multiple_of(lanes) && tiles.nr <= 4 * lanes, "{tiles:?}");
+            assert!(tiles.mr >= 1 && tiles.mr * tiles.nr / lanes <= 28, "{tiles:?}");
+            assert!(tiles.mc.is_multiple_of(tiles.mr) && tiles.nc.is_multiple_of(tiles.nr), "{tiles:?}");
         }
     }
 }
@@ -625,20 +472,11 @@ fn schedule_tiles_fit_the_registers() {
 
 /// `PROPTEST_CASES` overrides the case counts (for deeper runs by hand).
 fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn run_case(
-    gp: &tcc_ir::testing::GeneratedProgram,
-    seed: u64,
-    every_backend: bool,
-) -> Result<(), TestCaseError> {
-    let inputs = gp
-        .random_inputs(seed)
-        .map_err(|e| TestCaseError::reject(e.to_string()))?;
+fn run_case(gp: &tcc_ir::testing::GeneratedProgram, seed: u64, every_backend: bool) -> Result<(), TestCaseError> {
+    let inputs = gp.random_inputs(seed).map_err(|e| TestCaseError::reject(e.to_string()))?;
     check_graph(&gp.graph, &inputs, &gp.bindings, every_backend)
         .map_err(|e| TestCaseError::fail(format!("{e}\n{:#?}", gp.graph)))
 }

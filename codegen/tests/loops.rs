@@ -1,29 +1,19 @@
 //! Lowering to the loop IR: which nodes get buffers, when rows may run on several threads, and
 //! that every kernel compiles with cranelift.
 
-use tcc_codegen::loops::{
-    BufKind, Extent, Index, LoopKernel, Stmt, VarId, lower_graph, split_rows,
-};
+use tcc_codegen::loops::{BufKind, Extent, Index, LoopKernel, Stmt, VarId, lower_graph, split_rows};
 use tcc_codegen::{Backend, CodegenError, CraneliftBackend, LowerOptions};
 use tcc_ir::{
-    BinaryOp, Bindings, DType, Dim, Graph, Kernel, KernelClass, Op, ReduceOp, Schedule, Shape,
-    TensorType, Tier, UnaryOp,
+    BinaryOp, Bindings, DType, Dim, Graph, Kernel, KernelClass, Op, ReduceOp, Schedule, Shape, TensorType, Tier,
+    UnaryOp,
 };
 
 fn ty(dtype: DType, dims: &[u64]) -> TensorType {
-    TensorType {
-        dtype,
-        shape: Shape::from_consts(dims),
-    }
+    TensorType { dtype, shape: Shape::from_consts(dims) }
 }
 
 fn kernel(graph: Graph, class: KernelClass) -> Kernel {
-    Kernel {
-        name: "k".into(),
-        class,
-        graph,
-        schedule: Schedule::default_for(Tier::Cranelift),
-    }
+    Kernel { name: "k".into(), class, graph, schedule: Schedule::default_for(Tier::Cranelift) }
 }
 
 fn scratch_count(k: &LoopKernel) -> usize {
@@ -33,24 +23,10 @@ fn scratch_count(k: &LoopKernel) -> usize {
 fn softmax(rows: u64, cols: u64) -> Graph {
     let mut g = Graph::new("softmax");
     let x = g.add_param("x", ty(DType::F32, &[rows, cols])).unwrap();
-    let m = g
-        .push(Op::Reduce {
-            op: ReduceOp::Max,
-            input: x,
-            axes: vec![1],
-            keepdim: true,
-        })
-        .unwrap();
+    let m = g.push(Op::Reduce { op: ReduceOp::Max, input: x, axes: vec![1], keepdim: true }).unwrap();
     let d = g.push(Op::Binary(BinaryOp::Sub, x, m)).unwrap();
     let e = g.push(Op::Unary(UnaryOp::Exp, d)).unwrap();
-    let s = g
-        .push(Op::Reduce {
-            op: ReduceOp::Sum,
-            input: e,
-            axes: vec![1],
-            keepdim: true,
-        })
-        .unwrap();
+    let s = g.push(Op::Reduce { op: ReduceOp::Sum, input: e, axes: vec![1], keepdim: true }).unwrap();
     let y = g.push(Op::Binary(BinaryOp::Div, e, s)).unwrap();
     g.outputs.push(y);
     g
@@ -68,41 +44,22 @@ fn a_pointwise_chain_is_one_nest_without_temporaries() {
     let k = lower_graph("chain", &g, &Bindings::new(), &LowerOptions::default()).unwrap();
     assert_eq!(scratch_count(&k), 0);
     assert_eq!(k.phases.len(), 1);
-    let all = lower_graph(
-        "chain",
-        &g,
-        &Bindings::new(),
-        &LowerOptions {
-            materialize_all: true,
-            ..LowerOptions::default()
-        },
-    )
-    .unwrap();
+    let all =
+        lower_graph("chain", &g, &Bindings::new(), &LowerOptions { materialize_all: true, ..LowerOptions::default() })
+            .unwrap();
     assert_eq!(scratch_count(&all), 2);
     assert_eq!(all.phases.len(), 3);
 }
 
 #[test]
 fn softmax_rows_are_fused_into_one_parallel_row_loop() {
-    let mut k = lower_graph(
-        "softmax",
-        &softmax(8, 100),
-        &Bindings::new(),
-        &LowerOptions::default(),
-    )
-    .unwrap();
+    let mut k = lower_graph("softmax", &softmax(8, 100), &Bindings::new(), &LowerOptions::default()).unwrap();
     assert_eq!(k.phases.len(), 3, "max, sum and output nests");
     split_rows(&mut k, 4096);
     assert_eq!(k.phases.len(), 1, "{:#?}", k.phases);
     assert_eq!(k.phases[0].rows, 8);
     assert!(k.phases[0].row_var.is_some());
-    assert!(k.phases[0].body.iter().all(|s| !matches!(
-        s,
-        Stmt::Loop {
-            extent: Extent::Const(8),
-            ..
-        }
-    )));
+    assert!(k.phases[0].body.iter().all(|s| !matches!(s, Stmt::Loop { extent: Extent::Const(8), .. })));
 }
 
 #[test]
@@ -110,14 +67,7 @@ fn a_row_reading_another_rows_result_starts_a_new_phase() {
     // y[i, j] = x[i, j] - colmax[j]: the reduction runs over rows, so rows depend on each other.
     let mut g = Graph::new("colnorm");
     let x = g.add_param("x", ty(DType::F32, &[6, 6])).unwrap();
-    let m = g
-        .push(Op::Reduce {
-            op: ReduceOp::Max,
-            input: x,
-            axes: vec![0],
-            keepdim: true,
-        })
-        .unwrap();
+    let m = g.push(Op::Reduce { op: ReduceOp::Max, input: x, axes: vec![0], keepdim: true }).unwrap();
     let y = g.push(Op::Binary(BinaryOp::Sub, x, m)).unwrap();
     g.outputs.push(y);
     let mut k = lower_graph("colnorm", &g, &Bindings::new(), &LowerOptions::default()).unwrap();
@@ -136,15 +86,7 @@ fn long_flat_loops_are_strip_mined() {
     let mut k = lower_graph("flat", &g, &Bindings::new(), &LowerOptions::default()).unwrap();
     split_rows(&mut k, 4096);
     assert_eq!(k.phases[0].rows, 3);
-    let Some(Stmt::Loop {
-        extent:
-            Extent::Tail {
-                total: 10_000,
-                block: 4096,
-                ..
-            },
-        ..
-    }) = k.phases[0].body.first()
+    let Some(Stmt::Loop { extent: Extent::Tail { total: 10_000, block: 4096, .. }, .. }) = k.phases[0].body.first()
     else {
         panic!("expected a strip loop, got {:?}", k.phases);
     };
@@ -157,13 +99,7 @@ fn repeated_outputs_and_returned_inputs_are_copied() {
     let y = g.push(Op::Unary(UnaryOp::Neg, x)).unwrap();
     g.outputs.extend([y, y, x]);
     let k = lower_graph("copies", &g, &Bindings::new(), &LowerOptions::default()).unwrap();
-    assert_eq!(
-        k.bufs
-            .iter()
-            .filter(|b| matches!(b.kind, BufKind::Output(_)))
-            .count(),
-        3
-    );
+    assert_eq!(k.bufs.iter().filter(|b| matches!(b.kind, BufKind::Output(_))).count(), 3);
     assert_eq!(k.phases.len(), 3);
 }
 
@@ -175,9 +111,7 @@ fn matmuls_become_register_tiles_split_by_row_blocks() {
     let y = g.push(Op::MatMul(a, b)).unwrap();
     g.outputs.push(y);
     let backend = CraneliftBackend::new().unwrap();
-    let lk = backend
-        .lower(&kernel(g, KernelClass::MatMul), &Bindings::new())
-        .unwrap();
+    let lk = backend.lower(&kernel(g, KernelClass::MatMul), &Bindings::new()).unwrap();
     let mut tiles = 0;
     for p in &lk.phases {
         for s in &p.body {
@@ -186,10 +120,7 @@ fn matmuls_become_register_tiles_split_by_row_blocks() {
     }
     assert_eq!(tiles, 1);
     // Packed panels are call-local; the f16 result is rounded from an f32 accumulator buffer.
-    assert_eq!(
-        lk.bufs.iter().filter(|b| b.kind == BufKind::Local).count(),
-        2
-    );
+    assert_eq!(lk.bufs.iter().filter(|b| b.kind == BufKind::Local).count(), 2);
     assert_eq!(lk.phases.len(), 2);
     assert_eq!(lk.phases[0].rows, 3, "130 rows in blocks of 64");
     assert!(backend.compile_loops(&lk).is_ok());
@@ -198,24 +129,10 @@ fn matmuls_become_register_tiles_split_by_row_blocks() {
 #[test]
 fn unbound_shape_variables_are_reported() {
     let mut g = Graph::new("v");
-    let x = g
-        .add_param(
-            "x",
-            TensorType {
-                dtype: DType::F32,
-                shape: Shape(vec![Dim::Var("N".into())]),
-            },
-        )
-        .unwrap();
+    let x = g.add_param("x", TensorType { dtype: DType::F32, shape: Shape(vec![Dim::Var("N".into())]) }).unwrap();
     g.outputs.push(x);
-    let err = CraneliftBackend::new()
-        .unwrap()
-        .compile(&kernel(g, KernelClass::Generic), &Bindings::new())
-        .unwrap_err();
-    assert!(
-        matches!(&err, CodegenError::UnboundDim(n) if n == "N"),
-        "{err}"
-    );
+    let err = CraneliftBackend::new().unwrap().compile(&kernel(g, KernelClass::Generic), &Bindings::new()).unwrap_err();
+    assert!(matches!(&err, CodegenError::UnboundDim(n) if n == "N"), "{err}");
     assert!(!err.is_bug());
 }
 
@@ -224,17 +141,10 @@ fn every_dtype_of_a_mixed_kernel_compiles_and_the_clif_is_printable() {
     let mut g = Graph::new("mixed");
     let mut outs = Vec::new();
     for dtype in DType::ALL {
-        let x = g
-            .add_param(format!("x_{dtype}"), ty(dtype, &[2, 9]))
-            .unwrap();
+        let x = g.add_param(format!("x_{dtype}"), ty(dtype, &[2, 9])).unwrap();
         let c = g.push_typed(Op::Cast(x), ty(DType::F32, &[2, 9])).unwrap();
         let back = g.push_typed(Op::Cast(c), ty(dtype, &[2, 9])).unwrap();
-        let p = g
-            .push(Op::Permute {
-                input: back,
-                perm: vec![1, 0],
-            })
-            .unwrap();
+        let p = g.push(Op::Permute { input: back, perm: vec![1, 0] }).unwrap();
         outs.push(p);
     }
     g.outputs = outs;
@@ -250,19 +160,10 @@ fn every_dtype_of_a_mixed_kernel_compiles_and_the_clif_is_printable() {
 #[test]
 fn affine_indices_normalize() {
     let (a, b) = (VarId(0), VarId(1));
-    let i = Index::var(a)
-        .scale(3)
-        .add(&Index::var(b))
-        .add(&Index::var(a).scale(-3));
+    let i = Index::var(a).scale(3).add(&Index::var(b)).add(&Index::var(a).scale(-3));
     assert_eq!(i, Index::var(b));
     let j = Index::flatten(&[Index::var(a), Index::constant(2)], &[4, 5]);
     assert_eq!(j.coef(a), 5);
     assert_eq!(j.offset, 2);
-    assert_eq!(
-        j.substitute(a, &Index::var(b).add_const(1)),
-        Index {
-            offset: 7,
-            terms: vec![(b, 5)]
-        }
-    );
+    assert_eq!(j.substitute(a, &Index::var(b).add_const(1)), Index { offset: 7, terms: vec![(b, 5)] });
 }

@@ -65,9 +65,7 @@ fn convert(loc: &Loc, index: &mut LineIndex<'_>) -> Range<usize> {
 /// The source as shown: ASCII control characters other than tab and line breaks become spaces
 /// (same length, so byte ranges still match), so rendered output is plain text.
 fn displayable(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_ascii_control() && !matches!(c, '\n' | '\r' | '\t') { ' ' } else { c })
-        .collect()
+    text.chars().map(|c| if c.is_ascii_control() && !matches!(c, '\n' | '\r' | '\t') { ' ' } else { c }).collect()
 }
 
 /// Clamps a range to `text` and to char boundaries (the spans we make already are; this keeps the

@@ -126,7 +126,10 @@ pub(crate) fn precheck(tokens: &TokenStream) -> Result<(), Box<Diag>> {
                 let numeric = text.as_bytes().first().is_some_and(u8::is_ascii_digit);
                 if numeric && text.len() > MAX_LITERAL_LEN {
                     return Err(Box::new(Diag::new(
-                        format!("number literal is too long ({} characters; the limit is {MAX_LITERAL_LEN})", text.len()),
+                        format!(
+                            "number literal is too long ({} characters; the limit is {MAX_LITERAL_LEN})",
+                            text.len()
+                        ),
                         Sp::one(lit.span()),
                         "this literal",
                     )));

@@ -12,7 +12,9 @@ use syn::{Ident, Lit, Token, braced, bracketed, parenthesized, token};
 use tcc_ir::CompareOp;
 use tcc_ir::limits::MAX_NESTING;
 
-use crate::ast::{BinOp, DimAst, DimSpec, Expr, ExprId, ExprKind, FnAst, Name, ParamAst, Pattern, RetAst, Stmt, TypeAst};
+use crate::ast::{
+    BinOp, DimAst, DimSpec, Expr, ExprId, ExprKind, FnAst, Name, ParamAst, Pattern, RetAst, Stmt, TypeAst,
+};
 use crate::span::Sp;
 
 /// Words that cannot be used as names.
@@ -66,7 +68,10 @@ fn parse_type(input: ParseStream<'_>) -> syn::Result<TypeAst> {
     }
     let dtype = name(input)?;
     if !input.peek(token::Bracket) {
-        return Err(input.error(format!("expected `[` and the dimensions after `{}` (a scalar is `{}[]`)", dtype.text, dtype.text)));
+        return Err(input.error(format!(
+            "expected `[` and the dimensions after `{}` (a scalar is `{}[]`)",
+            dtype.text, dtype.text
+        )));
     }
     let content;
     let bracket = bracketed!(content in input);
@@ -75,9 +80,9 @@ fn parse_type(input: ParseStream<'_>) -> syn::Result<TypeAst> {
         if content.peek(syn::LitInt) {
             let lit: syn::LitInt = content.parse()?;
             no_suffix(lit.suffix(), lit.span())?;
-            let value = lit
-                .base10_parse::<u64>()
-                .map_err(|_| syn::Error::new(lit.span(), "dimension is too large (every dimension must be below 2^40)"))?;
+            let value = lit.base10_parse::<u64>().map_err(|_| {
+                syn::Error::new(lit.span(), "dimension is too large (every dimension must be below 2^40)")
+            })?;
             dims.push(DimSpec { dim: DimAst::Const(value), sp: Sp::one(lit.span()) });
         } else if content.peek(Ident::peek_any) {
             let var = name(&content)?;
@@ -138,7 +143,12 @@ fn binary_op(input: ParseStream<'_>) -> syn::Result<Option<(BinOp, Sp)>> {
     two!(<=, BinOp::Cmp(CompareOp::Le));
     two!(>=, BinOp::Cmp(CompareOp::Ge));
     // Compound and arrow tokens are not operators of the language; leave them for the caller's error.
-    if input.peek(Token![->]) || input.peek(Token![-=]) || input.peek(Token![+=]) || input.peek(Token![*=]) || input.peek(Token![/=]) {
+    if input.peek(Token![->])
+        || input.peek(Token![-=])
+        || input.peek(Token![+=])
+        || input.peek(Token![*=])
+        || input.peek(Token![/=])
+    {
         return Ok(None);
     }
     if input.peek(Token![<<]) || input.peek(Token![>>]) {
@@ -536,7 +546,10 @@ mod tests {
     fn syntax_errors() {
         let err = |src: &str| parse_fn_item(src.parse().unwrap()).unwrap_err().to_string();
         assert_eq!(err("fn f() { a < b < c }"), "comparison operators cannot be chained; use parentheses");
-        assert_eq!(err("fn f() { x; }"), "unexpected `;`: bind values with `let`, and end the body with the returned expression (no `;`)");
+        assert_eq!(
+            err("fn f() { x; }"),
+            "unexpected `;`: bind values with `let`, and end the body with the returned expression (no `;`)"
+        );
         assert_eq!(err("fn f() { let a = x; }"), "expected an expression: a fn body ends with the value it returns");
         assert_eq!(err("fn f() { x.0 }"), "field access is not supported; bind tuple results with `let (a, b) = ...`");
         assert_eq!(err("fn f() { 2u8 }"), "literal suffixes such as `u8` are not supported");

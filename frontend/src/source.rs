@@ -80,14 +80,20 @@ fn lex_error(text: &str, e: &proc_macro2::LexError) -> Diag {
     match c {
         '(' | '[' | '{' => Diag::at_loc(format!("unclosed delimiter `{c}`"), here, "this delimiter is never closed"),
         ')' | ']' | '}' => match innermost_open(text, at) {
-            Some((open, o)) => Diag::at_loc(format!("mismatched closing delimiter `{c}`"), here, "mismatched closing delimiter")
-                .with_loc_label(Loc::Bytes(open..open + 1), format!("unclosed delimiter `{o}`")),
+            Some((open, o)) => {
+                Diag::at_loc(format!("mismatched closing delimiter `{c}`"), here, "mismatched closing delimiter")
+                    .with_loc_label(Loc::Bytes(open..open + 1), format!("unclosed delimiter `{o}`"))
+            }
             None => Diag::at_loc(format!("unexpected closing delimiter `{c}`"), here, "no delimiter is open here"),
         },
         '"' => Diag::at_loc("unterminated string literal", here, "this string never ends"),
         '/' if rest.starts_with("/*") => Diag::at_loc("unterminated block comment", here, "this comment never ends"),
         c if !c.is_ascii() || c.is_ascii_control() => Diag::at_loc(
-            format!("unexpected character `{}` (U+{:04X})", if c.is_control() { c.escape_default().to_string() } else { c.to_string() }, u32::from(c)),
+            format!(
+                "unexpected character `{}` (U+{:04X})",
+                if c.is_control() { c.escape_default().to_string() } else { c.to_string() },
+                u32::from(c)
+            ),
             here,
             "not allowed here",
         ),

@@ -214,7 +214,9 @@ fn layout_methods() {
 
 #[test]
 fn reshape_and_broadcast_take_shape_variables() {
-    let g = graph("fn f(x: f32[N, D], y: f32[D]) -> (f32[D, N], f32[N, D]) { (x.reshape([D, N]), y.broadcast_to([N, D])) }");
+    let g = graph(
+        "fn f(x: f32[N, D], y: f32[D]) -> (f32[D, N], f32[N, D]) { (x.reshape([D, N]), y.broadcast_to([N, D])) }",
+    );
     assert_eq!(g.nodes[2].ty, ty(DType::F32, &["D", "N"]));
     assert_eq!(g.nodes[3].ty, ty(DType::F32, &["N", "D"]));
 }

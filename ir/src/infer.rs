@@ -175,8 +175,8 @@ pub fn broadcast_shapes(a: &Shape, b: &Shape) -> Result<Shape, TypeError> {
     for i in 0..rank {
         let da = (i + a.rank()).checked_sub(rank).and_then(|j| a.0.get(j)).unwrap_or(&one);
         let db = (i + b.rank()).checked_sub(rank).and_then(|j| b.0.get(j)).unwrap_or(&one);
-        let d = broadcast_dim(da, db)
-            .ok_or_else(|| TypeError::CannotBroadcast { left: a.clone(), right: b.clone() })?;
+        let d =
+            broadcast_dim(da, db).ok_or_else(|| TypeError::CannotBroadcast { left: a.clone(), right: b.clone() })?;
         dims.push(d);
     }
     Ok(Shape(dims))
@@ -235,9 +235,7 @@ pub fn infer(graph: &Graph, op: &Op) -> Result<TensorType, TypeError> {
 
 fn infer_unchecked(graph: &Graph, op: &Op) -> Result<TensorType, TypeError> {
     match op {
-        Op::Input { index } => {
-            graph.params.get(*index).map(|p| p.ty.clone()).ok_or(TypeError::UnknownParam(*index))
-        }
+        Op::Input { index } => graph.params.get(*index).map(|p| p.ty.clone()).ok_or(TypeError::UnknownParam(*index)),
         Op::Constant { .. } => Ok(TensorType { dtype: DType::F32, shape: Shape::scalar() }),
         Op::Unary(u, a) => {
             let ta = operand(graph, *a)?;
@@ -290,10 +288,11 @@ fn infer_unchecked(graph: &Graph, op: &Op) -> Result<TensorType, TypeError> {
         }
         Op::Slice { input, axis, start, end } => {
             let ta = operand(graph, *input)?;
-            let size = ta.shape.0.get(*axis).ok_or(TypeError::BadAxis {
-                axis: i64::try_from(*axis).unwrap_or(i64::MAX),
-                rank: ta.shape.rank(),
-            })?;
+            let size = ta
+                .shape
+                .0
+                .get(*axis)
+                .ok_or(TypeError::BadAxis { axis: i64::try_from(*axis).unwrap_or(i64::MAX), rank: ta.shape.rank() })?;
             let in_range = matches!(size, Dim::Const(n) if start < end && end <= n);
             if !in_range {
                 return Err(TypeError::SliceOutOfRange { start: *start, end: *end, size: size.clone() });
@@ -423,11 +422,7 @@ pub fn check_declared(graph: &Graph, op: &Op, declared: &TensorType) -> Result<(
         }
         _ => *declared == inferred,
     };
-    if ok {
-        Ok(())
-    } else {
-        Err(TypeError::DeclaredMismatch { declared: declared.clone(), inferred })
-    }
+    if ok { Ok(()) } else { Err(TypeError::DeclaredMismatch { declared: declared.clone(), inferred }) }
 }
 
 /// True for ops that compute elementwise from their operands (after broadcasting).

@@ -25,6 +25,6 @@ pub mod verify;
 pub use dtype::DType;
 pub use graph::{BuildError, Graph, Module, Node, Param};
 pub use infer::TypeError;
-pub use program::{Kernel, KernelClass, Launch, Program, Schedule, Tier, ValueRef};
 pub use op::{BinaryOp, CompareOp, NodeId, Op, ReduceOp, TensorType, UnaryOp};
+pub use program::{Kernel, KernelClass, Launch, Program, Schedule, Tier, ValueRef};
 pub use shape::{Bindings, Dim, Shape};

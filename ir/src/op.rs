@@ -113,15 +113,8 @@ pub enum BinaryOp {
 
 impl BinaryOp {
     /// Every binary op, in a fixed order.
-    pub const ALL: [BinaryOp; 7] = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Max,
-        BinaryOp::Min,
-        BinaryOp::Pow,
-    ];
+    pub const ALL: [BinaryOp; 7] =
+        [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Max, BinaryOp::Min, BinaryOp::Pow];
 
     /// Name in source and IR text.
     pub fn name(self) -> &'static str {
@@ -349,9 +342,7 @@ impl Op {
             Op::Slice { input, axis, start, end } => {
                 Op::Slice { input: f(*input), axis: *axis, start: *start, end: *end }
             }
-            Op::Concat { inputs, axis } => {
-                Op::Concat { inputs: inputs.iter().map(|&i| f(i)).collect(), axis: *axis }
-            }
+            Op::Concat { inputs, axis } => Op::Concat { inputs: inputs.iter().map(|&i| f(i)).collect(), axis: *axis },
             Op::Reduce { op, input, axes, keepdim } => {
                 Op::Reduce { op: *op, input: f(*input), axes: axes.clone(), keepdim: *keepdim }
             }

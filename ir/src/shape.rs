@@ -91,17 +91,12 @@ impl Shape {
 
     /// The concrete sizes under `bindings`; `None` if a variable is unbound.
     pub fn resolve(&self, bindings: &Bindings) -> Option<Vec<usize>> {
-        self.0
-            .iter()
-            .map(|d| d.resolve(bindings).and_then(|n| usize::try_from(n).ok()))
-            .collect()
+        self.0.iter().map(|d| d.resolve(bindings).and_then(|n| usize::try_from(n).ok())).collect()
     }
 
     /// The element count if every dimension is constant and the product does not overflow.
     pub fn const_numel(&self) -> Option<u64> {
-        self.0
-            .iter()
-            .try_fold(1u64, |acc, d| d.as_const().and_then(|n| acc.checked_mul(n)))
+        self.0.iter().try_fold(1u64, |acc, d| d.as_const().and_then(|n| acc.checked_mul(n)))
     }
 
     /// True when every constant dimension and the constant part of the element count are below

@@ -84,7 +84,8 @@ fn function(g: &Graph, names: Option<&FnNames>) -> TokenStream {
     let doc_mod = format!(" The kernel `{signature}`: running it on a device, and its embedded IR.");
     let doc_ir = format!(" The checked program in tcc's canonical IR text:\n\n ```text\n{ir}\n ```");
 
-    let outs: Vec<Ident> = (0..g.outputs.len()).map(|k| format_ident!("__tcc_out{}", k, span = Span::mixed_site())).collect();
+    let outs: Vec<Ident> =
+        (0..g.outputs.len()).map(|k| format_ident!("__tcc_out{}", k, span = Span::mixed_site())).collect();
     let n_outs = outs.len();
     let (ret, value) = match outs.as_slice() {
         [one] => (quote!(::tcc::HostTensor), quote!(#one)),

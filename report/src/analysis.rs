@@ -74,11 +74,7 @@ pub(crate) fn analyse(input: &ReportInput) -> Analysis<'_> {
             push_unique(&mut impls, &r.implementation);
         }
     }
-    Analysis {
-        workloads,
-        unmatched_peers,
-        impls,
-    }
+    Analysis { workloads, unmatched_peers, impls }
 }
 
 fn push_unique<'a>(list: &mut Vec<&'a str>, name: &'a str) {

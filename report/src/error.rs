@@ -40,8 +40,5 @@ pub enum ReportError {
 
 /// Turns a plotters error into [`ReportError::Render`] for `chart`.
 pub(crate) fn render<E: std::fmt::Display>(chart: &'static str) -> impl Fn(E) -> ReportError {
-    move |e| ReportError::Render {
-        chart,
-        message: e.to_string(),
-    }
+    move |e| ReportError::Render { chart, message: e.to_string() }
 }

@@ -28,10 +28,7 @@ fn table(analysis: &Analysis<'_>) -> String {
     for g in &analysis.workloads {
         for r in &g.tcc {
             let (speedup, best) = match g.best_peer {
-                Some(b) => (
-                    sig(b.median_ms / r.median_ms, DERIVED_DIGITS),
-                    cell(&b.implementation),
-                ),
+                Some(b) => (sig(b.median_ms / r.median_ms, DERIVED_DIGITS), cell(&b.implementation)),
                 None => ("n/a".to_string(), "no peer row".to_string()),
             };
             line(&mut out, g.number, r, "tcc", &speedup, &best);
@@ -43,17 +40,8 @@ fn table(analysis: &Analysis<'_>) -> String {
     out
 }
 
-fn line(
-    out: &mut String,
-    number: usize,
-    r: &crate::row::BenchRow,
-    side: &str,
-    speedup: &str,
-    best: &str,
-) {
-    let ai = r
-        .arithmetic_intensity()
-        .map_or_else(|| "n/a".to_string(), |v| sig(v, DERIVED_DIGITS));
+fn line(out: &mut String, number: usize, r: &crate::row::BenchRow, side: &str, speedup: &str, best: &str) {
+    let ai = r.arithmetic_intensity().map_or_else(|| "n/a".to_string(), |v| sig(v, DERIVED_DIGITS));
     // Writing into a String cannot fail.
     let _ = writeln!(
         out,
@@ -95,19 +83,9 @@ pub fn markdown_report(input: &ReportInput) -> String {
         one_line(&c.measured_at)
     );
     out.push_str("| ceiling | value | unit |\n|---|---:|---|\n");
-    let _ = writeln!(
-        out,
-        "| bandwidth: {} | {} | GB/s |",
-        cell(&c.bandwidth_method),
-        exact(c.bandwidth_gbps)
-    );
+    let _ = writeln!(out, "| bandwidth: {} | {} | GB/s |", cell(&c.bandwidth_method), exact(c.bandwidth_gbps));
     for cc in &c.compute {
-        let _ = writeln!(
-            out,
-            "| compute: {} | {} | GFLOP/s |",
-            cell(&cc.label),
-            exact(cc.gflops)
-        );
+        let _ = writeln!(out, "| compute: {} | {} | GFLOP/s |", cell(&cc.label), exact(cc.gflops));
     }
     out.push_str("\n## Results\n\n");
     out.push_str(&table(&analysis));
@@ -126,27 +104,14 @@ pub fn markdown_report(input: &ReportInput) -> String {
         .map(|r| format!("{} ({})", r.workload, r.implementation))
         .collect();
     if !unplotted.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nNot on the roofline (no positive GFLOP/s and GB/s): {}.",
-            unplotted.join(", ")
-        );
+        let _ = writeln!(out, "\nNot on the roofline (no positive GFLOP/s and GB/s): {}.", unplotted.join(", "));
     }
     if !analysis.unmatched_peers.is_empty() {
-        let names: Vec<String> = analysis
-            .unmatched_peers
-            .iter()
-            .map(|r| format!("{} ({})", r.workload, r.implementation))
-            .collect();
-        let _ = writeln!(
-            out,
-            "\nPeer rows left out, tcc did not run their workload: {}.",
-            names.join(", ")
-        );
+        let names: Vec<String> =
+            analysis.unmatched_peers.iter().map(|r| format!("{} ({})", r.workload, r.implementation)).collect();
+        let _ = writeln!(out, "\nPeer rows left out, tcc did not run their workload: {}.", names.join(", "));
     }
-    out.push_str(
-        "\n## Charts\n\n![roofline](roofline.svg)\n\n![speedup over the best peer](speedup.svg)\n",
-    );
+    out.push_str("\n## Charts\n\n![roofline](roofline.svg)\n\n![speedup over the best peer](speedup.svg)\n");
     out
 }
 

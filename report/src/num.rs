@@ -6,11 +6,7 @@
 /// or from 1e15 up use exponent notation (`2.1e-7`), which is just as exact and easier to read.
 pub(crate) fn exact(v: f64) -> String {
     let a = v.abs();
-    if a != 0.0 && !(1e-3..1e15).contains(&a) {
-        format!("{v:e}")
-    } else {
-        format!("{v}")
-    }
+    if a != 0.0 && !(1e-3..1e15).contains(&a) { format!("{v:e}") } else { format!("{v}") }
 }
 
 /// An optional number exactly as read, or `n/a`.
@@ -46,11 +42,7 @@ pub(crate) fn si(v: f64) -> String {
 
 /// Drops trailing zeros after a decimal point (and the point itself if nothing is left).
 fn trim(s: &str) -> String {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s.to_string()
-    }
+    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s.to_string() }
 }
 
 #[cfg(test)]

@@ -26,20 +26,13 @@ struct Point {
 
 /// Renders the roofline as SVG text. Rows with no positive GFLOP/s and GB/s are not drawn (the
 /// Markdown report lists them); every other row of a workload tcc ran is one `<circle>`.
-pub(crate) fn roofline_svg(
-    analysis: &Analysis<'_>,
-    ceilings: &Ceilings,
-    device: &str,
-) -> Result<String, ReportError> {
+pub(crate) fn roofline_svg(analysis: &Analysis<'_>, ceilings: &Ceilings, device: &str) -> Result<String, ReportError> {
     let points = points(analysis);
     let bw = ceilings.bandwidth_gbps;
     let peaks: Vec<f64> = ceilings.compute.iter().map(|c| c.gflops).collect();
     let max_peak = peaks.iter().copied().fold(f64::MIN_POSITIVE, f64::max);
 
-    let xs = points
-        .iter()
-        .map(|p| p.ai)
-        .chain(peaks.iter().map(|p| p / bw));
+    let xs = points.iter().map(|p| p.ai).chain(peaks.iter().map(|p| p / bw));
     let ys = points.iter().map(|p| p.gflops).chain(peaks.iter().copied());
     let (x_lo, x_hi) = decade_bounds(xs, 2.0);
     let (y_lo, y_hi) = decade_bounds(ys, 4.0);
@@ -63,14 +56,8 @@ pub(crate) fn roofline_svg(
             .x_label_area_size(56)
             .y_label_area_size(72)
             .build_cartesian_2d(
-                (x_lo..x_hi)
-                    .log_scale()
-                    .with_key_points(decades(x_lo, x_hi))
-                    .with_light_points(minors(x_lo, x_hi)),
-                (y_lo..y_hi)
-                    .log_scale()
-                    .with_key_points(decades(y_lo, y_hi))
-                    .with_light_points(minors(y_lo, y_hi)),
+                (x_lo..x_hi).log_scale().with_key_points(decades(x_lo, x_hi)).with_light_points(minors(x_lo, x_hi)),
+                (y_lo..y_hi).log_scale().with_key_points(decades(y_lo, y_hi)).with_light_points(minors(y_lo, y_hi)),
             )
             .map_err(render(CHART))?;
         chart
@@ -105,24 +92,12 @@ pub(crate) fn roofline_svg(
             // Above-left of the diagonal is above the roof, so empty: end the label just left of
             // the line, far enough right that the text stays inside the plot.
             let want = (sx + width + 24).max((sx + ex) / 2).min(ex);
-            let t = if ex == sx {
-                1.0
-            } else {
-                f64::from(want - sx) / f64::from(ex - sx)
-            };
+            let t = if ex == sx { 1.0 } else { f64::from(want - sx) / f64::from(ex - sx) };
             let py = sy + (f64::from(ey - sy) * t).round() as i32;
-            root.draw(&Text::new(
-                first,
-                (want - 10, py - 22),
-                text(14, HPos::Right, VPos::Bottom),
-            ))
-            .map_err(render(CHART))?;
-            root.draw(&Text::new(
-                second,
-                (want - 10, py - 4),
-                text(14, HPos::Right, VPos::Bottom),
-            ))
-            .map_err(render(CHART))?;
+            root.draw(&Text::new(first, (want - 10, py - 22), text(14, HPos::Right, VPos::Bottom)))
+                .map_err(render(CHART))?;
+            root.draw(&Text::new(second, (want - 10, py - 4), text(14, HPos::Right, VPos::Bottom)))
+                .map_err(render(CHART))?;
         }
         // Each compute roof is solid from its ridge on and dashed to its left, where its label
         // goes when it fits (above the diagonal nothing is plotted; at the right end the label
@@ -134,19 +109,11 @@ pub(crate) fn roofline_svg(
                 continue;
             }
             chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![(ridge, c.gflops), (x_hi, c.gflops)],
-                    roof,
-                )))
+                .draw_series(std::iter::once(PathElement::new(vec![(ridge, c.gflops), (x_hi, c.gflops)], roof)))
                 .map_err(render(CHART))?;
             if ridge > x_lo {
                 chart
-                    .draw_series(DashedLineSeries::new(
-                        vec![(x_lo, c.gflops), (ridge, c.gflops)],
-                        6,
-                        5,
-                        guide,
-                    ))
+                    .draw_series(DashedLineSeries::new(vec![(x_lo, c.gflops), (ridge, c.gflops)], 6, 5, guide))
                     .map_err(render(CHART))?;
             }
             let label = format!("{} {} GFLOP/s", c.label, short(c.gflops, 4));
@@ -162,29 +129,18 @@ pub(crate) fn roofline_svg(
         }
 
         // Points, one series per implementation: tcc's filled, peers' hollow.
-        let tcc_names: Vec<&str> = analysis
-            .workloads
-            .iter()
-            .flat_map(|g| g.tcc.iter())
-            .map(|r| r.implementation.as_str())
-            .collect();
+        let tcc_names: Vec<&str> =
+            analysis.workloads.iter().flat_map(|g| g.tcc.iter()).map(|r| r.implementation.as_str()).collect();
         for (i, name) in analysis.impls.iter().enumerate() {
             let is_tcc = tcc_names.contains(name);
             let c = colour(i);
-            let style = if is_tcc {
-                c.filled()
-            } else {
-                c.stroke_width(2)
-            };
+            let style = if is_tcc { c.filled() } else { c.stroke_width(2) };
             let mine: Vec<&Point> = points.iter().filter(|p| p.impl_index == i).collect();
             if mine.is_empty() {
                 continue;
             }
             chart
-                .draw_series(
-                    mine.iter()
-                        .map(|p| Circle::new((p.ai, p.gflops), POINT_RADIUS, style)),
-                )
+                .draw_series(mine.iter().map(|p| Circle::new((p.ai, p.gflops), POINT_RADIUS, style)))
                 .map_err(render(CHART))?
                 .label(*name)
                 .legend(move |(x, y)| Rectangle::new([(x - 5, y - 5), (x + 5, y + 5)], style));
@@ -202,16 +158,11 @@ pub(crate) fn roofline_svg(
         // label), merged where points coincide and pushed down where labels would overlap.
         let mut anchors: Vec<((i32, i32), String)> = Vec::new();
         for g in &analysis.workloads {
-            let low = points
-                .iter()
-                .filter(|p| p.workload_number == g.number)
-                .min_by(|a, b| a.gflops.total_cmp(&b.gflops));
+            let low =
+                points.iter().filter(|p| p.workload_number == g.number).min_by(|a, b| a.gflops.total_cmp(&b.gflops));
             let Some(low) = low else { continue };
             let (px, py) = chart.backend_coord(&(low.ai, low.gflops));
-            match anchors
-                .iter_mut()
-                .find(|((lx, ly), _)| (*lx - px).abs() < 12 && (*ly - py).abs() < 40)
-            {
+            match anchors.iter_mut().find(|((lx, ly), _)| (*lx - px).abs() < 12 && (*ly - py).abs() < 40) {
                 Some(((_, ly), t)) => {
                     t.push_str(&format!(",{}", g.number));
                     *ly = (*ly).max(py);
@@ -220,36 +171,21 @@ pub(crate) fn roofline_svg(
             }
         }
         for (x, y, t) in place_labels(anchors, 13) {
-            root.draw(&Text::new(t, (x, y), text(13, HPos::Center, VPos::Top)))
-                .map_err(render(CHART))?;
+            root.draw(&Text::new(t, (x, y), text(13, HPos::Center, VPos::Top))).map_err(render(CHART))?;
         }
 
         // The key from workload numbers to names.
-        right
-            .draw(&Text::new(
-                "Workloads",
-                (6, 60),
-                text(16, HPos::Left, VPos::Top),
-            ))
-            .map_err(render(CHART))?;
+        right.draw(&Text::new("Workloads", (6, 60), text(16, HPos::Left, VPos::Top))).map_err(render(CHART))?;
         let n = analysis.workloads.len().max(1) as i32;
         let step = ((HEIGHT as i32 - 120) / n).clamp(8, 20);
         for (k, g) in analysis.workloads.iter().enumerate() {
             let y = 88 + step * k as i32;
             right
-                .draw(&Text::new(
-                    format!("{}  {}", g.number, g.name),
-                    (6, y),
-                    text(13, HPos::Left, VPos::Top),
-                ))
+                .draw(&Text::new(format!("{}  {}", g.number, g.name), (6, y), text(13, HPos::Left, VPos::Top)))
                 .map_err(render(CHART))?;
         }
         right
-            .draw(&Text::new(
-                "filled: tcc; hollow: peers",
-                (6, HEIGHT as i32 - 40),
-                text(13, HPos::Left, VPos::Top),
-            ))
+            .draw(&Text::new("filled: tcc; hollow: peers", (6, HEIGHT as i32 - 40), text(13, HPos::Left, VPos::Top)))
             .map_err(render(CHART))?;
         root.present().map_err(render(CHART))?;
     }
@@ -264,17 +200,8 @@ fn points(analysis: &Analysis<'_>) -> Vec<Point> {
             let (Some(ai), Some(gflops)) = (r.arithmetic_intensity(), r.gflops) else {
                 continue;
             };
-            let impl_index = analysis
-                .impls
-                .iter()
-                .position(|n| *n == r.implementation)
-                .unwrap_or(0);
-            out.push(Point {
-                ai,
-                gflops,
-                impl_index,
-                workload_number: g.number,
-            });
+            let impl_index = analysis.impls.iter().position(|n| *n == r.implementation).unwrap_or(0);
+            out.push(Point { ai, gflops, impl_index, workload_number: g.number });
         }
     }
     out
@@ -289,18 +216,12 @@ fn place_labels(mut anchors: Vec<((i32, i32), String)>, size: u32) -> Vec<(i32, 
     for ((x, y), t) in anchors {
         let half = text_width(&t, size) as i32 / 2 + 2;
         let mut top = y + POINT_RADIUS + 3;
-        while placed
-            .iter()
-            .any(|(l, r, pt, _)| x - half < *r && x + half > *l && (top - pt).abs() < line)
-        {
+        while placed.iter().any(|(l, r, pt, _)| x - half < *r && x + half > *l && (top - pt).abs() < line) {
             top += line;
         }
         placed.push((x - half, x + half, top, t));
     }
-    placed
-        .into_iter()
-        .map(|(l, r, top, t)| ((l + r) / 2, top, t))
-        .collect()
+    placed.into_iter().map(|(l, r, top, t)| ((l + r) / 2, top, t)).collect()
 }
 
 /// The powers of ten from `lo` to `hi` (both powers of ten, as [`decade_bounds`] makes them).
@@ -322,9 +243,7 @@ fn minors(lo: f64, hi: f64) -> Vec<f64> {
 fn decade_bounds(values: impl Iterator<Item = f64>, pad: f64) -> (f64, f64) {
     let (lo, hi) = values
         .filter(|v| v.is_finite() && *v > 0.0)
-        .fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| {
-            (lo.min(v), hi.max(v))
-        });
+        .fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
     if hi <= 0.0 {
         return (0.1, 10.0);
     }

@@ -55,16 +55,9 @@ impl BenchRow {
     /// Checks the numbers a report divides by or plots: a positive median time and no negative rate.
     pub(crate) fn check(&self) -> Result<(), String> {
         if !(self.median_ms.is_finite() && self.median_ms > 0.0) {
-            return Err(format!(
-                "median_ms must be positive, got {}",
-                self.median_ms
-            ));
+            return Err(format!("median_ms must be positive, got {}", self.median_ms));
         }
-        for (name, v) in [
-            ("gflops", self.gflops),
-            ("gbps", self.gbps),
-            ("max_rel_err", self.max_rel_err),
-        ] {
+        for (name, v) in [("gflops", self.gflops), ("gbps", self.gbps), ("max_rel_err", self.max_rel_err)] {
             if let Some(v) = v
                 && !(v.is_finite() && v >= 0.0)
             {
@@ -104,10 +97,7 @@ pub enum RowError {
 /// Reads rows from a JSONL file: one JSON object a line, blank lines skipped.
 pub fn read_rows_jsonl(path: &Path) -> Result<Vec<BenchRow>, RowError> {
     let what = path.display().to_string();
-    let file = File::open(path).map_err(|source| RowError::Io {
-        what: what.clone(),
-        source,
-    })?;
+    let file = File::open(path).map_err(|source| RowError::Io { what: what.clone(), source })?;
     read_rows_from(BufReader::new(file), &what)
 }
 
@@ -115,18 +105,11 @@ pub fn read_rows_jsonl(path: &Path) -> Result<Vec<BenchRow>, RowError> {
 pub fn read_rows_from<R: BufRead>(reader: R, what: &str) -> Result<Vec<BenchRow>, RowError> {
     let mut rows = Vec::new();
     for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(|source| RowError::Io {
-            what: what.to_string(),
-            source,
-        })?;
+        let line = line.map_err(|source| RowError::Io { what: what.to_string(), source })?;
         if line.trim().is_empty() {
             continue;
         }
-        let bad = |message: String| RowError::BadLine {
-            what: what.to_string(),
-            line: i + 1,
-            message,
-        };
+        let bad = |message: String| RowError::BadLine { what: what.to_string(), line: i + 1, message };
         let row: BenchRow = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
         row.check().map_err(bad)?;
         rows.push(row);

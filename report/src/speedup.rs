@@ -26,13 +26,7 @@ struct Bar<'a> {
 /// Renders the speedup chart as SVG text: one `<rect>` bar per tcc row whose workload has a peer.
 pub(crate) fn speedup_svg(analysis: &Analysis<'_>, device: &str) -> Result<String, ReportError> {
     let bars = bars(analysis);
-    let label_w = bars
-        .iter()
-        .map(|b| text_width(b.workload, 14))
-        .max()
-        .unwrap_or(0)
-        .clamp(80, 400)
-        + 20;
+    let label_w = bars.iter().map(|b| text_width(b.workload, 14)).max().unwrap_or(0).clamp(80, 400) + 20;
     let n = bars.len();
     let height = 170 + BAR_H * n.max(3) as u32;
     let mut svg = String::new();
@@ -41,12 +35,7 @@ pub(crate) fn speedup_svg(analysis: &Analysis<'_>, device: &str) -> Result<Strin
         root.fill(&WHITE).map_err(render(CHART))?;
         let caption = format!("Speedup over the best peer on {device}");
         if bars.is_empty() {
-            root.draw(&Text::new(
-                caption,
-                (20, 20),
-                text(22, HPos::Left, VPos::Top),
-            ))
-            .map_err(render(CHART))?;
+            root.draw(&Text::new(caption, (20, 20), text(22, HPos::Left, VPos::Top))).map_err(render(CHART))?;
             root.draw(&Text::new(
                 "No workload has both a tcc row and a peer row.",
                 (20, 80),
@@ -65,10 +54,7 @@ pub(crate) fn speedup_svg(analysis: &Analysis<'_>, device: &str) -> Result<Strin
             .margin(18)
             .x_label_area_size(56)
             .y_label_area_size(label_w)
-            .build_cartesian_2d(
-                (lo..hi).log_scale().with_key_points(ticks(lo, hi)),
-                (0..n - 1).into_segmented(),
-            )
+            .build_cartesian_2d((lo..hi).log_scale().with_key_points(ticks(lo, hi)), (0..n - 1).into_segmented())
             .map_err(render(CHART))?;
         // Bar k sits in segment n-1-k so the first workload is on top.
         let name_of = |v: &SegmentValue<usize>| match v {
@@ -90,11 +76,7 @@ pub(crate) fn speedup_svg(analysis: &Analysis<'_>, device: &str) -> Result<Strin
             .map_err(render(CHART))?;
 
         for i in 0..analysis.impls.len() {
-            let mine: Vec<(usize, &Bar<'_>)> = bars
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.impl_index == i)
-                .collect();
+            let mine: Vec<(usize, &Bar<'_>)> = bars.iter().enumerate().filter(|(_, b)| b.impl_index == i).collect();
             if mine.is_empty() {
                 continue;
             }
@@ -103,10 +85,7 @@ pub(crate) fn speedup_svg(analysis: &Analysis<'_>, device: &str) -> Result<Strin
                 .draw_series(mine.iter().map(|(k, b)| {
                     let slot = n - 1 - k;
                     let mut r = Rectangle::new(
-                        [
-                            (1.0, SegmentValue::Exact(slot)),
-                            (b.speedup, SegmentValue::Exact(slot + 1)),
-                        ],
+                        [(1.0, SegmentValue::Exact(slot)), (b.speedup, SegmentValue::Exact(slot + 1))],
                         style,
                     );
                     r.set_margin(5, 5, 0, 0);
@@ -123,19 +102,13 @@ pub(crate) fn speedup_svg(analysis: &Analysis<'_>, device: &str) -> Result<Strin
 
         // The value of every bar, beside the plot at the bar's height.
         right
-            .draw(&Text::new(
-                "speedup, best peer",
-                (6, 34),
-                text(15, HPos::Left, VPos::Center),
-            ))
+            .draw(&Text::new("speedup, best peer", (6, 34), text(15, HPos::Left, VPos::Center)))
             .map_err(render(CHART))?;
         for (k, b) in bars.iter().enumerate() {
             let slot = n - 1 - k;
             let (_, y) = chart.backend_coord(&(1.0, SegmentValue::CenterOf(slot)));
             let t = format!("{}x  vs {}", short(b.speedup, 3), b.peer);
-            right
-                .draw(&Text::new(t, (6, y), text(14, HPos::Left, VPos::Center)))
-                .map_err(render(CHART))?;
+            right.draw(&Text::new(t, (6, y), text(14, HPos::Left, VPos::Center))).map_err(render(CHART))?;
         }
         // The colour key, under the values: one entry per tcc implementation with a bar.
         let (_, bottom) = chart.backend_coord(&(1.0, SegmentValue::Exact(0)));
@@ -144,19 +117,8 @@ pub(crate) fn speedup_svg(analysis: &Analysis<'_>, device: &str) -> Result<Strin
             if !bars.iter().any(|b| b.impl_index == i) {
                 continue;
             }
-            right
-                .draw(&Rectangle::new(
-                    [(6, y - 6), (18, y + 6)],
-                    colour(i).filled(),
-                ))
-                .map_err(render(CHART))?;
-            right
-                .draw(&Text::new(
-                    *name,
-                    (26, y),
-                    text(14, HPos::Left, VPos::Center),
-                ))
-                .map_err(render(CHART))?;
+            right.draw(&Rectangle::new([(6, y - 6), (18, y + 6)], colour(i).filled())).map_err(render(CHART))?;
+            right.draw(&Text::new(*name, (26, y), text(14, HPos::Left, VPos::Center))).map_err(render(CHART))?;
             y += 22;
         }
         root.present().map_err(render(CHART))?;
@@ -167,10 +129,7 @@ pub(crate) fn speedup_svg(analysis: &Analysis<'_>, device: &str) -> Result<Strin
 /// Tick values between `lo` and `hi` (0 < lo < hi): 1-2-5 steps per decade, or finer steps
 /// when that gives fewer than four.
 fn ticks(lo: f64, hi: f64) -> Vec<f64> {
-    let steps: [&[f64]; 2] = [
-        &[1.0, 2.0, 5.0],
-        &[1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0],
-    ];
+    let steps: [&[f64]; 2] = [&[1.0, 2.0, 5.0], &[1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0]];
     let mut out = Vec::new();
     for mantissas in steps {
         out.clear();
@@ -199,11 +158,7 @@ fn bars<'a>(analysis: &Analysis<'a>) -> Vec<Bar<'a>> {
         for r in &g.tcc {
             out.push(Bar {
                 workload: g.name,
-                impl_index: analysis
-                    .impls
-                    .iter()
-                    .position(|n| *n == r.implementation)
-                    .unwrap_or(0),
+                impl_index: analysis.impls.iter().position(|n| *n == r.implementation).unwrap_or(0),
                 speedup: best.median_ms / r.median_ms,
                 peer: &best.implementation,
             });

@@ -28,9 +28,7 @@ pub(crate) fn colour(index: usize) -> RGBColor {
 
 /// Black text of `size` pixels, anchored at `h`/`v`.
 pub(crate) fn text(size: u32, h: HPos, v: VPos) -> TextStyle<'static> {
-    TextStyle::from((FONT, size).into_font())
-        .color(&BLACK)
-        .pos(Pos::new(h, v))
+    TextStyle::from((FONT, size).into_font()).color(&BLACK).pos(Pos::new(h, v))
 }
 
 /// A rough width in pixels of `s` at `size` pixels (sans-serif averages about 0.55 em a glyph).

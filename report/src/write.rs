@@ -30,10 +30,7 @@ pub fn write_report(input: &ReportInput, dir: &Path) -> Result<ReportFiles, Repo
     let roofline = roofline_svg(&analysis, &input.ceilings, &input.device)?;
     let speedup = speedup_svg(&analysis, &input.device)?;
     let markdown = markdown_report(input);
-    std::fs::create_dir_all(dir).map_err(|source| ReportError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::Io { path: dir.to_path_buf(), source })?;
     let files = ReportFiles {
         roofline: dir.join("roofline.svg"),
         speedup: dir.join("speedup.svg"),
@@ -49,22 +46,14 @@ pub fn write_report(input: &ReportInput, dir: &Path) -> Result<ReportFiles, Repo
 fn validate(input: &ReportInput) -> Result<(), ReportError> {
     let c = &input.ceilings;
     if !(c.bandwidth_gbps.is_finite() && c.bandwidth_gbps > 0.0) {
-        return Err(ReportError::BadCeiling(format!(
-            "bandwidth must be positive, got {} GB/s",
-            c.bandwidth_gbps
-        )));
+        return Err(ReportError::BadCeiling(format!("bandwidth must be positive, got {} GB/s", c.bandwidth_gbps)));
     }
     if c.compute.is_empty() {
-        return Err(ReportError::BadCeiling(
-            "no compute ceiling was given".to_string(),
-        ));
+        return Err(ReportError::BadCeiling("no compute ceiling was given".to_string()));
     }
     for cc in &c.compute {
         if !(cc.gflops.is_finite() && cc.gflops > 0.0) {
-            return Err(ReportError::BadCeiling(format!(
-                "{} must be positive, got {} GFLOP/s",
-                cc.label, cc.gflops
-            )));
+            return Err(ReportError::BadCeiling(format!("{} must be positive, got {} GFLOP/s", cc.label, cc.gflops)));
         }
     }
     for r in input.rows.iter().chain(&input.peers) {
@@ -81,14 +70,8 @@ fn validate(input: &ReportInput) -> Result<(), ReportError> {
 
 /// Writes `bytes` to `path` through a temporary file in the same folder, flushed, then renamed.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let io = |source| ReportError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let io = |source| ReportError::Io { path: path.to_path_buf(), source };
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
     tmp.write_all(bytes).map_err(io)?;
     tmp.as_file().sync_all().map_err(io)?;

@@ -13,9 +13,7 @@ use tcc_report::{BenchRow, Ceilings, ComputeCeiling, ReportInput, read_rows_json
 
 /// A file under `tests/fixtures/`.
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 /// The invented tcc rows of the fixture (see tests/fixtures/README.md: not measurements).

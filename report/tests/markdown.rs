@@ -22,11 +22,7 @@ fn cells(table: &str) -> Vec<Vec<String>> {
 }
 
 fn number(cell: &str) -> Option<f64> {
-    if cell == "n/a" {
-        None
-    } else {
-        Some(cell.parse::<f64>().unwrap())
-    }
+    if cell == "n/a" { None } else { Some(cell.parse::<f64>().unwrap()) }
 }
 
 /// Whether `shown` is `exact` rounded to 4 significant digits.
@@ -43,15 +39,8 @@ fn every_number_in_the_table_is_the_rows_number() {
     assert_eq!(lines.len(), input.rows.len() + input.peers.len());
     for c in &lines {
         assert_eq!(c.len(), 11, "{c:?}");
-        let pool: &[BenchRow] = if c[3] == "tcc" {
-            &input.rows
-        } else {
-            &input.peers
-        };
-        let row = pool
-            .iter()
-            .find(|r| r.workload == c[1] && r.implementation == c[2])
-            .unwrap();
+        let pool: &[BenchRow] = if c[3] == "tcc" { &input.rows } else { &input.peers };
+        let row = pool.iter().find(|r| r.workload == c[1] && r.implementation == c[2]).unwrap();
         assert_eq!(c[4].parse::<f64>().unwrap(), row.median_ms, "{c:?}");
         assert_eq!(number(&c[5]), row.gflops, "{c:?}");
         assert_eq!(number(&c[6]), row.gbps, "{c:?}");
@@ -94,15 +83,9 @@ fn the_best_peer_is_the_fastest_one() {
     fast.median_ms = 1.0;
     input.peers.push(fast);
     let s = speedups(&input);
-    let gemm: Vec<_> = s
-        .iter()
-        .filter(|s| s.workload == "cpu_gemm_f32_1024")
-        .collect();
+    let gemm: Vec<_> = s.iter().filter(|s| s.workload == "cpu_gemm_f32_1024").collect();
     assert_eq!(gemm.len(), 2);
-    assert!(
-        gemm.iter()
-            .all(|s| s.best_peer_impl == "fast_peer" && s.best_peer_ms == 1.0)
-    );
+    assert!(gemm.iter().all(|s| s.best_peer_impl == "fast_peer" && s.best_peer_ms == 1.0));
 }
 
 #[test]
@@ -111,19 +94,13 @@ fn cells_escape_pipes_and_line_breaks() {
     input.rows[0].implementation = "tcc:a|b\nc".to_string();
     let table = markdown_table(&input);
     assert!(table.contains("| tcc:a\\|b c |"), "{table}");
-    assert!(
-        table
-            .lines()
-            .all(|l| l.starts_with('|') && l.ends_with('|'))
-    );
+    assert!(table.lines().all(|l| l.starts_with('|') && l.ends_with('|')));
 }
 
 #[test]
 fn report_page_holds_device_date_command_and_ceilings() {
     let mut input = fixture_input();
-    input
-        .peers
-        .extend(tcc_report::read_rows_jsonl(&fixture("peers_h100.jsonl")).unwrap());
+    input.peers.extend(tcc_report::read_rows_jsonl(&fixture("peers_h100.jsonl")).unwrap());
     let page = markdown_report(&input);
     assert!(page.contains("- Device: fixture device (2-core CPU)\n"));
     assert!(page.contains("- Date: 2026-01-01 (fixture)\n"));
@@ -133,9 +110,7 @@ fn report_page_holds_device_date_command_and_ceilings() {
     assert!(page.contains("| compute: fixture FMA f32 | 600 | GFLOP/s |"));
     assert!(page.contains(&markdown_table(&input)));
     // H100 peer rows have no tcc row in this run: named, not tabled.
-    assert!(page.contains(
-        "Peer rows left out, tcc did not run their workload: gemm_f16_1024 (torch_eager)"
-    ));
+    assert!(page.contains("Peer rows left out, tcc did not run their workload: gemm_f16_1024 (torch_eager)"));
     assert!(page.contains("ceiling_copy_1GiB (torch_copy)"));
     assert!(!markdown_table(&input).contains("gemm_f16_1024"));
 }

@@ -26,10 +26,7 @@ fn reads_the_h100_peer_file_with_its_ceiling_row() {
     // The H100 file has a copy-ceiling row with no gflops and no max_rel_err.
     let rows = tcc_report::read_rows_jsonl(&fixture("peers_h100.jsonl")).unwrap();
     assert_eq!(rows.len(), 32);
-    let copy = rows
-        .iter()
-        .find(|r| r.implementation == "torch_copy")
-        .unwrap();
+    let copy = rows.iter().find(|r| r.implementation == "torch_copy").unwrap();
     assert_eq!(copy.median_ms, 0.7155519723892212);
     assert_eq!(copy.gflops, None);
     assert_eq!(copy.max_rel_err, None);
@@ -47,11 +44,7 @@ fn blank_lines_are_skipped() {
 
 fn bad_line(text: &str) -> (usize, String) {
     match read_rows_from(Cursor::new(text), "input.jsonl") {
-        Err(RowError::BadLine {
-            line,
-            message,
-            what,
-        }) => {
+        Err(RowError::BadLine { line, message, what }) => {
             assert_eq!(what, "input.jsonl");
             (line, message)
         }

@@ -23,11 +23,7 @@ pub fn describe(shape: &Shape, bindings: &Bindings) -> String {
 
 /// Binds every shape variable of `params` from `inputs`, checking counts, dtypes, ranks,
 /// constant dimensions and that each variable gets one value.
-pub fn bind_inputs(
-    function: &str,
-    params: &[Param],
-    inputs: &[HostTensor],
-) -> Result<Bindings, RuntimeError> {
+pub fn bind_inputs(function: &str, params: &[Param], inputs: &[HostTensor]) -> Result<Bindings, RuntimeError> {
     if params.len() != inputs.len() {
         return Err(RuntimeError::InputCount {
             function: function.to_string(),
@@ -38,11 +34,7 @@ pub fn bind_inputs(
     let mut bindings = Bindings::new();
     for (p, t) in params.iter().zip(inputs) {
         if p.ty.dtype != t.dtype() {
-            return Err(RuntimeError::DTypeMismatch {
-                param: p.name.clone(),
-                expected: p.ty.dtype,
-                got: t.dtype(),
-            });
+            return Err(RuntimeError::DTypeMismatch { param: p.name.clone(), expected: p.ty.dtype, got: t.dtype() });
         }
         let mismatch = |b: &Bindings| RuntimeError::ShapeMismatch {
             param: p.name.clone(),

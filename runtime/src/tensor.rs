@@ -65,46 +65,23 @@ fn numel(shape: &[usize]) -> Result<usize, RuntimeError> {
 
 impl HostTensor {
     /// A tensor from raw little-endian bytes; fails if their length does not fit dtype and shape.
-    pub fn from_bytes(
-        dtype: DType,
-        shape: Vec<usize>,
-        bytes: Vec<u8>,
-    ) -> Result<HostTensor, RuntimeError> {
-        let expected = numel(&shape)?
-            .checked_mul(dtype.size_bytes())
-            .ok_or_else(|| RuntimeError::TooLarge(shape.clone()))?;
+    pub fn from_bytes(dtype: DType, shape: Vec<usize>, bytes: Vec<u8>) -> Result<HostTensor, RuntimeError> {
+        let expected =
+            numel(&shape)?.checked_mul(dtype.size_bytes()).ok_or_else(|| RuntimeError::TooLarge(shape.clone()))?;
         if bytes.len() != expected {
-            return Err(RuntimeError::DataLength {
-                dtype,
-                shape,
-                expected,
-                got: bytes.len(),
-            });
+            return Err(RuntimeError::DataLength { dtype, shape, expected, got: bytes.len() });
         }
-        Ok(HostTensor {
-            dtype,
-            shape,
-            bytes,
-        })
+        Ok(HostTensor { dtype, shape, bytes })
     }
 
     /// A tensor of zeros.
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Result<HostTensor, RuntimeError> {
-        let n = numel(&shape)?
-            .checked_mul(dtype.size_bytes())
-            .ok_or_else(|| RuntimeError::TooLarge(shape.clone()))?;
-        Ok(HostTensor {
-            dtype,
-            shape,
-            bytes: zeroed_bytes(n),
-        })
+        let n = numel(&shape)?.checked_mul(dtype.size_bytes()).ok_or_else(|| RuntimeError::TooLarge(shape.clone()))?;
+        Ok(HostTensor { dtype, shape, bytes: zeroed_bytes(n) })
     }
 
     /// A tensor of `shape` holding `data` (row-major).
-    pub fn from_slice<T: Element>(
-        shape: Vec<usize>,
-        data: &[T],
-    ) -> Result<HostTensor, RuntimeError> {
+    pub fn from_slice<T: Element>(shape: Vec<usize>, data: &[T]) -> Result<HostTensor, RuntimeError> {
         let n = numel(&shape)?;
         if data.len() != n {
             return Err(RuntimeError::DataLength {
@@ -118,34 +95,20 @@ impl HostTensor {
         for &x in data {
             x.put(&mut bytes);
         }
-        Ok(HostTensor {
-            dtype: T::DTYPE,
-            shape,
-            bytes,
-        })
+        Ok(HostTensor { dtype: T::DTYPE, shape, bytes })
     }
 
     /// A tensor of `shape` holding `data` (row-major).
-    pub fn from_vec<T: Element>(
-        shape: Vec<usize>,
-        data: Vec<T>,
-    ) -> Result<HostTensor, RuntimeError> {
+    pub fn from_vec<T: Element>(shape: Vec<usize>, data: Vec<T>) -> Result<HostTensor, RuntimeError> {
         HostTensor::from_slice(shape, &data)
     }
 
     /// The elements, if the tensor holds `T`s.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, RuntimeError> {
         if self.dtype != T::DTYPE {
-            return Err(RuntimeError::WrongElementType {
-                actual: self.dtype,
-                requested: T::DTYPE,
-            });
+            return Err(RuntimeError::WrongElementType { actual: self.dtype, requested: T::DTYPE });
         }
-        Ok(self
-            .bytes
-            .chunks_exact(T::DTYPE.size_bytes())
-            .map(T::get)
-            .collect())
+        Ok(self.bytes.chunks_exact(T::DTYPE.size_bytes()).map(T::get).collect())
     }
 
     /// Every element as f64 (exact for every dtype).
@@ -164,11 +127,7 @@ impl HostTensor {
     }
 
     /// A tensor from f64 values, each rounded to `dtype` as DESIGN §0 casts round.
-    pub fn from_f64(
-        dtype: DType,
-        shape: Vec<usize>,
-        data: &[f64],
-    ) -> Result<HostTensor, RuntimeError> {
+    pub fn from_f64(dtype: DType, shape: Vec<usize>, data: &[f64]) -> Result<HostTensor, RuntimeError> {
         let n = numel(&shape)?;
         if data.len() != n {
             return Err(RuntimeError::DataLength {
@@ -188,20 +147,12 @@ impl HostTensor {
                 DType::Bool => (v != 0.0 && !v.is_nan()).put(&mut bytes),
             }
         }
-        Ok(HostTensor {
-            dtype,
-            shape,
-            bytes,
-        })
+        Ok(HostTensor { dtype, shape, bytes })
     }
 
     /// The same values as an interpreter tensor.
     pub fn to_interp(&self) -> Tensor {
-        Tensor {
-            dtype: self.dtype,
-            shape: self.shape.clone(),
-            data: self.to_f64_vec(),
-        }
+        Tensor { dtype: self.dtype, shape: self.shape.clone(), data: self.to_f64_vec() }
     }
 
     /// The same values as an interpreter tensor holds (its values are representable in its dtype).

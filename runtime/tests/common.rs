@@ -19,34 +19,18 @@ pub fn device() -> &'static CpuDevice {
 pub fn materializing_device() -> &'static CpuDevice {
     static D: OnceLock<CpuDevice> = OnceLock::new();
     D.get_or_init(|| {
-        CpuDevice::with_options(
-            LowerOptions {
-                materialize_all: true,
-                gemm: None,
-                ..LowerOptions::default()
-            },
-            0,
-        )
-        .unwrap()
+        CpuDevice::with_options(LowerOptions { materialize_all: true, gemm: None, ..LowerOptions::default() }, 0)
+            .unwrap()
     })
 }
 
 fn kernel(name: String, class: KernelClass, graph: Graph) -> Kernel {
-    Kernel {
-        name,
-        class,
-        graph,
-        schedule: Schedule::default_for(Tier::Cranelift),
-    }
+    Kernel { name, class, graph, schedule: Schedule::default_for(Tier::Cranelift) }
 }
 
 /// The whole graph as one kernel of `class`.
 pub fn whole(g: &Graph, class: KernelClass) -> Program {
-    let buffers: Vec<_> = g
-        .outputs
-        .iter()
-        .map(|o| g.nodes[o.index()].ty.clone())
-        .collect();
+    let buffers: Vec<_> = g.outputs.iter().map(|o| g.nodes[o.index()].ty.clone()).collect();
     let launch = Launch {
         kernel: kernel(format!("{}_all", g.name), class, g.clone()),
         inputs: (0..g.params.len()).map(ValueRef::Param).collect(),
@@ -76,25 +60,16 @@ pub fn per_op(g: &Graph) -> Program {
         let mut map = std::collections::HashMap::new();
         for a in node.op.operands() {
             if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(a) {
-                slot.insert(
-                    kg.add_param(format!("a{}", a.0), g.nodes[a.index()].ty.clone())
-                        .unwrap(),
-                );
+                slot.insert(kg.add_param(format!("a{}", a.0), g.nodes[a.index()].ty.clone()).unwrap());
                 inputs.push(values[a.index()]);
             }
         }
-        let out = kg
-            .push_typed(node.op.map_operands(|a| map[&a]), node.ty.clone())
-            .unwrap();
+        let out = kg.push_typed(node.op.map_operands(|a| map[&a]), node.ty.clone()).unwrap();
         kg.outputs.push(out);
         let b = buffers.len();
         buffers.push(node.ty.clone());
         launches.push(Launch {
-            kernel: kernel(
-                format!("k{i}_{}", node.op.kind_name()),
-                KernelClass::Generic,
-                kg,
-            ),
+            kernel: kernel(format!("k{i}_{}", node.op.kind_name()), KernelClass::Generic, kg),
             inputs,
             outputs: vec![ValueRef::Buffer(b)],
         });
@@ -111,16 +86,8 @@ pub fn per_op(g: &Graph) -> Program {
 
 /// Runs `program` on `device` with interpreter tensors as inputs and outputs.
 pub fn run_on(device: &CpuDevice, program: &Program, inputs: &[Tensor]) -> Vec<Tensor> {
-    let host: Vec<HostTensor> = inputs
-        .iter()
-        .map(|t| HostTensor::from_interp(t).unwrap())
-        .collect();
-    device
-        .run(program, &host)
-        .unwrap()
-        .iter()
-        .map(HostTensor::to_interp)
-        .collect()
+    let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+    device.run(program, &host).unwrap().iter().map(HostTensor::to_interp).collect()
 }
 
 /// Checks `program` against the interpreter's result for `g` on `inputs`.

@@ -77,8 +77,7 @@ mod gpu {
 
     fn check(g: &Graph, inputs: &[Tensor], bindings: &Bindings) -> Result<(), String> {
         let expected = run_graph(g, inputs).map_err(|e| format!("interp: {e}"))?;
-        let mut programs =
-            vec![("whole graph", whole(g, KernelClass::Generic)), ("one kernel per op", per_op(g))];
+        let mut programs = vec![("whole graph", whole(g, KernelClass::Generic)), ("one kernel per op", per_op(g))];
         programs.extend(optimized(g, bindings)?.into_iter().map(|p| ("optimizer", p)));
         for (what, program) in programs {
             let actual = run(&program, inputs).map_err(|e| format!("{what}: {e}"))?;
@@ -141,7 +140,8 @@ mod gpu {
             let module = tcc_frontend::parse_source(&path.display().to_string(), &text).unwrap();
             for g in &module.functions {
                 let inputs = random_inputs(g, &example_bindings(), 7).unwrap();
-                check(g, &inputs, &example_bindings()).unwrap_or_else(|e| panic!("{} `{}`: {e}", path.display(), g.name));
+                check(g, &inputs, &example_bindings())
+                    .unwrap_or_else(|e| panic!("{} `{}`: {e}", path.display(), g.name));
                 checked += 1;
             }
         }
@@ -158,9 +158,7 @@ mod gpu {
         g.outputs.push(s);
         let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
         let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
-        let t = device()
-            .time_program(&whole(&g, KernelClass::Pointwise), &host, TimingOptions::default())
-            .unwrap();
+        let t = device().time_program(&whole(&g, KernelClass::Pointwise), &host, TimingOptions::default()).unwrap();
         assert_eq!(t.samples_ms.len(), 20);
         assert!(t.median_ms > 0.0 && t.min_ms <= t.median_ms, "{t:?}");
         eprintln!("add of 2^20 f32: median {:.4} ms", t.median_ms);

@@ -10,31 +10,17 @@ use crate::common::{check, device, materializing_device, per_op, whole};
 fn tolerance() -> Tolerance {
     // Fused kernels keep f32 intermediates and use polynomial transcendentals: allow a rare flip of
     // a nearly tied comparison.
-    Tolerance {
-        outlier_fraction: 0.02,
-        ..Tolerance::default()
-    }
-    .scaled(4.0)
+    Tolerance { outlier_fraction: 0.02, ..Tolerance::default() }.scaled(4.0)
 }
 
 fn run_case(gp: &GeneratedProgram, seed: u64) -> Result<(), TestCaseError> {
-    let inputs = gp
-        .random_inputs(seed)
-        .map_err(|e| TestCaseError::reject(e.to_string()))?;
+    let inputs = gp.random_inputs(seed).map_err(|e| TestCaseError::reject(e.to_string()))?;
     let g = &gp.graph;
     let tol = tolerance();
     let text = format!("{g:#?}");
     let programs = [
-        (
-            "fused whole graph",
-            device(),
-            whole(g, KernelClass::Generic),
-        ),
-        (
-            "materialized whole graph",
-            materializing_device(),
-            whole(g, KernelClass::Generic),
-        ),
+        ("fused whole graph", device(), whole(g, KernelClass::Generic)),
+        ("materialized whole graph", materializing_device(), whole(g, KernelClass::Generic)),
         ("one kernel per op", device(), per_op(g)),
     ];
     for (what, dev, program) in &programs {
@@ -48,10 +34,7 @@ fn run_case(gp: &GeneratedProgram, seed: u64) -> Result<(), TestCaseError> {
 
 /// `PROPTEST_CASES` overrides the case counts (for deeper runs by hand).
 fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 proptest! {

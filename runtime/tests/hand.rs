@@ -3,26 +3,17 @@
 
 use tcc_ir::interp::Tensor;
 use tcc_ir::testing::{Tolerance, random_inputs};
-use tcc_ir::{
-    BinaryOp, Bindings, DType, Dim, Graph, KernelClass, NodeId, Op, ReduceOp, Shape, TensorType,
-    UnaryOp,
-};
+use tcc_ir::{BinaryOp, Bindings, DType, Dim, Graph, KernelClass, NodeId, Op, ReduceOp, Shape, TensorType, UnaryOp};
 use tcc_runtime::{CpuDevice, HostTensor, RuntimeError};
 
 use crate::common::{check, device, materializing_device, per_op, whole};
 
 fn ty(dtype: DType, dims: &[u64]) -> TensorType {
-    TensorType {
-        dtype,
-        shape: Shape::from_consts(dims),
-    }
+    TensorType { dtype, shape: Shape::from_consts(dims) }
 }
 
 fn var_ty(dtype: DType, dims: &[&str]) -> TensorType {
-    TensorType {
-        dtype,
-        shape: Shape(dims.iter().map(|d| Dim::Var((*d).to_string())).collect()),
-    }
+    TensorType { dtype, shape: Shape(dims.iter().map(|d| Dim::Var((*d).to_string())).collect()) }
 }
 
 fn bind(pairs: &[(&str, u64)]) -> Bindings {
@@ -37,19 +28,12 @@ fn check_all(g: &Graph, class: KernelClass, bindings: &Bindings, tol: &Tolerance
             .unwrap_or_else(|e| panic!("fused {class:?} {bindings:?}: {e}"));
         check(materializing_device(), g, &whole(g, class), &inputs, tol)
             .unwrap_or_else(|e| panic!("materialized {bindings:?}: {e}"));
-        check(device(), g, &per_op(g), &inputs, tol)
-            .unwrap_or_else(|e| panic!("per op {bindings:?}: {e}"));
+        check(device(), g, &per_op(g), &inputs, tol).unwrap_or_else(|e| panic!("per op {bindings:?}: {e}"));
     }
 }
 
 fn reduce(g: &mut Graph, op: ReduceOp, input: NodeId, axis: usize) -> NodeId {
-    g.push(Op::Reduce {
-        op,
-        input,
-        axes: vec![axis],
-        keepdim: true,
-    })
-    .unwrap()
+    g.push(Op::Reduce { op, input, axes: vec![axis], keepdim: true }).unwrap()
 }
 
 /// `gelu(x * w + b)` with `b` broadcast along rows, then cast back to the input dtype.
@@ -89,9 +73,7 @@ fn layernorm_graph(dtype: DType, rms: bool) -> Graph {
         let mean = reduce(&mut g, ReduceOp::Mean, x, 1);
         g.push(Op::Binary(BinaryOp::Sub, x, mean)).unwrap()
     };
-    let sq = g
-        .push(Op::Binary(BinaryOp::Mul, centered, centered))
-        .unwrap();
+    let sq = g.push(Op::Binary(BinaryOp::Mul, centered, centered)).unwrap();
     let var = reduce(&mut g, ReduceOp::Mean, sq, 1);
     let eps = g.constant(1e-5, dtype).unwrap();
     let ve = g.push(Op::Binary(BinaryOp::Add, var, eps)).unwrap();
@@ -105,14 +87,7 @@ fn layernorm_graph(dtype: DType, rms: bool) -> Graph {
 fn matmul_graph(dtype: DType, batch: Option<u64>) -> Graph {
     let mut g = Graph::new("linear");
     let a_ty = match batch {
-        Some(b) => TensorType {
-            dtype,
-            shape: Shape(vec![
-                Dim::Const(b),
-                Dim::Var("M".into()),
-                Dim::Var("K".into()),
-            ]),
-        },
+        Some(b) => TensorType { dtype, shape: Shape(vec![Dim::Const(b), Dim::Var("M".into()), Dim::Var("K".into())]) },
         None => var_ty(dtype, &["M", "K"]),
     };
     let a = g.add_param("a", a_ty).unwrap();
@@ -133,12 +108,7 @@ fn prologue_matmul_graph(dtype: DType) -> Graph {
     let wt = g.add_param("wt", var_ty(dtype, &["N", "K"])).unwrap();
     let half = g.constant(0.5, dtype).unwrap();
     let scaled = g.push(Op::Binary(BinaryOp::Mul, a, half)).unwrap();
-    let w = g
-        .push(Op::Permute {
-            input: wt,
-            perm: vec![1, 0],
-        })
-        .unwrap();
+    let w = g.push(Op::Permute { input: wt, perm: vec![1, 0] }).unwrap();
     let y = g.push(Op::MatMul(scaled, w)).unwrap();
     let t = g.push(Op::Unary(UnaryOp::Tanh, y)).unwrap();
     g.outputs.extend([y, t]);
@@ -152,12 +122,7 @@ fn pointwise_chains_with_broadcasting() {
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         let g = pointwise_graph(dtype);
         for (m, n) in ROWS_COLS {
-            check_all(
-                &g,
-                KernelClass::Pointwise,
-                &bind(&[("M", m), ("N", n)]),
-                &Tolerance::default().scaled(2.0),
-            );
+            check_all(&g, KernelClass::Pointwise, &bind(&[("M", m), ("N", n)]), &Tolerance::default().scaled(2.0));
         }
     }
 }
@@ -167,12 +132,7 @@ fn softmax_rows() {
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         let g = softmax_graph(dtype);
         for (r, c) in ROWS_COLS {
-            check_all(
-                &g,
-                KernelClass::RowReduction,
-                &bind(&[("R", r), ("C", c)]),
-                &Tolerance::default().scaled(2.0),
-            );
+            check_all(&g, KernelClass::RowReduction, &bind(&[("R", r), ("C", c)]), &Tolerance::default().scaled(2.0));
         }
     }
 }
@@ -196,15 +156,7 @@ fn layernorm_and_rmsnorm_rows() {
 
 #[test]
 fn matmul_with_epilogue() {
-    let shapes = [
-        (1, 1, 1),
-        (1, 13, 1),
-        (7, 13, 5),
-        (17, 33, 65),
-        (64, 64, 64),
-        (65, 31, 67),
-        (3, 200, 9),
-    ];
+    let shapes = [(1, 1, 1), (1, 13, 1), (7, 13, 5), (17, 33, 65), (64, 64, 64), (65, 31, 67), (3, 200, 9)];
     for dtype in [DType::F32, DType::F16] {
         for batch in [None, Some(3)] {
             let g = matmul_graph(dtype, batch);
@@ -238,37 +190,18 @@ fn matmul_with_prologue_and_transposed_operand() {
 #[test]
 fn large_rows_are_split_across_threads() {
     let g = softmax_graph(DType::F32);
-    let kernel = whole(&g, KernelClass::RowReduction)
-        .launches
-        .remove(0)
-        .kernel;
-    let lk = device()
-        .backend()
-        .lower(&kernel, &bind(&[("R", 64), ("C", 300)]))
-        .unwrap();
+    let kernel = whole(&g, KernelClass::RowReduction).launches.remove(0).kernel;
+    let lk = device().backend().lower(&kernel, &bind(&[("R", 64), ("C", 300)])).unwrap();
     assert_eq!(lk.phases.len(), 1);
     assert_eq!(lk.phases[0].rows, 64);
     let flat = pointwise_graph(DType::F32);
-    let kernel = whole(&flat, KernelClass::Pointwise)
-        .launches
-        .remove(0)
-        .kernel;
-    let lk = device()
-        .backend()
-        .lower(&kernel, &bind(&[("M", 1), ("N", 100_000)]))
-        .unwrap();
+    let kernel = whole(&flat, KernelClass::Pointwise).launches.remove(0).kernel;
+    let lk = device().backend().lower(&kernel, &bind(&[("M", 1), ("N", 100_000)])).unwrap();
     // One row of 100000 elements: split into strips.
     assert!(lk.phases[0].rows > 1, "{:?}", lk.phases);
     let two = CpuDevice::with_threads(2).unwrap();
     let inputs = random_inputs(&flat, &bind(&[("M", 1), ("N", 100_000)]), 3).unwrap();
-    check(
-        &two,
-        &flat,
-        &whole(&flat, KernelClass::Pointwise),
-        &inputs,
-        &Tolerance::default(),
-    )
-    .unwrap();
+    check(&two, &flat, &whole(&flat, KernelClass::Pointwise), &inputs, &Tolerance::default()).unwrap();
 }
 
 #[test]
@@ -279,10 +212,7 @@ fn shape_mismatch_names_the_parameter_and_both_shapes() {
     let err = device().run(&p, &[x]).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, RuntimeError::ShapeMismatch { .. }), "{msg}");
-    assert!(
-        msg.contains("`x`") && msg.contains("[R, C]") && msg.contains("[2, 3, 4]"),
-        "{msg}"
-    );
+    assert!(msg.contains("`x`") && msg.contains("[R, C]") && msg.contains("[2, 3, 4]"), "{msg}");
 
     let g = matmul_graph(DType::F32, None);
     let p = whole(&g, KernelClass::MatMul);
@@ -290,23 +220,11 @@ fn shape_mismatch_names_the_parameter_and_both_shapes() {
     let w = HostTensor::from_vec(vec![4, 5], vec![0f32; 20]).unwrap();
     let bias = HostTensor::from_vec(vec![5], vec![0f32; 5]).unwrap();
     let msg = device().run(&p, &[a, w, bias]).unwrap_err().to_string();
-    assert!(
-        msg.contains("`w`") && msg.contains("K=3") && msg.contains("[4, 5]"),
-        "{msg}"
-    );
+    assert!(msg.contains("`w`") && msg.contains("K=3") && msg.contains("[4, 5]"), "{msg}");
 
     let bad = HostTensor::from_vec(vec![2, 3], vec![0i32; 6]).unwrap();
-    let msg = device()
-        .run(
-            &whole(&softmax_graph(DType::F32), KernelClass::Generic),
-            &[bad],
-        )
-        .unwrap_err()
-        .to_string();
-    assert!(
-        msg.contains("`x`") && msg.contains("f32") && msg.contains("i32"),
-        "{msg}"
-    );
+    let msg = device().run(&whole(&softmax_graph(DType::F32), KernelClass::Generic), &[bad]).unwrap_err().to_string();
+    assert!(msg.contains("`x`") && msg.contains("f32") && msg.contains("i32"), "{msg}");
 }
 
 #[test]
@@ -336,33 +254,14 @@ fn integer_and_bool_semantics() {
     let q = g.push(Op::Binary(BinaryOp::Div, a, b)).unwrap();
     let c = g.push_typed(Op::Cast(f), ty(DType::I32, &[6])).unwrap();
     let lt = g.push(Op::Compare(tcc_ir::CompareOp::Lt, q, c)).unwrap();
-    let s = g
-        .push(Op::Select {
-            cond: lt,
-            on_true: q,
-            on_false: c,
-        })
-        .unwrap();
+    let s = g.push(Op::Select { cond: lt, on_true: q, on_false: c }).unwrap();
     g.outputs.extend([q, c, lt, s]);
     let inputs = vec![
-        Tensor::new(
-            DType::I32,
-            vec![6],
-            vec![7.0, -7.0, f64::from(i32::MIN), 5.0, 0.0, 9.0],
-        )
-        .unwrap(),
+        Tensor::new(DType::I32, vec![6], vec![7.0, -7.0, f64::from(i32::MIN), 5.0, 0.0, 9.0]).unwrap(),
         Tensor::new(DType::I32, vec![6], vec![2.0, 2.0, -1.0, 0.0, 0.0, -3.0]).unwrap(),
-        Tensor::new(
-            DType::F32,
-            vec![6],
-            vec![f64::NAN, 1e20, -1e20, -2.7, 2.7, f64::INFINITY],
-        )
-        .unwrap(),
+        Tensor::new(DType::F32, vec![6], vec![f64::NAN, 1e20, -1e20, -2.7, 2.7, f64::INFINITY]).unwrap(),
     ];
-    for (dev, p) in [
-        (device(), whole(&g, KernelClass::Generic)),
-        (materializing_device(), per_op(&g)),
-    ] {
+    for (dev, p) in [(device(), whole(&g, KernelClass::Generic)), (materializing_device(), per_op(&g))] {
         check(dev, &g, &p, &inputs, &Tolerance::exact()).unwrap();
     }
 }

@@ -10,15 +10,7 @@ use crate::common::{device, whole};
 
 fn unary_graph(op: UnaryOp, n: usize) -> Graph {
     let mut g = Graph::new(op.name());
-    let x = g
-        .add_param(
-            "x",
-            TensorType {
-                dtype: DType::F32,
-                shape: Shape::from_consts(&[n as u64]),
-            },
-        )
-        .unwrap();
+    let x = g.add_param("x", TensorType { dtype: DType::F32, shape: Shape::from_consts(&[n as u64]) }).unwrap();
     let y = g.push(Op::Unary(op, x)).unwrap();
     g.outputs.push(y);
     g
@@ -26,24 +18,8 @@ fn unary_graph(op: UnaryOp, n: usize) -> Graph {
 
 fn cast_graph(from: DType, to: DType, n: usize) -> Graph {
     let mut g = Graph::new("cast");
-    let x = g
-        .add_param(
-            "x",
-            TensorType {
-                dtype: from,
-                shape: Shape::from_consts(&[n as u64]),
-            },
-        )
-        .unwrap();
-    let y = g
-        .push_typed(
-            Op::Cast(x),
-            TensorType {
-                dtype: to,
-                shape: Shape::from_consts(&[n as u64]),
-            },
-        )
-        .unwrap();
+    let x = g.add_param("x", TensorType { dtype: from, shape: Shape::from_consts(&[n as u64]) }).unwrap();
+    let y = g.push_typed(Op::Cast(x), TensorType { dtype: to, shape: Shape::from_consts(&[n as u64]) }).unwrap();
     g.outputs.push(y);
     g
 }
@@ -58,38 +34,21 @@ fn wide_inputs() -> Vec<f32> {
         v.push(-m as f32);
         m *= 1.07;
     }
-    v.extend([
-        0.0,
-        -0.0,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        f32::NAN,
-        f32::MAX,
-        f32::MIN,
-        f32::MIN_POSITIVE,
-        1e-45,
-    ]);
-    v.extend([
-        -87.5, -88.8, -100.0, -103.9, -104.5, 88.5, 88.72, 88.73, 89.5, 709.0, -709.0,
-    ]);
+    v.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MAX, f32::MIN, f32::MIN_POSITIVE, 1e-45]);
+    v.extend([-87.5, -88.8, -100.0, -103.9, -104.5, 88.5, 88.72, 88.73, 89.5, 709.0, -709.0]);
     v
 }
 
 /// Distance in units of the last place of f32 between `got` and the f64 reference.
 fn ulps(got: f32, want: f64) -> f64 {
     if want.is_nan() || got.is_nan() {
-        return if want.is_nan() && got.is_nan() {
-            0.0
-        } else {
-            f64::INFINITY
-        };
+        return if want.is_nan() && got.is_nan() { 0.0 } else { f64::INFINITY };
     }
     let w = want as f32;
     if w.is_infinite() || got.is_infinite() {
         return if w == got { 0.0 } else { f64::INFINITY };
     }
-    let ulp = (f64::from(w.abs().max(f32::MIN_POSITIVE)) * f64::from(f32::EPSILON))
-        .max(f64::from(1e-45f32));
+    let ulp = (f64::from(w.abs().max(f32::MIN_POSITIVE)) * f64::from(f32::EPSILON)).max(f64::from(1e-45f32));
     (f64::from(got) - want).abs() / ulp
 }
 
@@ -100,12 +59,8 @@ fn max_ulps(op: UnaryOp, reference: impl Fn(f64) -> f64) -> (f64, f32) {
 fn max_ulps_on(dev: &CpuDevice, op: UnaryOp, reference: impl Fn(f64) -> f64) -> (f64, f32) {
     let xs = wide_inputs();
     let g = unary_graph(op, xs.len());
-    let out = dev
-        .run(
-            &whole(&g, KernelClass::Pointwise),
-            &[HostTensor::from_slice(vec![xs.len()], &xs).unwrap()],
-        )
-        .unwrap();
+    let out =
+        dev.run(&whole(&g, KernelClass::Pointwise), &[HostTensor::from_slice(vec![xs.len()], &xs).unwrap()]).unwrap();
     let ys = out[0].to_vec::<f32>().unwrap();
     let mut worst = (0.0, 0.0f32);
     for (&x, &y) in xs.iter().zip(&ys) {
@@ -153,11 +108,7 @@ fn gelu_is_within_160_ulps() {
             return -0.0;
         }
         let t = 2.0 * 0.797_884_560_802_865_4 * (x + 0.044_715 * x * x * x);
-        if t < 0.0 {
-            x * t.exp() / (1.0 + t.exp())
-        } else {
-            x / (1.0 + (-t).exp())
-        }
+        if t < 0.0 { x * t.exp() / (1.0 + t.exp()) } else { x / (1.0 + (-t).exp()) }
     };
     let (e, x) = max_ulps(UnaryOp::Gelu, gelu);
     assert!(e <= 160.0, "gelu: {e} ulps at {x}");
@@ -181,88 +132,45 @@ fn every_f16_and_bf16_converts_to_f32_exactly() {
     let halves: Vec<f16> = (0..n).map(|b| f16::from_bits(b as u16)).collect();
     let out = device()
         .run(
-            &whole(
-                &cast_graph(DType::F16, DType::F32, n),
-                KernelClass::Pointwise,
-            ),
+            &whole(&cast_graph(DType::F16, DType::F32, n), KernelClass::Pointwise),
             &[HostTensor::from_slice(vec![n], &halves).unwrap()],
         )
         .unwrap();
     for (h, y) in halves.iter().zip(out[0].to_vec::<f32>().unwrap()) {
         let want = h.to_f32();
-        assert!(
-            want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
-            "{h:?} -> {y}"
-        );
+        assert!(want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()), "{h:?} -> {y}");
     }
     let brains: Vec<bf16> = (0..n).map(|b| bf16::from_bits(b as u16)).collect();
     let out = device()
         .run(
-            &whole(
-                &cast_graph(DType::BF16, DType::F32, n),
-                KernelClass::Pointwise,
-            ),
+            &whole(&cast_graph(DType::BF16, DType::F32, n), KernelClass::Pointwise),
             &[HostTensor::from_slice(vec![n], &brains).unwrap()],
         )
         .unwrap();
     for (h, y) in brains.iter().zip(out[0].to_vec::<f32>().unwrap()) {
         let want = h.to_f32();
-        assert!(
-            want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
-            "{h:?} -> {y}"
-        );
+        assert!(want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()), "{h:?} -> {y}");
     }
 }
 
 #[test]
 fn f32_rounds_to_f16_and_bf16_to_nearest_even() {
     // Every f32 whose bits step by a prime through the whole space, plus the wide inputs and ties.
-    let mut xs: Vec<f32> = (0..200_003u64)
-        .map(|i| f32::from_bits((i * 21_467) as u32))
-        .collect();
+    let mut xs: Vec<f32> = (0..200_003u64).map(|i| f32::from_bits((i * 21_467) as u32)).collect();
     xs.extend(wide_inputs());
-    xs.extend([
-        65504.0,
-        65519.99,
-        65520.0,
-        5.96e-8,
-        2.98e-8,
-        2.99e-8,
-        1.0 + 1.0 / 2048.0,
-        1.0 + 3.0 / 2048.0,
-    ]);
+    xs.extend([65504.0, 65519.99, 65520.0, 5.96e-8, 2.98e-8, 2.99e-8, 1.0 + 1.0 / 2048.0, 1.0 + 3.0 / 2048.0]);
     let n = xs.len();
     let input = HostTensor::from_slice(vec![n], &xs).unwrap();
     let out = device()
-        .run(
-            &whole(
-                &cast_graph(DType::F32, DType::F16, n),
-                KernelClass::Pointwise,
-            ),
-            std::slice::from_ref(&input),
-        )
+        .run(&whole(&cast_graph(DType::F32, DType::F16, n), KernelClass::Pointwise), std::slice::from_ref(&input))
         .unwrap();
     for (x, y) in xs.iter().zip(out[0].to_vec::<f16>().unwrap()) {
         let want = f16::from_f32(*x);
-        assert!(
-            want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
-            "{x:e}: want {want:?}, got {y:?}"
-        );
+        assert!(want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()), "{x:e}: want {want:?}, got {y:?}");
     }
-    let out = device()
-        .run(
-            &whole(
-                &cast_graph(DType::F32, DType::BF16, n),
-                KernelClass::Pointwise,
-            ),
-            &[input],
-        )
-        .unwrap();
+    let out = device().run(&whole(&cast_graph(DType::F32, DType::BF16, n), KernelClass::Pointwise), &[input]).unwrap();
     for (x, y) in xs.iter().zip(out[0].to_vec::<bf16>().unwrap()) {
         let want = bf16::from_f32(*x);
-        assert!(
-            want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
-            "{x:e}: want {want:?}, got {y:?}"
-        );
+        assert!(want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()), "{x:e}: want {want:?}, got {y:?}");
     }
 }

@@ -10,11 +10,7 @@ fn round_trips_through_vectors() {
     let t = HostTensor::from_vec(vec![2, 2], vec![1.5f32, -2.0, 0.0, 3.25]).unwrap();
     assert_eq!(t.dtype(), DType::F32);
     assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.5, -2.0, 0.0, 3.25]);
-    let h = HostTensor::from_vec(
-        vec![3],
-        vec![f16::from_f32(0.5), f16::MAX, f16::NEG_INFINITY],
-    )
-    .unwrap();
+    let h = HostTensor::from_vec(vec![3], vec![f16::from_f32(0.5), f16::MAX, f16::NEG_INFINITY]).unwrap();
     assert_eq!(h.bytes().len(), 6);
     assert_eq!(h.to_vec::<f16>().unwrap()[1], f16::MAX);
     let b = HostTensor::from_vec(vec![1], vec![bf16::from_f32(3.0)]).unwrap();
@@ -29,22 +25,9 @@ fn round_trips_through_vectors() {
 #[test]
 fn wrong_lengths_and_types_are_errors() {
     let err = HostTensor::from_vec(vec![2, 3], vec![1f32; 5]).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RuntimeError::DataLength {
-                expected: 24,
-                got: 20,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert!(matches!(err, RuntimeError::DataLength { expected: 24, got: 20, .. }), "{err}");
     let t = HostTensor::from_vec(vec![1], vec![1i32]).unwrap();
-    assert!(matches!(
-        t.to_vec::<f32>(),
-        Err(RuntimeError::WrongElementType { .. })
-    ));
+    assert!(matches!(t.to_vec::<f32>(), Err(RuntimeError::WrongElementType { .. })));
     assert!(HostTensor::from_bytes(DType::F16, vec![2], vec![0; 3]).is_err());
     assert!(HostTensor::zeros(DType::F32, vec![1 << 30, 1 << 30]).is_err());
 }
@@ -55,13 +38,7 @@ fn converts_from_and_to_interpreter_tensors() {
     let h = HostTensor::from_interp(&t).unwrap();
     assert_eq!(h.to_interp(), t);
     let s = Tensor::scalar(DType::Bool, 1.0);
-    assert_eq!(
-        HostTensor::from_interp(&s)
-            .unwrap()
-            .to_vec::<bool>()
-            .unwrap(),
-        vec![true]
-    );
+    assert_eq!(HostTensor::from_interp(&s).unwrap().to_vec::<bool>().unwrap(), vec![true]);
 }
 
 #[cfg(feature = "ndarray")]

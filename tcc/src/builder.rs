@@ -19,9 +19,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use tcc_ir::{
-    BinaryOp, BuildError, CompareOp, DType, Dim, Graph, NodeId, Op, ReduceOp, Shape, TensorType, UnaryOp,
-};
+use tcc_ir::{BinaryOp, BuildError, CompareOp, DType, Dim, Graph, NodeId, Op, ReduceOp, Shape, TensorType, UnaryOp};
 
 /// Builds one dimension list from integer literals and shape-variable names: `dims!["M", 64]`.
 #[macro_export]

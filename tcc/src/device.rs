@@ -159,7 +159,12 @@ impl Device {
 
     /// The program compiled for `bindings`: from this device's cache, or compiled now while
     /// every other caller asking for the same key waits.
-    fn compiled(&self, fingerprint: &str, bindings: &Bindings, compile: impl FnOnce() -> Result<Compiled, Error>) -> Result<Compiled, Error> {
+    fn compiled(
+        &self,
+        fingerprint: &str,
+        bindings: &Bindings,
+        compile: impl FnOnce() -> Result<Compiled, Error>,
+    ) -> Result<Compiled, Error> {
         let cell = lock(&self.compiled).entry((fingerprint.to_string(), bindings.clone())).or_default().clone();
         let mut slot = lock(&cell);
         if let Some(c) = slot.as_ref() {
@@ -196,7 +201,8 @@ impl Device {
             }
             #[cfg(feature = "llvm")]
             Backend::Cuda(d) => {
-                let cuda = |source| Error::Cuda { kernel: kernel.to_string(), device: self.name(), source: Box::new(source) };
+                let cuda =
+                    |source| Error::Cuda { kernel: kernel.to_string(), device: self.name(), source: Box::new(source) };
                 let compiled = self.compiled(fingerprint, bindings, || {
                     d.compile(program, bindings).map(|p| Compiled::Cuda(Arc::new(p))).map_err(cuda)
                 })?;
@@ -215,7 +221,10 @@ impl Device {
 
 #[cfg(feature = "llvm")]
 fn mixed_cache(kernel: &str) -> Error {
-    Error::Internal { kernel: kernel.to_string(), message: "a device cached a program compiled for another device".into() }
+    Error::Internal {
+        kernel: kernel.to_string(),
+        message: "a device cached a program compiled for another device".into(),
+    }
 }
 
 fn cpu_unavailable(e: RuntimeError) -> Error {

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
 use tcc_ir::interp::Tensor;
 use tcc_ir::{Bindings, Graph, Program};
 use tcc_passes::{OptimizeOptions, TargetModel, optimize};
-use std::sync::Arc;
 
 use tcc_runtime::{CompiledProgram, CpuDevice, HostTensor};
 
@@ -138,10 +138,8 @@ impl Engine {
                 let start = Instant::now();
                 let mut options = OptimizeOptions::new(model.clone());
                 options.bindings = bindings.clone();
-                let optimized = optimize(graph, &options).map_err(|e| EngineError::Optimizer {
-                    function: graph.name.clone(),
-                    message: e.to_string(),
-                })?;
+                let optimized = optimize(graph, &options)
+                    .map_err(|e| EngineError::Optimizer { function: graph.name.clone(), message: e.to_string() })?;
                 let mut program = optimized.program;
                 // Cached or locked winners replace the optimizer's schedules; a cache that cannot be
                 // opened costs only speed, so it is a warning, never a failure.
@@ -178,10 +176,8 @@ impl Engine {
                 let start = Instant::now();
                 let mut options = OptimizeOptions::new(model.clone());
                 options.bindings = bindings.clone();
-                let optimized = optimize(graph, &options).map_err(|e| EngineError::Optimizer {
-                    function: graph.name.clone(),
-                    message: e.to_string(),
-                })?;
+                let optimized = optimize(graph, &options)
+                    .map_err(|e| EngineError::Optimizer { function: graph.name.clone(), message: e.to_string() })?;
                 check_buffers(&optimized.program, bindings)?;
                 device.compile(&optimized.program, bindings).map_err(|e| EngineError::Device {
                     target: self.name().to_string(),
@@ -216,10 +212,8 @@ fn cranelift_engine(name: &str) -> Result<Engine, EngineError> {
 /// Refuses programs whose intermediate buffers could not be allocated sensibly.
 fn check_buffers(program: &Program, bindings: &Bindings) -> Result<(), EngineError> {
     for (i, ty) in program.buffers.iter().enumerate() {
-        let numel = ty
-            .shape
-            .resolve(bindings)
-            .and_then(|dims| dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64)));
+        let numel =
+            ty.shape.resolve(bindings).and_then(|dims| dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64)));
         let bytes = numel.and_then(|n| n.checked_mul(ty.dtype.size_bytes() as u64));
         if bytes.is_none_or(|b| b >= tcc_ir::limits::MAX_ELEMENTS) {
             return Err(EngineError::MemoryLimit(format!("buffer {i} of type {ty} is too large")));
@@ -264,15 +258,21 @@ impl Prepared<'_> {
     /// Median time of one run in milliseconds, as DESIGN §0 asks per device: on a GPU, CUDA events
     /// with warm-up and an L2 flush before each of at least 20 repetitions; on the CPU, wall time
     /// of at least `min_reps` runs and more until `max_seconds` passed or `max_reps` were taken.
-    pub fn time_ms(&self, inputs: &[HostTensor], min_reps: usize, max_reps: usize, max_seconds: f64) -> Result<f64, EngineError> {
+    pub fn time_ms(
+        &self,
+        inputs: &[HostTensor],
+        min_reps: usize,
+        max_reps: usize,
+        max_seconds: f64,
+    ) -> Result<f64, EngineError> {
         #[cfg(feature = "llvm")]
         if let (Engine::Cuda { device, .. }, Some(program)) = (self.engine, &self.program) {
             let options = tcc_runtime::cuda::TimingOptions { warmup: 5, repetitions: min_reps.max(20), flush_l2: true };
-            let timing =
-                device.time_program(program, inputs, options).map_err(|e| self.device_error(e.to_string()))?;
+            let timing = device.time_program(program, inputs, options).map_err(|e| self.device_error(e.to_string()))?;
             return Ok(timing.median_ms);
         }
-        let compiled = self.compiled.as_ref().ok_or_else(|| self.device_error("the interpreter is not timed".into()))?;
+        let compiled =
+            self.compiled.as_ref().ok_or_else(|| self.device_error("the interpreter is not timed".into()))?;
         let mut times = Vec::new();
         let start = Instant::now();
         while times.len() < min_reps || (start.elapsed().as_secs_f64() < max_seconds && times.len() < max_reps) {
@@ -317,9 +317,8 @@ impl Prepared<'_> {
                     .map(HostTensor::from_interp)
                     .collect::<Result<_, _>>()
                     .map_err(|e| self.device_error(e.to_string()))?;
-                let outputs = self
-                    .run_host(&host)
-                    .ok_or_else(|| self.device_error("nothing was compiled".into()))??;
+                let outputs =
+                    self.run_host(&host).ok_or_else(|| self.device_error("nothing was compiled".into()))??;
                 Ok(outputs.iter().map(HostTensor::to_interp).collect())
             }
             _ => tcc_ir::interp::run_graph_with_limit(&self.graph, inputs, max_memory).map_err(|e| match e {

@@ -9,8 +9,8 @@
 pub mod bench;
 pub mod builder;
 pub mod cli;
-pub mod engine;
 pub mod device;
+pub mod engine;
 pub mod error;
 pub mod kernel;
 pub mod tuning;
@@ -23,9 +23,9 @@ pub use device::{Device, DeviceKind};
 pub use error::Error;
 pub use half::{bf16, f16};
 pub use kernel::{IntoTensor, Kernel, TensorArg};
-pub use tcc_macros::kernel;
-pub use tcc_runtime as runtime;
-pub use tcc_runtime::{Element, HostTensor};
 /// The `ndarray` crate tensor arguments may be given as (feature `ndarray`).
 #[cfg(feature = "ndarray")]
 pub use ndarray;
+pub use tcc_macros::kernel;
+pub use tcc_runtime as runtime;
+pub use tcc_runtime::{Element, HostTensor};

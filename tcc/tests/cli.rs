@@ -207,7 +207,20 @@ fn compile_emits_each_stage() {
         let written = std::fs::read_to_string(&path).unwrap();
         assert!(written.contains(needle), "{extra:?}: {written}");
     }
-    let bad = tcc(&["compile", "examples/softmax.tc", "--dim", "N=8", "--dim", "D=3", "--target", "cpu", "--emit", "ptx", "-o", "-"]);
+    let bad = tcc(&[
+        "compile",
+        "examples/softmax.tc",
+        "--dim",
+        "N=8",
+        "--dim",
+        "D=3",
+        "--target",
+        "cpu",
+        "--emit",
+        "ptx",
+        "-o",
+        "-",
+    ]);
     assert_eq!(bad.status.code(), Some(1));
     let unbound = tcc(&["compile", "examples/softmax.tc", "--target", "cpu", "--emit", "ir", "-o", "-"]);
     assert_eq!(unbound.status.code(), Some(1));
@@ -232,8 +245,17 @@ fn bench_writes_rows_and_a_report() {
     let rows = dir.path().join("rows.jsonl");
     let report = dir.path().join("report");
     let out = tcc(&[
-        "bench", "--workloads", workloads.to_str().unwrap(), "--suite", "cpu", "--out", rows.to_str().unwrap(),
-        "--report", report.to_str().unwrap(), "--peers", peers.to_str().unwrap(),
+        "bench",
+        "--workloads",
+        workloads.to_str().unwrap(),
+        "--suite",
+        "cpu",
+        "--out",
+        rows.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--peers",
+        peers.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let written = std::fs::read_to_string(&rows).unwrap();

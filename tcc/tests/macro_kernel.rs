@@ -136,7 +136,10 @@ fn a_shape_mismatch_names_the_parameter_and_both_shapes() {
     let e = mlp(&x, &w1, &b1, &w2, &b2).unwrap_err();
     match &e {
         Error::Shape { kernel, param, expected, got } => {
-            assert_eq!((kernel.as_str(), param.as_str(), expected.as_str(), got.as_slice()), ("mlp", "b1", "[32]", &[31][..]));
+            assert_eq!(
+                (kernel.as_str(), param.as_str(), expected.as_str(), got.as_slice()),
+                ("mlp", "b1", "[32]", &[31][..])
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -153,7 +156,10 @@ fn a_shape_variable_bound_twice_differently_names_its_first_value() {
 #[test]
 fn rank_and_constant_dimension_mismatches_show_the_declared_shape() {
     let e = softmax((&[0.0f32; 6], [6])).unwrap_err();
-    assert!(matches!(&e, Error::Shape { param, expected, got, .. } if param == "x" && expected == "[N, D]" && got == &[6]), "{e:?}");
+    assert!(
+        matches!(&e, Error::Shape { param, expected, got, .. } if param == "x" && expected == "[N, D]" && got == &[6]),
+        "{e:?}"
+    );
     let a = HostTensor::zeros(tcc::DType::F32, vec![2, 3]).unwrap();
     let x = HostTensor::zeros(tcc::DType::F32, vec![4, 16]).unwrap();
     let e = mlp::on(&Device::interp(), &x, &a, &a, &a, &a).unwrap_err();
@@ -245,5 +251,8 @@ fn ndarray_arrays_and_views_are_arguments() {
 #[test]
 fn cuda_without_the_llvm_feature_says_what_is_missing() {
     let e = Device::cuda(0).unwrap_err();
-    assert!(matches!(&e, Error::DeviceUnavailable { device, reason } if device == "cuda:0" && reason.contains("`llvm`")), "{e}");
+    assert!(
+        matches!(&e, Error::DeviceUnavailable { device, reason } if device == "cuda:0" && reason.contains("`llvm`")),
+        "{e}"
+    );
 }

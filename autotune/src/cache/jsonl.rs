@@ -44,12 +44,7 @@ pub struct ImportReport {
 
 /// Records sorted by key hash, one JSON line each, quarantined ones left out.
 pub fn to_jsonl(records: &[CacheRecord]) -> Result<String, StoreError> {
-    let merged = merge(
-        records
-            .iter()
-            .filter(|r| r.state != RecordState::Quarantined)
-            .cloned(),
-    );
+    let merged = merge(records.iter().filter(|r| r.state != RecordState::Quarantined).cloned());
     let mut out = String::new();
     for r in merged {
         out.push_str(&r.encode()?);
@@ -76,18 +71,10 @@ pub fn export_file(store: &dyn CacheStore, path: &Path) -> Result<usize, StoreEr
 
 /// Writes `bytes` to a temporary file next to `path`, then renames it over `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let tmp = dir.join(format!(".{name}.tmp.{}.{nanos}", std::process::id()));
     let written = std::fs::File::create(&tmp).and_then(|mut f| {
         f.write_all(bytes)?;
@@ -132,10 +119,7 @@ pub fn parse(mut input: impl BufRead) -> std::io::Result<Parsed> {
         };
         if let Some(reason) = reason {
             tracing::warn!("skipping line {line_no} of a tuning-cache export: {reason}");
-            parsed.skipped.push(Skipped {
-                line: line_no,
-                reason,
-            });
+            parsed.skipped.push(Skipped { line: line_no, reason });
         }
     }
     Ok(parsed)
@@ -143,11 +127,7 @@ pub fn parse(mut input: impl BufRead) -> std::io::Result<Parsed> {
 
 /// Reads one line (without its newline) into `buf`, keeping at most `max` bytes. Returns the
 /// bytes consumed and whether the line was longer than `max`.
-fn read_bounded_line(
-    input: &mut impl BufRead,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<(usize, bool)> {
+fn read_bounded_line(input: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> std::io::Result<(usize, bool)> {
     let mut consumed = 0;
     let mut too_long = false;
     loop {
@@ -176,10 +156,7 @@ fn read_bounded_line(
 /// Merges records into a store: each is marked unverified (it was measured elsewhere) and
 /// merged by [`CacheStore::merge`] (the faster measurement on the same key wins).
 pub fn import(store: &dyn CacheStore, parsed: &Parsed) -> Result<ImportReport, StoreError> {
-    let mut report = ImportReport {
-        skipped: parsed.skipped.len(),
-        ..ImportReport::default()
-    };
+    let mut report = ImportReport { skipped: parsed.skipped.len(), ..ImportReport::default() };
     for r in &parsed.records {
         let mut incoming = r.clone();
         incoming.state = RecordState::Unverified;
@@ -199,9 +176,7 @@ pub fn merge(records: impl IntoIterator<Item = CacheRecord>) -> Vec<CacheRecord>
     let mut by_key: BTreeMap<KeyHash, CacheRecord> = BTreeMap::new();
     for r in records {
         let hash = r.key.hash();
-        let keep_new = by_key
-            .get(&hash)
-            .is_none_or(|old| !std::ptr::eq(prefer(old, &r), old));
+        let keep_new = by_key.get(&hash).is_none_or(|old| !std::ptr::eq(prefer(old, &r), old));
         if keep_new {
             by_key.insert(hash, r);
         }
@@ -233,11 +208,8 @@ mod tests {
         let mut other = record(5);
         other.key.shapes = "y".into();
         let other = other.encode().unwrap();
-        let text = format!(
-            "{good}\n<<<<<<< HEAD\n\n{}\n{}",
-            "x".repeat(MAX_RECORD_BYTES + 10),
-            &other[..other.len() / 2]
-        );
+        let text =
+            format!("{good}\n<<<<<<< HEAD\n\n{}\n{}", "x".repeat(MAX_RECORD_BYTES + 10), &other[..other.len() / 2]);
         let parsed = parse(text.as_bytes()).unwrap();
         assert_eq!(parsed.records.len(), 1);
         let lines: Vec<usize> = parsed.skipped.iter().map(|s| s.line).collect();

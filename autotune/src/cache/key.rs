@@ -4,14 +4,10 @@ use std::fmt;
 
 use tcc_ir::DType;
 
-use crate::bounds::{
-    BoundsError, MAX_DTYPES, MAX_SHAPES_TEXT, MAX_SHORT_TEXT, check_hex, check_text,
-};
+use crate::bounds::{BoundsError, MAX_DTYPES, MAX_SHAPES_TEXT, MAX_SHORT_TEXT, check_hex, check_text};
 
 /// The device a measurement was made on.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct DeviceKey {
     /// Marketing name (`NVIDIA H100 80GB HBM3`, `AMD EPYC 9B45`).
     pub name: String,
@@ -32,18 +28,12 @@ impl DeviceKey {
         if let Some((major, minor)) = self.compute_capability
             && (major > 99 || minor > 99)
         {
-            return Err(BoundsError::new(
-                "device.compute_capability",
-                format!("{major}.{minor} is out of range"),
-            ));
+            return Err(BoundsError::new("device.compute_capability", format!("{major}.{minor} is out of range")));
         }
         if let Some(sms) = self.sm_count
             && !(1..=100_000).contains(&sms)
         {
-            return Err(BoundsError::new(
-                "device.sm_count",
-                format!("{sms} is out of range"),
-            ));
+            return Err(BoundsError::new("device.sm_count", format!("{sms} is out of range")));
         }
         Ok(())
     }
@@ -63,9 +53,7 @@ impl fmt::Display for DeviceKey {
 }
 
 /// Everything that identifies one tuning decision.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct CacheKey {
     /// The kernel's fingerprint (the IR's stable hash), lowercase hex.
     pub fingerprint: String,
@@ -80,18 +68,13 @@ pub struct CacheKey {
 }
 
 /// A 64-digit lowercase hex blake3 hash naming a key (or a key's architecture or kernel part).
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct KeyHash(String);
 
 impl KeyHash {
     /// Parses a full 64-digit lowercase hex hash.
     pub fn parse(text: &str) -> Option<KeyHash> {
-        let ok = text.len() == 64
-            && text
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let ok = text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         ok.then(|| KeyHash(text.to_string()))
     }
 
@@ -141,14 +124,8 @@ impl CacheKey {
     /// The canonical text form: one `name value` line per field, in a fixed order. Field values
     /// hold no control characters (see [`CacheKey::validate`]), so the form is unambiguous.
     pub fn canonical_text(&self) -> String {
-        let cc = self
-            .device
-            .compute_capability
-            .map_or("-".to_string(), |(a, b)| format!("{a}.{b}"));
-        let sms = self
-            .device
-            .sm_count
-            .map_or("-".to_string(), |n| n.to_string());
+        let cc = self.device.compute_capability.map_or("-".to_string(), |(a, b)| format!("{a}.{b}"));
+        let sms = self.device.sm_count.map_or("-".to_string(), |n| n.to_string());
         format!(
             "tcc-cache-key/1\n{}device.name {}\ndevice.arch {}\ndevice.cc {cc}\ndevice.sm {sms}\n",
             self.kernel_lines(),
@@ -165,11 +142,7 @@ impl CacheKey {
     /// blake3 of the key without the device's name, compute capability and SM count: equal for the
     /// same kernel on any device of the same architecture (the borrowing fallback).
     pub fn arch_hash(&self) -> KeyHash {
-        KeyHash::of_text(&format!(
-            "tcc-cache-arch/1\n{}device.arch {}\n",
-            self.kernel_lines(),
-            self.device.arch
-        ))
+        KeyHash::of_text(&format!("tcc-cache-arch/1\n{}device.arch {}\n", self.kernel_lines(), self.device.arch))
     }
 
     /// blake3 of the key without any device field: equal for the same kernel on every device (the

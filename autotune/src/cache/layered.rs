@@ -120,16 +120,9 @@ impl Layered {
         let layered = Layered::new(SqliteStore::open_default()?);
         match std::env::var(CACHE_URL_ENV) {
             Ok(url) if !url.trim().is_empty() => {
-                let read_only = std::env::var(CACHE_READ_ONLY_ENV).is_ok_and(|v| {
-                    matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes")
-                });
-                let remote = RedisStore::open(
-                    url.trim(),
-                    RedisOptions {
-                        read_only,
-                        ..RedisOptions::default()
-                    },
-                )?;
+                let read_only = std::env::var(CACHE_READ_ONLY_ENV)
+                    .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"));
+                let remote = RedisStore::open(url.trim(), RedisOptions { read_only, ..RedisOptions::default() })?;
                 Ok(layered.with_remote(Box::new(remote)))
             }
             _ => Ok(layered),
@@ -157,11 +150,7 @@ impl Layered {
             return RemoteHealth::NotConfigured;
         }
         if self.remote_down.load(Ordering::Relaxed) {
-            let last = self
-                .last_remote_error
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone();
+            let last = self.last_remote_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
             return RemoteHealth::Unavailable(last.unwrap_or_default());
         }
         RemoteHealth::Ok
@@ -169,29 +158,19 @@ impl Layered {
 
     /// Warnings issued so far (also sent to `tracing`), oldest first, at most 32.
     pub fn warnings(&self) -> Vec<String> {
-        self.warnings
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.warnings.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     fn warn(&self, message: String) {
         tracing::warn!("{message}");
-        let mut w = self
-            .warnings
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut w = self.warnings.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if w.len() < MAX_WARNINGS {
             w.push(message);
         }
     }
 
     /// Runs a remote call, turning failure into `None` with one warning per outage.
-    fn remote_call<T>(
-        &self,
-        what: &str,
-        f: impl FnOnce(&dyn CacheStore) -> Result<T, StoreError>,
-    ) -> Option<T> {
+    fn remote_call<T>(&self, what: &str, f: impl FnOnce(&dyn CacheStore) -> Result<T, StoreError>) -> Option<T> {
         let remote = self.remote.as_deref()?;
         match f(remote) {
             Ok(v) => {
@@ -202,26 +181,18 @@ impl Layered {
             }
             Err(e) => {
                 let message = e.to_string();
-                *self
-                    .last_remote_error
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message.clone());
+                *self.last_remote_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some(message.clone());
                 let first = !self.remote_down.swap(true, Ordering::Relaxed);
                 if first || !matches!(e, StoreError::Unavailable(_)) {
-                    self.warn(format!(
-                        "{what} the shared tuning cache failed, using the local cache: {message}"
-                    ));
+                    self.warn(format!("{what} the shared tuning cache failed, using the local cache: {message}"));
                 }
                 None
             }
         }
     }
 
-    fn local_call<T>(
-        &self,
-        what: &str,
-        f: impl FnOnce(&SqliteStore) -> Result<T, StoreError>,
-    ) -> Option<T> {
+    fn local_call<T>(&self, what: &str, f: impl FnOnce(&SqliteStore) -> Result<T, StoreError>) -> Option<T> {
         match f(&self.local) {
             Ok(v) => Some(v),
             Err(e) => {
@@ -233,9 +204,7 @@ impl Layered {
 
     fn classify(&self, record: &CacheRecord) -> HitKind {
         if record.provenance.tcc_version != self.version {
-            HitKind::Stale {
-                measured_by: record.provenance.tcc_version.clone(),
-            }
+            HitKind::Stale { measured_by: record.provenance.tcc_version.clone() }
         } else if record.state == RecordState::Fresh {
             HitKind::Fresh
         } else {
@@ -250,71 +219,42 @@ impl Layered {
     /// store errors become warnings.
     pub fn lookup(&self, key: &CacheKey) -> Lookup {
         let exact = self.local_call("reading", |s| s.get(key)).flatten();
-        let quarantined = exact
-            .as_ref()
-            .filter(|r| r.state == RecordState::Quarantined);
-        let usable = exact
-            .as_ref()
-            .filter(|r| r.state != RecordState::Quarantined);
+        let quarantined = exact.as_ref().filter(|r| r.state == RecordState::Quarantined);
+        let usable = exact.as_ref().filter(|r| r.state != RecordState::Quarantined);
         if let Some(r) = usable
             && r.provenance.tcc_version == self.version
         {
-            return Lookup::Hit {
-                record: r.clone(),
-                kind: self.classify(r),
-            };
+            return Lookup::Hit { record: r.clone(), kind: self.classify(r) };
         }
         if let Some(mut shared) = self.remote_call("reading", |s| s.get(key)).flatten() {
-            let same_as_bad = quarantined
-                .is_some_and(|q| q.schedule == shared.schedule && q.variant == shared.variant);
-            let better_than_local =
-                usable.is_none() || shared.provenance.tcc_version == self.version;
+            let same_as_bad = quarantined.is_some_and(|q| q.schedule == shared.schedule && q.variant == shared.variant);
+            let better_than_local = usable.is_none() || shared.provenance.tcc_version == self.version;
             if !same_as_bad && better_than_local {
                 shared.state = RecordState::Unverified;
                 if shared.provenance.tcc_version == self.version {
                     self.local_call("caching a shared record in", |s| s.put(&shared));
                 }
                 let kind = self.classify(&shared);
-                return Lookup::Hit {
-                    record: shared,
-                    kind,
-                };
+                return Lookup::Hit { record: shared, kind };
             }
         }
         if let Some(r) = usable {
-            return Lookup::Hit {
-                record: r.clone(),
-                kind: self.classify(r),
-            };
+            return Lookup::Hit { record: r.clone(), kind: self.classify(r) };
         }
         self.borrow(key)
     }
 
     fn borrow(&self, key: &CacheKey) -> Lookup {
-        let mut all = self
-            .local_call("reading", |s| s.same_arch(key))
-            .unwrap_or_default();
-        all.extend(
-            self.remote_call("reading", |s| s.same_arch(key))
-                .unwrap_or_default(),
-        );
+        let mut all = self.local_call("reading", |s| s.same_arch(key)).unwrap_or_default();
+        all.extend(self.remote_call("reading", |s| s.same_arch(key)).unwrap_or_default());
         let best = all
             .into_iter()
             .filter(|r| r.state != RecordState::Quarantined && r.key.arch_hash() == key.arch_hash())
-            .min_by_key(|r| {
-                (
-                    r.provenance.tcc_version != self.version,
-                    r.time_ns,
-                    r.key.hash(),
-                )
-            });
+            .min_by_key(|r| (r.provenance.tcc_version != self.version, r.time_ns, r.key.hash()));
         match best {
             Some(record) => {
                 let from = record.key.device.clone();
-                Lookup::Hit {
-                    record,
-                    kind: HitKind::Borrowed { from },
-                }
+                Lookup::Hit { record, kind: HitKind::Borrowed { from } }
             }
             None => Lookup::Miss,
         }
@@ -339,10 +279,7 @@ impl Layered {
     /// again (nor borrowed) and the kernel is re-tuned. A record known only from the shared cache
     /// is copied locally first, so the quarantine sticks.
     pub fn quarantine(&self, record: &CacheRecord) -> Result<(), StoreError> {
-        if !self
-            .local
-            .set_state(&record.key, RecordState::Quarantined)?
-        {
+        if !self.local.set_state(&record.key, RecordState::Quarantined)? {
             let mut copy = record.clone();
             copy.state = RecordState::Quarantined;
             self.local.put(&copy)?;

@@ -35,10 +35,7 @@ impl LockEntry {
     fn validate(&self) -> Result<(), BoundsError> {
         self.key.validate()?;
         if self.variant > MAX_VARIANT {
-            return Err(BoundsError::new(
-                "variant",
-                format!("{} is too large", self.variant),
-            ));
+            return Err(BoundsError::new("variant", format!("{} is too large", self.variant)));
         }
         check_schedule(&self.schedule)?;
         check_time_ns("time_ns", self.time_ns)
@@ -104,19 +101,12 @@ impl fmt::Display for Drift {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Drift::NotInCache { key } => write!(f, "{key}: locked, not in the local cache"),
-            Drift::Differs {
-                key,
-                locked,
-                cached,
-            } => write!(
+            Drift::Differs { key, locked, cached } => write!(
                 f,
                 "{key}: locked v{} {} ({} ns), cache has v{} {} ({} ns)",
                 locked.0, locked.1, locked.2, cached.0, cached.1, cached.2
             ),
-            Drift::Quarantined { key } => write!(
-                f,
-                "{key}: the locked choice failed validation on this device"
-            ),
+            Drift::Quarantined { key } => write!(f, "{key}: the locked choice failed validation on this device"),
             Drift::OtherDevice { key, locked, here } => {
                 write!(f, "{key}: locked for {locked}, used as is on {here}")
             }
@@ -148,16 +138,8 @@ impl Lockfile {
     /// Locks the decisions of these records (quarantined ones are left out).
     pub fn from_records<'a>(records: impl IntoIterator<Item = &'a CacheRecord>) -> Lockfile {
         let mut lock = Lockfile::new();
-        for r in records
-            .into_iter()
-            .filter(|r| r.state != RecordState::Quarantined)
-        {
-            lock.insert(LockEntry {
-                key: r.key.clone(),
-                variant: r.variant,
-                schedule: r.schedule,
-                time_ns: r.time_ns,
-            });
+        for r in records.into_iter().filter(|r| r.state != RecordState::Quarantined) {
+            lock.insert(LockEntry { key: r.key.clone(), variant: r.variant, schedule: r.schedule, time_ns: r.time_ns });
         }
         lock
     }
@@ -204,10 +186,7 @@ impl Lockfile {
             if line.trim().is_empty() {
                 continue;
             }
-            let bad = |reason: String| LockfileError::BadLine {
-                line: i + 1,
-                reason,
-            };
+            let bad = |reason: String| LockfileError::BadLine { line: i + 1, reason };
             if line.len() > crate::bounds::MAX_RECORD_BYTES {
                 return Err(bad("too long".into()));
             }
@@ -242,15 +221,9 @@ impl Lockfile {
             .values()
             .filter(|e| e.key.kernel_hash() == kernel)
             .min_by_key(|e| e.key.arch_hash() != arch)?;
-        let drift = Drift::OtherDevice {
-            key: entry.key.hash(),
-            locked: entry.key.device.clone(),
-            here: key.device.clone(),
-        };
-        Some(LockChoice {
-            entry,
-            drift: Some(drift),
-        })
+        let drift =
+            Drift::OtherDevice { key: entry.key.hash(), locked: entry.key.device.clone(), here: key.device.clone() };
+        Some(LockChoice { entry, drift: Some(drift) })
     }
 
     /// Compares every locked decision with the store's record for the same key.
@@ -259,16 +232,12 @@ impl Lockfile {
         for (hash, e) in &self.entries {
             match store.get(&e.key)? {
                 None => drift.push(Drift::NotInCache { key: hash.clone() }),
-                Some(r) if r.variant != e.variant || r.schedule != e.schedule => {
-                    drift.push(Drift::Differs {
-                        key: hash.clone(),
-                        locked: (e.variant, e.schedule, e.time_ns),
-                        cached: (r.variant, r.schedule, r.time_ns),
-                    })
-                }
-                Some(r) if r.state == RecordState::Quarantined => {
-                    drift.push(Drift::Quarantined { key: hash.clone() })
-                }
+                Some(r) if r.variant != e.variant || r.schedule != e.schedule => drift.push(Drift::Differs {
+                    key: hash.clone(),
+                    locked: (e.variant, e.schedule, e.time_ns),
+                    cached: (r.variant, r.schedule, r.time_ns),
+                }),
+                Some(r) if r.state == RecordState::Quarantined => drift.push(Drift::Quarantined { key: hash.clone() }),
                 Some(_) => {}
             }
         }
@@ -291,20 +260,11 @@ mod tests {
         let text = lock.to_text().unwrap();
         assert!(text.starts_with(LOCKFILE_HEADER));
         assert_eq!(Lockfile::parse(&text).unwrap(), lock);
-        assert!(matches!(
-            Lockfile::parse("{}\n"),
-            Err(LockfileError::NoHeader)
-        ));
+        assert!(matches!(Lockfile::parse("{}\n"), Err(LockfileError::NoHeader)));
         let truncated = &text[..text.len() - 20];
-        assert!(matches!(
-            Lockfile::parse(truncated),
-            Err(LockfileError::BadLine { line: 3, .. })
-        ));
+        assert!(matches!(Lockfile::parse(truncated), Err(LockfileError::BadLine { line: 3, .. })));
         let absurd = text.replace("\"stages\":2", "\"stages\":200");
-        assert!(matches!(
-            Lockfile::parse(&absurd),
-            Err(LockfileError::BadLine { .. })
-        ));
+        assert!(matches!(Lockfile::parse(&absurd), Err(LockfileError::BadLine { .. })));
     }
 
     #[test]

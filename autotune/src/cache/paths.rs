@@ -16,9 +16,7 @@ pub fn default_cache_dir() -> Result<PathBuf, StoreError> {
     if let Some(dir) = std::env::var_os(CACHE_DIR_ENV).filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(dir));
     }
-    dirs::cache_dir().map(|d| d.join("tcc")).ok_or_else(|| {
-        StoreError::Config(format!(
-            "no user cache directory found; set {CACHE_DIR_ENV}"
-        ))
-    })
+    dirs::cache_dir()
+        .map(|d| d.join("tcc"))
+        .ok_or_else(|| StoreError::Config(format!("no user cache directory found; set {CACHE_DIR_ENV}")))
 }

@@ -4,9 +4,7 @@ use std::fmt;
 
 use tcc_ir::Schedule;
 
-use crate::bounds::{
-    BoundsError, MAX_RECORD_BYTES, MAX_RUNNERS_UP, MAX_VARIANT, check_schedule, check_time_ns,
-};
+use crate::bounds::{BoundsError, MAX_RECORD_BYTES, MAX_RUNNERS_UP, MAX_VARIANT, check_schedule, check_time_ns};
 use crate::cache::key::CacheKey;
 use crate::provenance::Provenance;
 
@@ -15,9 +13,7 @@ use crate::provenance::Provenance;
 /// Whether a record is *stale* (another tcc version) or *borrowed* (another device of the same
 /// architecture) depends on who asks, so [`crate::cache::Lookup`] reports those; this state is what
 /// the store itself knows.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RecordState {
     /// Measured, or re-validated, on this machine: used directly.
@@ -96,28 +92,19 @@ impl CacheRecord {
     pub fn validate(&self) -> Result<(), BoundsError> {
         self.key.validate()?;
         if self.variant > MAX_VARIANT {
-            return Err(BoundsError::new(
-                "variant",
-                format!("{} is more than {MAX_VARIANT}", self.variant),
-            ));
+            return Err(BoundsError::new("variant", format!("{} is more than {MAX_VARIANT}", self.variant)));
         }
         check_schedule(&self.schedule)?;
         check_time_ns("time_ns", self.time_ns)?;
         if self.runners_up.len() > MAX_RUNNERS_UP {
             return Err(BoundsError::new(
                 "runners_up",
-                format!(
-                    "{} entries, more than {MAX_RUNNERS_UP}",
-                    self.runners_up.len()
-                ),
+                format!("{} entries, more than {MAX_RUNNERS_UP}", self.runners_up.len()),
             ));
         }
         for r in &self.runners_up {
             if r.variant > MAX_VARIANT {
-                return Err(BoundsError::new(
-                    "runners_up.variant",
-                    format!("{} is too large", r.variant),
-                ));
+                return Err(BoundsError::new("runners_up.variant", format!("{} is too large", r.variant)));
             }
             check_schedule(&r.schedule)?;
             check_time_ns("runners_up.time_ns", r.time_ns)?;
@@ -146,10 +133,7 @@ impl CacheRecord {
         let record = CacheRecord::decode(text)?;
         let actual = record.key.hash();
         if actual.as_str() != stored_under {
-            return Err(DecodeError::KeyMismatch {
-                stored: stored_under.to_string(),
-                actual: actual.to_string(),
-            });
+            return Err(DecodeError::KeyMismatch { stored: stored_under.to_string(), actual: actual.to_string() });
         }
         Ok(record)
     }
@@ -200,10 +184,7 @@ pub(crate) mod tests {
             time_ns,
             runners_up: vec![RunnerUp {
                 variant: 1,
-                schedule: Schedule {
-                    tile_m: 128,
-                    ..Schedule::default_for(Tier::Ptx)
-                },
+                schedule: Schedule { tile_m: 128, ..Schedule::default_for(Tier::Ptx) },
                 time_ns: time_ns + 10,
             }],
             provenance: Provenance {
@@ -221,67 +202,31 @@ pub(crate) mod tests {
         let r = record(1000);
         let text = r.encode().unwrap();
         assert_eq!(CacheRecord::decode(&text).unwrap(), r);
-        assert_eq!(
-            CacheRecord::decode_stored(r.key.hash().as_str(), &text).unwrap(),
-            r
-        );
-        assert!(matches!(
-            CacheRecord::decode_stored(&"0".repeat(64), &text),
-            Err(DecodeError::KeyMismatch { .. })
-        ));
+        assert_eq!(CacheRecord::decode_stored(r.key.hash().as_str(), &text).unwrap(), r);
+        assert!(matches!(CacheRecord::decode_stored(&"0".repeat(64), &text), Err(DecodeError::KeyMismatch { .. })));
     }
 
     #[test]
     fn garbage_and_absurd_values_are_rejected() {
-        assert!(matches!(
-            CacheRecord::decode("{not json"),
-            Err(DecodeError::Json(_))
-        ));
-        assert!(matches!(
-            CacheRecord::decode(&"x".repeat(MAX_RECORD_BYTES + 1)),
-            Err(DecodeError::TooLarge(_))
-        ));
+        assert!(matches!(CacheRecord::decode("{not json"), Err(DecodeError::Json(_))));
+        assert!(matches!(CacheRecord::decode(&"x".repeat(MAX_RECORD_BYTES + 1)), Err(DecodeError::TooLarge(_))));
         let mut r = record(1000);
         r.schedule.tile_m = 4096;
         let text = r.encode().unwrap();
-        assert!(matches!(
-            CacheRecord::decode(&text),
-            Err(DecodeError::Bounds(_))
-        ));
+        assert!(matches!(CacheRecord::decode(&text), Err(DecodeError::Bounds(_))));
         let mut r = record(1000);
         r.runners_up[0].schedule.stages = 100;
-        assert!(matches!(
-            CacheRecord::decode(&r.encode().unwrap()),
-            Err(DecodeError::Bounds(_))
-        ));
+        assert!(matches!(CacheRecord::decode(&r.encode().unwrap()), Err(DecodeError::Bounds(_))));
         let mut r = record(1000);
         r.runners_up = vec![r.runners_up[0].clone(); MAX_RUNNERS_UP + 1];
-        assert!(matches!(
-            CacheRecord::decode(&r.encode().unwrap()),
-            Err(DecodeError::Bounds(_))
-        ));
+        assert!(matches!(CacheRecord::decode(&r.encode().unwrap()), Err(DecodeError::Bounds(_))));
         let r = record(0);
-        assert!(matches!(
-            CacheRecord::decode(&r.encode().unwrap()),
-            Err(DecodeError::Bounds(_))
-        ));
+        assert!(matches!(CacheRecord::decode(&r.encode().unwrap()), Err(DecodeError::Bounds(_))));
         // A negative or fractional knob does not even parse.
-        let text = record(5)
-            .encode()
-            .unwrap()
-            .replace("\"warps\":4", "\"warps\":-4");
-        assert!(matches!(
-            CacheRecord::decode(&text),
-            Err(DecodeError::Json(_))
-        ));
-        let text = record(5)
-            .encode()
-            .unwrap()
-            .replace("\"tier\":\"Ptx\"", "\"tier\":\"Shellcode\"");
-        assert!(matches!(
-            CacheRecord::decode(&text),
-            Err(DecodeError::Json(_))
-        ));
+        let text = record(5).encode().unwrap().replace("\"warps\":4", "\"warps\":-4");
+        assert!(matches!(CacheRecord::decode(&text), Err(DecodeError::Json(_))));
+        let text = record(5).encode().unwrap().replace("\"tier\":\"Ptx\"", "\"tier\":\"Shellcode\"");
+        assert!(matches!(CacheRecord::decode(&text), Err(DecodeError::Json(_))));
     }
 
     #[test]

@@ -63,10 +63,7 @@ pub struct RedisStore {
 
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisStore")
-            .field("url", &self.shown)
-            .field("options", &self.options)
-            .finish_non_exhaustive()
+        f.debug_struct("RedisStore").field("url", &self.shown).field("options", &self.options).finish_non_exhaustive()
     }
 }
 
@@ -94,10 +91,7 @@ fn percent_decode(text: &str) -> String {
     while i < bytes.len() {
         let hex = |b: u8| (b as char).to_digit(16);
         if bytes[i] == b'%'
-            && let (Some(h), Some(l)) = (
-                bytes.get(i + 1).and_then(|&b| hex(b)),
-                bytes.get(i + 2).and_then(|&b| hex(b)),
-            )
+            && let (Some(h), Some(l)) = (bytes.get(i + 1).and_then(|&b| hex(b)), bytes.get(i + 2).and_then(|&b| hex(b)))
         {
             out.push((h * 16 + l) as u8);
             i += 3;
@@ -120,15 +114,10 @@ impl RedisStore {
             )));
         }
         if !url.starts_with("redis://") {
-            return Err(StoreError::Config(format!(
-                "{shown}: expected a redis:// URL"
-            )));
+            return Err(StoreError::Config(format!("{shown}: expected a redis:// URL")));
         }
         let prefix_ok = options.prefix.len() <= 64
-            && options
-                .prefix
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_:.-".contains(&b));
+            && options.prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b"_:.-".contains(&b));
         if !prefix_ok {
             return Err(StoreError::Config(format!(
                 "key prefix {:?} must be letters, digits, _ : . - (at most 64)",
@@ -142,16 +131,9 @@ impl RedisStore {
                 secrets.push(percent_decode(part));
             }
         }
-        let client = redis::Client::open(url).map_err(|e| {
-            StoreError::Config(format!("{shown}: {}", scrub(&secrets, &e.to_string())))
-        })?;
-        Ok(RedisStore {
-            client,
-            shown,
-            secrets,
-            options,
-            conn: Mutex::new(Conn::Idle),
-        })
+        let client = redis::Client::open(url)
+            .map_err(|e| StoreError::Config(format!("{shown}: {}", scrub(&secrets, &e.to_string()))))?;
+        Ok(RedisStore { client, shown, secrets, options, conn: Mutex::new(Conn::Idle) })
     }
 
     fn scrubbed(&self, e: &redis::RedisError) -> String {
@@ -160,9 +142,7 @@ impl RedisStore {
 
     fn lock(&self) -> MutexGuard<'_, Conn> {
         // The connection is replaced, never left half-updated, so a poisoned lock is usable.
-        self.conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn rec_key(&self, hash: &str) -> String {
@@ -175,46 +155,30 @@ impl RedisStore {
 
     /// Runs `f` on a connection, connecting first if needed. A connection or I/O failure marks the
     /// server down for [`RedisOptions::retry_after`].
-    fn with_conn<T>(
-        &self,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T, StoreError> {
+    fn with_conn<T>(&self, f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>) -> Result<T, StoreError> {
         let mut guard = self.lock();
         if let Conn::Down(since) = *guard {
             if since.elapsed() < self.options.retry_after {
-                return Err(StoreError::Unavailable(format!(
-                    "{} did not answer recently",
-                    self.shown
-                )));
+                return Err(StoreError::Unavailable(format!("{} did not answer recently", self.shown)));
             }
             *guard = Conn::Idle;
         }
         if matches!(*guard, Conn::Idle) {
-            let connected = self
-                .client
-                .get_connection_with_timeout(self.options.connect_timeout)
-                .and_then(|c| {
-                    c.set_read_timeout(Some(self.options.io_timeout))?;
-                    c.set_write_timeout(Some(self.options.io_timeout))?;
-                    Ok(c)
-                });
+            let connected = self.client.get_connection_with_timeout(self.options.connect_timeout).and_then(|c| {
+                c.set_read_timeout(Some(self.options.io_timeout))?;
+                c.set_write_timeout(Some(self.options.io_timeout))?;
+                Ok(c)
+            });
             match connected {
                 Ok(c) => *guard = Conn::Up(c),
                 Err(e) => {
                     *guard = Conn::Down(Instant::now());
-                    return Err(StoreError::Unavailable(format!(
-                        "{}: {}",
-                        self.shown,
-                        self.scrubbed(&e)
-                    )));
+                    return Err(StoreError::Unavailable(format!("{}: {}", self.shown, self.scrubbed(&e))));
                 }
             }
         }
         let Conn::Up(conn) = &mut *guard else {
-            return Err(StoreError::Unavailable(format!(
-                "{} is not connected",
-                self.shown
-            )));
+            return Err(StoreError::Unavailable(format!("{} is not connected", self.shown)));
         };
         // The client is third-party code talking to a server we do not control: a panic inside it
         // drops the connection and becomes an error, never a crash of tcc.
@@ -222,41 +186,21 @@ impl RedisStore {
             Ok(r) => r,
             Err(_) => {
                 *guard = Conn::Down(Instant::now());
-                return Err(StoreError::Remote(format!(
-                    "{}: the redis client failed internally",
-                    self.shown
-                )));
+                return Err(StoreError::Remote(format!("{}: the redis client failed internally", self.shown)));
             }
         };
         match result {
             Ok(v) => Ok(v),
-            Err(e)
-                if e.is_io_error()
-                    || e.is_timeout()
-                    || e.is_connection_dropped()
-                    || e.is_unrecoverable_error() =>
-            {
+            Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_unrecoverable_error() => {
                 *guard = Conn::Down(Instant::now());
-                Err(StoreError::Unavailable(format!(
-                    "{}: {}",
-                    self.shown,
-                    self.scrubbed(&e)
-                )))
+                Err(StoreError::Unavailable(format!("{}: {}", self.shown, self.scrubbed(&e))))
             }
-            Err(e) => Err(StoreError::Remote(format!(
-                "{}: {}",
-                self.shown,
-                self.scrubbed(&e)
-            ))),
+            Err(e) => Err(StoreError::Remote(format!("{}: {}", self.shown, self.scrubbed(&e)))),
         }
     }
 
     fn refuse_if_read_only(&self) -> Result<(), StoreError> {
-        if self.options.read_only {
-            Err(StoreError::ReadOnly(self.shown.clone()))
-        } else {
-            Ok(())
-        }
+        if self.options.read_only { Err(StoreError::ReadOnly(self.shown.clone())) } else { Ok(()) }
     }
 
     /// Reads records by key hash, at most [`MAX_RECORD_BYTES`] + 1 bytes each (so a huge value
@@ -267,10 +211,7 @@ impl RedisStore {
             let values: Vec<Vec<u8>> = self.with_conn(|c| {
                 let mut pipe = redis::pipe();
                 for h in chunk {
-                    pipe.cmd("GETRANGE")
-                        .arg(self.rec_key(h))
-                        .arg(0)
-                        .arg(MAX_RECORD_BYTES);
+                    pipe.cmd("GETRANGE").arg(self.rec_key(h)).arg(0).arg(MAX_RECORD_BYTES);
                 }
                 pipe.query(c)
             })?;
@@ -319,33 +260,19 @@ impl CacheStore for RedisStore {
     }
 
     fn get(&self, key: &CacheKey) -> Result<Option<CacheRecord>, StoreError> {
-        Ok(self
-            .read_many(&[key.hash().to_string()])?
-            .into_iter()
-            .flatten()
-            .next())
+        Ok(self.read_many(&[key.hash().to_string()])?.into_iter().flatten().next())
     }
 
     fn same_arch(&self, key: &CacheKey) -> Result<Vec<CacheRecord>, StoreError> {
         let own = key.hash();
         let arch = key.arch_hash();
-        let members: Vec<String> = self.with_conn(|c| {
-            redis::cmd("SRANDMEMBER")
-                .arg(self.arch_key(&arch))
-                .arg(MAX_SAME_ARCH)
-                .query(c)
-        })?;
-        let mut hashes: Vec<String> = members
-            .into_iter()
-            .filter(|h| KeyHash::parse(h).is_some() && h.as_str() != own.as_str())
-            .collect();
+        let members: Vec<String> =
+            self.with_conn(|c| redis::cmd("SRANDMEMBER").arg(self.arch_key(&arch)).arg(MAX_SAME_ARCH).query(c))?;
+        let mut hashes: Vec<String> =
+            members.into_iter().filter(|h| KeyHash::parse(h).is_some() && h.as_str() != own.as_str()).collect();
         hashes.sort();
         let records = self.read_many(&hashes)?;
-        Ok(records
-            .into_iter()
-            .flatten()
-            .filter(|r| r.key.arch_hash() == arch)
-            .collect())
+        Ok(records.into_iter().flatten().filter(|r| r.key.arch_hash() == arch).collect())
     }
 
     fn put(&self, record: &CacheRecord) -> Result<(), StoreError> {
@@ -372,19 +299,11 @@ impl CacheStore for RedisStore {
 
     fn remove(&self, hash: &KeyHash) -> Result<bool, StoreError> {
         self.refuse_if_read_only()?;
-        let existing = self
-            .read_many(&[hash.to_string()])?
-            .into_iter()
-            .flatten()
-            .next();
-        let removed: i64 =
-            self.with_conn(|c| redis::cmd("DEL").arg(self.rec_key(hash.as_str())).query(c))?;
+        let existing = self.read_many(&[hash.to_string()])?.into_iter().flatten().next();
+        let removed: i64 = self.with_conn(|c| redis::cmd("DEL").arg(self.rec_key(hash.as_str())).query(c))?;
         if let Some(r) = existing {
             self.with_conn(|c| {
-                redis::cmd("SREM")
-                    .arg(self.arch_key(&r.key.arch_hash()))
-                    .arg(hash.as_str())
-                    .query::<i64>(c)
+                redis::cmd("SREM").arg(self.arch_key(&r.key.arch_hash())).arg(hash.as_str()).query::<i64>(c)
             })?;
         }
         Ok(removed > 0)
@@ -397,18 +316,9 @@ impl CacheStore for RedisStore {
         let mut cursor: u64 = 0;
         loop {
             let (next, keys): (u64, Vec<String>) = self.with_conn(|c| {
-                redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(CHUNK)
-                    .query(c)
+                redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(CHUNK).query(c)
             })?;
-            hashes.extend(
-                keys.into_iter()
-                    .filter_map(|k| k.strip_prefix(&strip).map(str::to_string)),
-            );
+            hashes.extend(keys.into_iter().filter_map(|k| k.strip_prefix(&strip).map(str::to_string)));
             cursor = next;
             if cursor == 0 || hashes.len() >= MAX_LIST {
                 break;
@@ -418,10 +328,7 @@ impl CacheStore for RedisStore {
         hashes.dedup();
         hashes.truncate(MAX_LIST);
         let mut listing = Listing::default();
-        let valid: Vec<String> = hashes
-            .into_iter()
-            .filter(|h| KeyHash::parse(h).is_some())
-            .collect();
+        let valid: Vec<String> = hashes.into_iter().filter(|h| KeyHash::parse(h).is_some()).collect();
         for (hash, record) in valid.iter().zip(self.read_many(&valid)?) {
             match record {
                 Some(r) => listing.records.push(r),
@@ -441,17 +348,11 @@ mod tests {
 
     #[test]
     fn redaction() {
-        assert_eq!(
-            redact_url("redis://:s3cret@127.0.0.1:6379/0"),
-            "redis://***@127.0.0.1:6379/0"
-        );
+        assert_eq!(redact_url("redis://:s3cret@127.0.0.1:6379/0"), "redis://***@127.0.0.1:6379/0");
         assert_eq!(redact_url("redis://user:pw@host"), "redis://***@host");
         assert_eq!(redact_url("redis://host:6379"), "redis://host:6379");
         assert_eq!(redact_url("redis://host/0?x=a@b"), "redis://host/0?x=a@b");
-        assert_eq!(
-            scrub(&["s3cret".into()], "auth s3cret failed"),
-            "auth *** failed"
-        );
+        assert_eq!(scrub(&["s3cret".into()], "auth s3cret failed"), "auth *** failed");
         assert_eq!(percent_decode("p%40ss%3A"), "p@ss:");
     }
 
@@ -461,10 +362,7 @@ mod tests {
         assert!(matches!(e, StoreError::Config(_)));
         assert!(!e.to_string().contains("pw123"));
         assert!(RedisStore::open("http://host", RedisOptions::default()).is_err());
-        let bad_prefix = RedisOptions {
-            prefix: "a*b".into(),
-            ..RedisOptions::default()
-        };
+        let bad_prefix = RedisOptions { prefix: "a*b".into(), ..RedisOptions::default() };
         assert!(RedisStore::open("redis://host", bad_prefix).is_err());
         let s = RedisStore::open("redis://:pw123@127.0.0.1:1", RedisOptions::default()).unwrap();
         assert!(!format!("{s:?}").contains("pw123"));

@@ -102,28 +102,18 @@ impl SqliteStore {
             // same file at once can make it report busy without waiting, so retry.
             let deadline = Instant::now() + BUSY_TIMEOUT;
             loop {
-                match conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| {
-                    row.get::<_, String>(0)
-                }) {
+                match conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0)) {
                     Ok(_) => break,
-                    Err(e) if Instant::now() < deadline && is_busy(&e) => {
-                        std::thread::sleep(Duration::from_millis(20))
-                    }
+                    Err(e) if Instant::now() < deadline && is_busy(&e) => std::thread::sleep(Duration::from_millis(20)),
                     Err(e) => return Err(db_err(e)),
                 }
             }
-            conn.pragma_update(None, "synchronous", "NORMAL")
-                .map_err(db_err)?;
+            conn.pragma_update(None, "synchronous", "NORMAL").map_err(db_err)?;
         }
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db_err)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
         tx.execute_batch(SCHEMA).map_err(db_err)?;
         tx.commit().map_err(db_err)?;
-        Ok(SqliteStore {
-            path,
-            conn: Mutex::new(conn),
-        })
+        Ok(SqliteStore { path, conn: Mutex::new(conn) })
     }
 
     /// The database file.
@@ -134,17 +124,12 @@ impl SqliteStore {
     fn conn(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave the connection half-updated: every write
         // is one statement or one transaction, which SQLite rolls back.
-        self.conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Number of journal entries (finished candidates of unfinished tuning runs).
     pub fn journal_len(&self) -> Result<usize, StoreError> {
-        let n: i64 = self
-            .conn()
-            .query_row("SELECT COUNT(*) FROM journal", [], |r| r.get(0))
-            .map_err(db_err)?;
+        let n: i64 = self.conn().query_row("SELECT COUNT(*) FROM journal", [], |r| r.get(0)).map_err(db_err)?;
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
@@ -152,30 +137,21 @@ impl SqliteStore {
     /// and old journal entries, in one transaction.
     pub fn gc(&self, options: &GcOptions) -> Result<GcReport, StoreError> {
         let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db_err)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
         let mut report = GcReport::default();
         let mut doomed = Vec::new();
         {
-            let mut stmt = tx
-                .prepare("SELECT key_hash, record FROM records")
-                .map_err(db_err)?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1))))
-                .map_err(db_err)?;
+            let mut stmt = tx.prepare("SELECT key_hash, record FROM records").map_err(db_err)?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)))).map_err(db_err)?;
             for row in rows {
                 let (hash, text) = row.map_err(db_err)?;
                 match text.ok().map(|t| CacheRecord::decode_stored(&hash, &t)) {
-                    Some(Ok(rec))
-                        if options.drop_quarantined && rec.state == RecordState::Quarantined =>
-                    {
+                    Some(Ok(rec)) if options.drop_quarantined && rec.state == RecordState::Quarantined => {
                         report.quarantined += 1;
                         doomed.push(hash);
                     }
                     Some(Ok(rec))
-                        if options.drop_other_versions
-                            && rec.provenance.tcc_version != options.current_version =>
+                        if options.drop_other_versions && rec.provenance.tcc_version != options.current_version =>
                     {
                         report.other_versions += 1;
                         doomed.push(hash);
@@ -189,34 +165,24 @@ impl SqliteStore {
             }
         }
         for hash in &doomed {
-            tx.execute("DELETE FROM records WHERE key_hash = ?1", params![hash])
-                .map_err(db_err)?;
+            tx.execute("DELETE FROM records WHERE key_hash = ?1", params![hash]).map_err(db_err)?;
         }
         let cutoff = unix_now().saturating_sub(options.journal_older_than.as_secs());
         let cutoff = i64::try_from(cutoff).unwrap_or(i64::MAX);
-        report.journal = tx
-            .execute(
-                "DELETE FROM journal WHERE updated_unix < ?1",
-                params![cutoff],
-            )
-            .map_err(db_err)?;
+        report.journal = tx.execute("DELETE FROM journal WHERE updated_unix < ?1", params![cutoff]).map_err(db_err)?;
         tx.commit().map_err(db_err)?;
         Ok(report)
     }
 }
 
 fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked)
-    )
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked))
 }
 
 /// Decodes one stored row, warning (never failing) when it cannot be used.
 fn decode_row(hash: &str, text: rusqlite::Result<String>) -> Option<CacheRecord> {
-    let decoded = text
-        .map_err(|e| e.to_string())
-        .and_then(|t| CacheRecord::decode_stored(hash, &t).map_err(|e| e.to_string()));
+    let decoded =
+        text.map_err(|e| e.to_string()).and_then(|t| CacheRecord::decode_stored(hash, &t).map_err(|e| e.to_string()));
     match decoded {
         Ok(record) => Some(record),
         Err(e) => {
@@ -241,11 +207,7 @@ fn write_record(conn: &Connection, record: &CacheRecord) -> Result<(), StoreErro
 
 fn read_record(conn: &Connection, hash: &str) -> Result<Option<CacheRecord>, StoreError> {
     let text = conn
-        .query_row(
-            "SELECT record FROM records WHERE key_hash = ?1",
-            params![hash],
-            |r| Ok(r.get::<_, String>(0)),
-        )
+        .query_row("SELECT record FROM records WHERE key_hash = ?1", params![hash], |r| Ok(r.get::<_, String>(0)))
         .optional()
         .map_err(db_err)?;
     Ok(text.and_then(|t| decode_row(hash, t)))
@@ -270,10 +232,9 @@ impl CacheStore for SqliteStore {
             .prepare("SELECT key_hash, record FROM records WHERE arch_hash = ?1 AND key_hash != ?2 ORDER BY key_hash LIMIT ?3")
             .map_err(db_err)?;
         let rows = stmt
-            .query_map(
-                params![key.arch_hash().as_str(), key.hash().as_str(), MAX_SAME_ARCH],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1))),
-            )
+            .query_map(params![key.arch_hash().as_str(), key.hash().as_str(), MAX_SAME_ARCH], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)))
+            })
             .map_err(db_err)?;
         let mut out = Vec::new();
         for row in rows {
@@ -288,24 +249,15 @@ impl CacheStore for SqliteStore {
     }
 
     fn remove(&self, hash: &KeyHash) -> Result<bool, StoreError> {
-        let n = self
-            .conn()
-            .execute(
-                "DELETE FROM records WHERE key_hash = ?1",
-                params![hash.as_str()],
-            )
-            .map_err(db_err)?;
+        let n =
+            self.conn().execute("DELETE FROM records WHERE key_hash = ?1", params![hash.as_str()]).map_err(db_err)?;
         Ok(n > 0)
     }
 
     fn list(&self) -> Result<Listing, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn
-            .prepare("SELECT key_hash, record FROM records ORDER BY key_hash")
-            .map_err(db_err)?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1))))
-            .map_err(db_err)?;
+        let mut stmt = conn.prepare("SELECT key_hash, record FROM records ORDER BY key_hash").map_err(db_err)?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)))).map_err(db_err)?;
         let mut listing = Listing::default();
         for row in rows {
             let (hash, text) = row.map_err(db_err)?;
@@ -319,9 +271,7 @@ impl CacheStore for SqliteStore {
 
     fn set_state(&self, key: &CacheKey, state: RecordState) -> Result<bool, StoreError> {
         let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db_err)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
         let Some(mut record) = read_record(&tx, key.hash().as_str())? else {
             return Ok(false);
         };
@@ -334,9 +284,7 @@ impl CacheStore for SqliteStore {
     fn merge(&self, incoming: &CacheRecord) -> Result<MergeOutcome, StoreError> {
         incoming.validate()?;
         let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db_err)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
         let existing = read_record(&tx, incoming.key.hash().as_str())?;
         let (outcome, chosen) = merge_choice(existing.as_ref(), incoming);
         if outcome != MergeOutcome::Kept {
@@ -350,25 +298,17 @@ impl CacheStore for SqliteStore {
 impl Journal for SqliteStore {
     fn load(&self, session: &str) -> Result<Vec<Trial>, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn
-            .prepare("SELECT candidate, trial FROM journal WHERE session = ?1 ORDER BY rowid")
-            .map_err(db_err)?;
+        let mut stmt =
+            conn.prepare("SELECT candidate, trial FROM journal WHERE session = ?1 ORDER BY rowid").map_err(db_err)?;
         let rows = stmt
-            .query_map(params![session], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)))
-            })
+            .query_map(params![session], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1))))
             .map_err(db_err)?;
         let mut out = Vec::new();
         for row in rows {
             let (id, text) = row.map_err(db_err)?;
-            match text
-                .map_err(|e| e.to_string())
-                .and_then(|t| Trial::decode(&t).map_err(|e| e.to_string()))
-            {
+            match text.map_err(|e| e.to_string()).and_then(|t| Trial::decode(&t).map_err(|e| e.to_string())) {
                 Ok(trial) if trial.candidate.id() == id => out.push(trial),
-                Ok(_) => tracing::warn!(
-                    "skipping a tuning-journal entry stored under the wrong candidate"
-                ),
+                Ok(_) => tracing::warn!("skipping a tuning-journal entry stored under the wrong candidate"),
                 Err(e) => tracing::warn!("skipping an undecodable tuning-journal entry: {e}"),
             }
         }
@@ -388,9 +328,7 @@ impl Journal for SqliteStore {
     }
 
     fn clear(&self, session: &str) -> Result<(), StoreError> {
-        self.conn()
-            .execute("DELETE FROM journal WHERE session = ?1", params![session])
-            .map_err(db_err)?;
+        self.conn().execute("DELETE FROM journal WHERE session = ?1", params![session]).map_err(db_err)?;
         Ok(())
     }
 }
@@ -411,18 +349,9 @@ mod tests {
         let mut faster = r.clone();
         faster.time_ns = 50;
         store.put(&faster).unwrap();
-        assert_eq!(
-            store.list().unwrap(),
-            Listing {
-                records: vec![faster.clone()],
-                undecodable: 0
-            }
-        );
+        assert_eq!(store.list().unwrap(), Listing { records: vec![faster.clone()], undecodable: 0 });
         assert!(store.set_state(&r.key, RecordState::Quarantined).unwrap());
-        assert_eq!(
-            store.get(&r.key).unwrap().unwrap().state,
-            RecordState::Quarantined
-        );
+        assert_eq!(store.get(&r.key).unwrap().unwrap().state, RecordState::Quarantined);
         assert!(store.remove(&r.key.hash()).unwrap());
         assert!(!store.remove(&r.key.hash()).unwrap());
         assert!(!store.set_state(&r.key, RecordState::Fresh).unwrap());

@@ -109,15 +109,11 @@ pub trait CacheStore: Send + Sync {
 /// The rule for merging an incoming record into a store: stored nothing → add; stored one
 /// quarantined → the incoming one replaces it unless it names the same (failed) schedule;
 /// otherwise the faster measurement wins ([`prefer`]). The result is what to store.
-pub fn merge_choice(
-    existing: Option<&CacheRecord>,
-    incoming: &CacheRecord,
-) -> (MergeOutcome, CacheRecord) {
+pub fn merge_choice(existing: Option<&CacheRecord>, incoming: &CacheRecord) -> (MergeOutcome, CacheRecord) {
     let Some(existing) = existing else {
         return (MergeOutcome::Added, incoming.clone());
     };
-    let same_choice =
-        existing.schedule == incoming.schedule && existing.variant == incoming.variant;
+    let same_choice = existing.schedule == incoming.schedule && existing.variant == incoming.variant;
     if existing.state == RecordState::Quarantined {
         return if same_choice {
             (MergeOutcome::Kept, existing.clone())
@@ -152,25 +148,12 @@ pub struct Stats {
 impl Stats {
     /// Counts a listing.
     pub fn of(listing: &Listing) -> Stats {
-        let mut stats = Stats {
-            records: listing.records.len(),
-            undecodable: listing.undecodable,
-            ..Stats::default()
-        };
+        let mut stats = Stats { records: listing.records.len(), undecodable: listing.undecodable, ..Stats::default() };
         for r in &listing.records {
-            *stats
-                .by_state
-                .entry(r.state.name().to_string())
-                .or_default() += 1;
-            *stats
-                .by_version
-                .entry(r.provenance.tcc_version.clone())
-                .or_default() += 1;
+            *stats.by_state.entry(r.state.name().to_string()).or_default() += 1;
+            *stats.by_version.entry(r.provenance.tcc_version.clone()).or_default() += 1;
             *stats.by_target.entry(r.key.target.clone()).or_default() += 1;
-            *stats
-                .by_device
-                .entry(r.key.device.name.clone())
-                .or_default() += 1;
+            *stats.by_device.entry(r.key.device.name.clone()).or_default() += 1;
         }
         stats
     }
@@ -185,42 +168,24 @@ mod tests {
     fn merge_rules() {
         let slow = record(200);
         let fast = record(100);
-        assert_eq!(
-            merge_choice(None, &slow),
-            (MergeOutcome::Added, slow.clone())
-        );
-        assert_eq!(
-            merge_choice(Some(&slow), &fast),
-            (MergeOutcome::Replaced, fast.clone())
-        );
-        assert_eq!(
-            merge_choice(Some(&fast), &slow),
-            (MergeOutcome::Kept, fast.clone())
-        );
-        assert_eq!(
-            merge_choice(Some(&fast), &fast),
-            (MergeOutcome::Kept, fast.clone())
-        );
+        assert_eq!(merge_choice(None, &slow), (MergeOutcome::Added, slow.clone()));
+        assert_eq!(merge_choice(Some(&slow), &fast), (MergeOutcome::Replaced, fast.clone()));
+        assert_eq!(merge_choice(Some(&fast), &slow), (MergeOutcome::Kept, fast.clone()));
+        assert_eq!(merge_choice(Some(&fast), &fast), (MergeOutcome::Kept, fast.clone()));
         let mut bad = record(50);
         bad.state = RecordState::Quarantined;
         let same_as_bad = record(10);
         assert_eq!(merge_choice(Some(&bad), &same_as_bad).0, MergeOutcome::Kept);
         let mut other = record(500);
         other.schedule.tile_m = 16;
-        assert_eq!(
-            merge_choice(Some(&bad), &other),
-            (MergeOutcome::Replaced, other.clone())
-        );
+        assert_eq!(merge_choice(Some(&bad), &other), (MergeOutcome::Replaced, other.clone()));
     }
 
     #[test]
     fn stats_count() {
         let mut b = record(5);
         b.state = RecordState::Unverified;
-        let listing = Listing {
-            records: vec![record(1), b],
-            undecodable: 3,
-        };
+        let listing = Listing { records: vec![record(1), b], undecodable: 3 };
         let s = Stats::of(&listing);
         assert_eq!(s.records, 2);
         assert_eq!(s.undecodable, 3);

@@ -53,9 +53,7 @@ impl Outcome {
 
     /// An `Ok` outcome from a duration (clamped to at least 1 ns).
     pub fn from_duration(d: Duration) -> Outcome {
-        Outcome::Ok {
-            time_ns: u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1),
-        }
+        Outcome::Ok { time_ns: u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1) }
     }
 }
 
@@ -88,10 +86,7 @@ impl Trial {
     /// Parses and bounds-checks a journal entry.
     pub fn decode(text: &str) -> Result<Trial, String> {
         if text.len() > MAX_RECORD_BYTES {
-            return Err(format!(
-                "journal entry of {} bytes is too large",
-                text.len()
-            ));
+            return Err(format!("journal entry of {} bytes is too large", text.len()));
         }
         let trial: Trial = serde_json::from_str(text).map_err(|e| e.to_string())?;
         check_schedule(&trial.candidate.schedule).map_err(|e| e.to_string())?;
@@ -129,11 +124,7 @@ mod tests {
     #[test]
     fn trial_json_round_trip_and_bounds() {
         let t = Trial {
-            candidate: Candidate {
-                variant: 1,
-                schedule: Schedule::default_for(Tier::Cranelift),
-                cost: 2.5,
-            },
+            candidate: Candidate { variant: 1, schedule: Schedule::default_for(Tier::Cranelift), cost: 2.5 },
             outcome: Outcome::Ok { time_ns: 1234 },
             wall_ms: 7,
             resumed: false,
@@ -144,9 +135,6 @@ mod tests {
         let bad = text.replace("\"tile_m\":64", "\"tile_m\":65");
         assert!(Trial::decode(&bad).is_err());
         assert!(Trial::decode("{").is_err());
-        assert_eq!(
-            Outcome::from_duration(Duration::ZERO),
-            Outcome::Ok { time_ns: 1 }
-        );
+        assert_eq!(Outcome::from_duration(Duration::ZERO), Outcome::Ok { time_ns: 1 });
     }
 }

@@ -21,18 +21,12 @@ impl Budget {
 
     /// At most `n` trials.
     pub fn trials(n: usize) -> Budget {
-        Budget {
-            max_trials: Some(n),
-            max_time: None,
-        }
+        Budget { max_trials: Some(n), max_time: None }
     }
 
     /// At most `d` of wall time.
     pub fn time(d: Duration) -> Budget {
-        Budget {
-            max_trials: None,
-            max_time: Some(d),
-        }
+        Budget { max_trials: None, max_time: Some(d) }
     }
 
     /// Parses the CLI form: comma-separated parts, each `N` or `Ntrials` (trials) or `Ns`, `Nm`,
@@ -40,26 +34,19 @@ impl Budget {
     pub fn parse(text: &str) -> Result<Budget, String> {
         let mut budget = Budget::default();
         for part in text.split(',').map(str::trim) {
-            let digits_end = part
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(part.len());
+            let digits_end = part.find(|c: char| !c.is_ascii_digit()).unwrap_or(part.len());
             let (num, unit) = part.split_at(digits_end);
-            let n: u64 = num.parse().map_err(|_| {
-                format!("budget `{part}`: expected a number then a unit (60s, 200trials)")
-            })?;
+            let n: u64 =
+                num.parse().map_err(|_| format!("budget `{part}`: expected a number then a unit (60s, 200trials)"))?;
             let time = |secs_per: u64| Duration::from_secs(n.saturating_mul(secs_per));
             match unit {
-                "" | "trials" | "trial" => {
-                    budget.max_trials = Some(usize::try_from(n).unwrap_or(usize::MAX))
-                }
+                "" | "trials" | "trial" => budget.max_trials = Some(usize::try_from(n).unwrap_or(usize::MAX)),
                 "ms" => budget.max_time = Some(Duration::from_millis(n)),
                 "s" => budget.max_time = Some(time(1)),
                 "m" | "min" => budget.max_time = Some(time(60)),
                 "h" => budget.max_time = Some(time(3600)),
                 _ => {
-                    return Err(format!(
-                        "budget `{part}`: unknown unit `{unit}` (use trials, ms, s, m or h)"
-                    ));
+                    return Err(format!("budget `{part}`: unknown unit `{unit}` (use trials, ms, s, m or h)"));
                 }
             }
         }
@@ -94,23 +81,14 @@ mod tests {
 
     #[test]
     fn parse_forms() {
-        assert_eq!(
-            Budget::parse("60s"),
-            Ok(Budget::time(Duration::from_secs(60)))
-        );
+        assert_eq!(Budget::parse("60s"), Ok(Budget::time(Duration::from_secs(60))));
         assert_eq!(Budget::parse("200trials"), Ok(Budget::trials(200)));
         assert_eq!(Budget::parse("200"), Ok(Budget::trials(200)));
         assert_eq!(
             Budget::parse("5m, 10trials"),
-            Ok(Budget {
-                max_trials: Some(10),
-                max_time: Some(Duration::from_secs(300))
-            })
+            Ok(Budget { max_trials: Some(10), max_time: Some(Duration::from_secs(300)) })
         );
-        assert_eq!(
-            Budget::parse("250ms"),
-            Ok(Budget::time(Duration::from_millis(250)))
-        );
+        assert_eq!(Budget::parse("250ms"), Ok(Budget::time(Duration::from_millis(250))));
         assert!(Budget::parse("fast").is_err());
         assert!(Budget::parse("10 parsecs").is_err());
         assert!(Budget::parse("").is_err());

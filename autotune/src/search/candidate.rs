@@ -110,9 +110,7 @@ impl Knobs {
 
     /// Number of knob combinations (saturating).
     pub fn combinations(&self) -> u64 {
-        self.lists()
-            .iter()
-            .fold(1u64, |acc, l| acc.saturating_mul(l.len() as u64))
+        self.lists().iter().fold(1u64, |acc, l| acc.saturating_mul(l.len() as u64))
     }
 }
 
@@ -172,8 +170,7 @@ impl HardwareLimits {
         match s.tier {
             Tier::Ptx => {
                 let threads = u64::from(s.warps) * 32;
-                let tile_elems = u64::from(s.tile_m) * u64::from(s.tile_k)
-                    + u64::from(s.tile_k) * u64::from(s.tile_n);
+                let tile_elems = u64::from(s.tile_m) * u64::from(s.tile_k) + u64::from(s.tile_k) * u64::from(s.tile_n);
                 let shared = tile_elems * u64::from(self.element_bytes) * u64::from(s.stages);
                 threads <= u64::from(self.max_threads_per_block) && shared <= self.max_shared_bytes
             }
@@ -221,19 +218,11 @@ impl SearchSpace {
         let mut seen = std::collections::HashSet::new();
         let mut kept: Vec<Candidate> = candidates
             .into_iter()
-            .filter(|c| {
-                c.cost.is_finite()
-                    && c.variant <= MAX_VARIANT
-                    && check_schedule(&c.schedule).is_ok()
-            })
+            .filter(|c| c.cost.is_finite() && c.variant <= MAX_VARIANT && check_schedule(&c.schedule).is_ok())
             .filter(|c| seen.insert((c.variant, c.schedule)))
             .collect();
         kept.sort_by(|a, b| a.cost.total_cmp(&b.cost).then_with(|| a.id().cmp(&b.id())));
-        let index = kept
-            .iter()
-            .enumerate()
-            .map(|(i, c)| ((c.variant, c.schedule), i))
-            .collect();
+        let index = kept.iter().enumerate().map(|(i, c)| ((c.variant, c.schedule), i)).collect();
         let mut values: [Vec<u32>; 11] = Default::default();
         for c in &kept {
             for (k, v) in knob_values(&c.schedule).into_iter().enumerate() {
@@ -244,11 +233,7 @@ impl SearchSpace {
             v.sort_unstable();
             v.dedup();
         }
-        SearchSpace {
-            candidates: kept,
-            index,
-            values,
-        }
+        SearchSpace { candidates: kept, index, values }
     }
 
     /// The product of `variants` optimizer alternatives and the knob values, pruned by `limits`
@@ -265,11 +250,7 @@ impl SearchSpace {
         }
         let combinations = knobs.combinations();
         if combinations.saturating_mul(u64::from(variants)) > MAX_ENUMERATED {
-            return Err(SpaceError::TooLarge {
-                combinations,
-                variants,
-                limit: MAX_ENUMERATED,
-            });
+            return Err(SpaceError::TooLarge { combinations, variants, limit: MAX_ENUMERATED });
         }
         let lists = knobs.lists();
         let mut out = Vec::new();
@@ -286,11 +267,7 @@ impl SearchSpace {
             if limits.admits(&s) {
                 for variant in 0..variants {
                     if let Some(cost) = model.cost(variant, &s) {
-                        out.push(Candidate {
-                            variant,
-                            schedule: s,
-                            cost,
-                        });
+                        out.push(Candidate { variant, schedule: s, cost });
                     }
                 }
             }
@@ -329,11 +306,7 @@ impl SearchSpace {
         let cheapest = self.candidates.first().map_or(0.0, |c| c.cost);
         let below = cheapest - cheapest.abs().max(1.0);
         let cost = if below.is_finite() { below } else { cheapest };
-        let mut all = vec![Candidate {
-            variant,
-            schedule,
-            cost,
-        }];
+        let mut all = vec![Candidate { variant, schedule, cost }];
         all.append(&mut self.candidates);
         *self = SearchSpace::new(all);
         self.index.get(&(variant, schedule)).copied()
@@ -372,10 +345,7 @@ impl SearchSpace {
             let Ok(pos) = values.binary_search(&v[k]) else {
                 continue;
             };
-            let steps = [
-                pos.checked_sub(1),
-                Some(pos + 1).filter(|&p| p < values.len()),
-            ];
+            let steps = [pos.checked_sub(1), Some(pos + 1).filter(|&p| p < values.len())];
             for p in steps.into_iter().flatten() {
                 let mut w = v;
                 w[k] = values[p];
@@ -384,10 +354,7 @@ impl SearchSpace {
                 }
             }
         }
-        for variant in [c.variant.checked_sub(1), c.variant.checked_add(1)]
-            .into_iter()
-            .flatten()
-        {
+        for variant in [c.variant.checked_sub(1), c.variant.checked_add(1)].into_iter().flatten() {
             if let Some(&j) = self.index.get(&(variant, c.schedule)) {
                 out.push(j);
             }
@@ -398,12 +365,7 @@ impl SearchSpace {
     }
 
     /// A candidate taking each knob from `a` or `b` as `pick(k)` says, if it is in the space.
-    pub fn crossover(
-        &self,
-        a: usize,
-        b: usize,
-        mut pick: impl FnMut(usize) -> bool,
-    ) -> Option<usize> {
+    pub fn crossover(&self, a: usize, b: usize, mut pick: impl FnMut(usize) -> bool) -> Option<usize> {
         let (ca, cb) = (self.candidates.get(a)?, self.candidates.get(b)?);
         let (va, vb) = (knob_values(&ca.schedule), knob_values(&cb.schedule));
         let mut w = [0u32; 11];
@@ -411,9 +373,7 @@ impl SearchSpace {
             w[k] = if pick(k) { va[k] } else { vb[k] };
         }
         let variant = if pick(11) { ca.variant } else { cb.variant };
-        self.index
-            .get(&(variant, with_knobs(ca.schedule.tier, w)))
-            .copied()
+        self.index.get(&(variant, with_knobs(ca.schedule.tier, w))).copied()
     }
 }
 
@@ -443,16 +403,13 @@ mod tests {
 
     #[test]
     fn enumerate_prunes_and_orders() {
-        let model =
-            |_: u32, s: &Schedule| Some(f64::from(s.tile_m * s.tile_n) / f64::from(s.stages));
+        let model = |_: u32, s: &Schedule| Some(f64::from(s.tile_m * s.tile_n) / f64::from(s.stages));
         let space = SearchSpace::enumerate(2, &knobs(), &gpu_limits(), &model, usize::MAX).unwrap();
         assert!(!space.is_empty());
         for c in space.candidates() {
             assert!(c.schedule.warps <= 32, "64 warps is 2048 threads: pruned");
-            let shared = (c.schedule.tile_m * c.schedule.tile_k
-                + c.schedule.tile_k * c.schedule.tile_n)
-                * 2
-                * c.schedule.stages;
+            let shared =
+                (c.schedule.tile_m * c.schedule.tile_k + c.schedule.tile_k * c.schedule.tile_n) * 2 * c.schedule.stages;
             assert!(shared <= 48 * 1024);
         }
         let costs: Vec<f64> = space.candidates().iter().map(|c| c.cost).collect();
@@ -465,65 +422,33 @@ mod tests {
     #[test]
     fn model_can_prune_and_size_is_bounded() {
         let none = |_: u32, _: &Schedule| None;
-        assert!(
-            SearchSpace::enumerate(1, &knobs(), &gpu_limits(), &none, 100)
-                .unwrap()
-                .is_empty()
-        );
+        assert!(SearchSpace::enumerate(1, &knobs(), &gpu_limits(), &none, 100).unwrap().is_empty());
         let mut big = knobs();
         big.micro_m = (1..=64).collect();
         big.micro_n = (1..=64).collect();
         big.threads = (0..64).collect();
         let model = |_: u32, _: &Schedule| Some(1.0);
-        assert!(matches!(
-            SearchSpace::enumerate(1, &big, &gpu_limits(), &model, 10),
-            Err(SpaceError::TooLarge { .. })
-        ));
+        assert!(matches!(SearchSpace::enumerate(1, &big, &gpu_limits(), &model, 10), Err(SpaceError::TooLarge { .. })));
     }
 
     #[test]
     fn dedup_invalid_and_neighbors() {
         let base = Schedule::default_for(Tier::Cranelift);
-        let mk = |tile_m: u32, cost: f64| Candidate {
-            variant: 0,
-            schedule: Schedule { tile_m, ..base },
-            cost,
-        };
-        let space = SearchSpace::new(vec![
-            mk(64, 3.0),
-            mk(32, 2.0),
-            mk(64, 1.0),
-            mk(128, 4.0),
-            mk(48, 0.0),
-            mk(16, f64::NAN),
-        ]);
-        let ids: Vec<u32> = space
-            .candidates()
-            .iter()
-            .map(|c| c.schedule.tile_m)
-            .collect();
+        let mk = |tile_m: u32, cost: f64| Candidate { variant: 0, schedule: Schedule { tile_m, ..base }, cost };
+        let space =
+            SearchSpace::new(vec![mk(64, 3.0), mk(32, 2.0), mk(64, 1.0), mk(128, 4.0), mk(48, 0.0), mk(16, f64::NAN)]);
+        let ids: Vec<u32> = space.candidates().iter().map(|c| c.schedule.tile_m).collect();
         assert_eq!(ids, vec![32, 64, 128]);
         let i64_ = space.position(0, &Schedule { tile_m: 64, ..base }).unwrap();
-        let n: Vec<u32> = space
-            .neighbors(i64_)
-            .iter()
-            .map(|&j| space.candidates()[j].schedule.tile_m)
-            .collect();
+        let n: Vec<u32> = space.neighbors(i64_).iter().map(|&j| space.candidates()[j].schedule.tile_m).collect();
         assert_eq!(n, vec![32, 128]);
     }
 
     #[test]
     fn seeding_puts_a_schedule_first() {
         let base = Schedule::default_for(Tier::Cranelift);
-        let mut space = SearchSpace::new(vec![Candidate {
-            variant: 0,
-            schedule: base,
-            cost: 5.0,
-        }]);
-        let seeded = Schedule {
-            tile_n: 256,
-            ..base
-        };
+        let mut space = SearchSpace::new(vec![Candidate { variant: 0, schedule: base, cost: 5.0 }]);
+        let seeded = Schedule { tile_n: 256, ..base };
         assert_eq!(space.seed(0, seeded), Some(0));
         assert_eq!(space.len(), 2);
         assert_eq!(space.seed(0, base), Some(1));

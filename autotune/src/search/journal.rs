@@ -33,18 +33,12 @@ impl MemoryJournal {
 
 impl Journal for MemoryJournal {
     fn load(&self, session: &str) -> Result<Vec<Trial>, StoreError> {
-        let map = self
-            .sessions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let map = self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         Ok(map.get(session).cloned().unwrap_or_default())
     }
 
     fn append(&self, session: &str, trial: &Trial) -> Result<(), StoreError> {
-        let mut map = self
-            .sessions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let list = map.entry(session.to_string()).or_default();
         list.retain(|t| t.candidate.id() != trial.candidate.id());
         list.push(trial.clone());
@@ -52,10 +46,7 @@ impl Journal for MemoryJournal {
     }
 
     fn clear(&self, session: &str) -> Result<(), StoreError> {
-        let mut map = self
-            .sessions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         map.remove(session);
         Ok(())
     }

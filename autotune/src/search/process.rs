@@ -87,11 +87,7 @@ impl ProcessBenchmarker {
     }
 
     /// Runs one worker for `candidate` and returns what it reported, or why it reported nothing.
-    pub fn run_worker(
-        &self,
-        candidate: &Candidate,
-        artifact: Option<&serde_json::Value>,
-    ) -> Outcome {
+    pub fn run_worker(&self, candidate: &Candidate, artifact: Option<&serde_json::Value>) -> Outcome {
         let request = WorkerRequest {
             protocol: PROTOCOL,
             payload: self.payload.clone(),
@@ -103,9 +99,7 @@ impl ProcessBenchmarker {
         let line = match serde_json::to_string(&request) {
             Ok(l) => l + "\n",
             Err(e) => {
-                return Outcome::Failed {
-                    detail: format!("encoding the worker request: {e}"),
-                };
+                return Outcome::Failed { detail: format!("encoding the worker request: {e}") };
             }
         };
         let mut child = match Command::new(&self.command.program)
@@ -119,10 +113,7 @@ impl ProcessBenchmarker {
             Ok(c) => c,
             Err(e) => {
                 return Outcome::Failed {
-                    detail: format!(
-                        "cannot start worker {}: {e}",
-                        self.command.program.display()
-                    ),
+                    detail: format!("cannot start worker {}: {e}", self.command.program.display()),
                 };
             }
         };
@@ -151,19 +142,12 @@ impl ProcessBenchmarker {
         }
         let stderr_tail = tail(&String::from_utf8_lossy(&err), 400);
         match status {
-            Err(e) => Outcome::Failed {
-                detail: format!("waiting for the worker: {e}"),
-            },
-            Ok(None) => Outcome::Timeout {
-                after_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
-            },
+            Err(e) => Outcome::Failed { detail: format!("waiting for the worker: {e}") },
+            Ok(None) => Outcome::Timeout { after_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX) },
             Ok(Some(st)) => match parse_result(&String::from_utf8_lossy(&out)) {
                 Some(outcome) if st.success() => bounded(outcome),
                 _ => Outcome::Failed {
-                    detail: format!(
-                        "worker {} without a result; stderr: {stderr_tail}",
-                        describe(st)
-                    ),
+                    detail: format!("worker {} without a result; stderr: {stderr_tail}", describe(st)),
                 },
             },
         }
@@ -236,21 +220,15 @@ fn describe(status: ExitStatus) -> String {
 
 fn tail(text: &str, max_chars: usize) -> String {
     let chars: Vec<char> = text.trim_end().chars().collect();
-    chars[chars.len().saturating_sub(max_chars)..]
-        .iter()
-        .collect()
+    chars[chars.len().saturating_sub(max_chars)..].iter().collect()
 }
 
 /// Keeps a worker's free-text details short.
 fn bounded(outcome: Outcome) -> Outcome {
     let cut = |d: String| d.chars().take(1000).collect::<String>();
     match outcome {
-        Outcome::Wrong { detail } => Outcome::Wrong {
-            detail: cut(detail),
-        },
-        Outcome::Failed { detail } => Outcome::Failed {
-            detail: cut(detail),
-        },
+        Outcome::Wrong { detail } => Outcome::Wrong { detail: cut(detail) },
+        Outcome::Failed { detail } => Outcome::Failed { detail: cut(detail) },
         other => other,
     }
 }

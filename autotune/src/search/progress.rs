@@ -19,9 +19,9 @@ impl Progress {
             ProgressDrawTarget::hidden()
         };
         let bar = ProgressBar::with_draw_target(Some(len), target);
-        if let Ok(style) = ProgressStyle::with_template(
-            "tuning [{elapsed_precise}] {bar:30} {pos}/{len} ETA {eta} best: {msg}",
-        ) {
+        if let Ok(style) =
+            ProgressStyle::with_template("tuning [{elapsed_precise}] {bar:30} {pos}/{len} ETA {eta} best: {msg}")
+        {
             bar.set_style(style);
         }
         bar.set_message("-");

@@ -36,15 +36,10 @@ impl Strategy {
     /// The concrete strategy for a space of `len` candidates under `budget`.
     pub fn resolve(self, len: usize, budget: &Budget) -> Strategy {
         match self {
-            Strategy::Auto
-                if len <= AUTO_EXHAUSTIVE_MAX || budget.max_trials.is_some_and(|n| n >= len) =>
-            {
+            Strategy::Auto if len <= AUTO_EXHAUSTIVE_MAX || budget.max_trials.is_some_and(|n| n >= len) => {
                 Strategy::Exhaustive
             }
-            Strategy::Auto => Strategy::Evolutionary {
-                population: (len / 20).clamp(8, 64),
-                seed: 0x7cc,
-            },
+            Strategy::Auto => Strategy::Evolutionary { population: (len / 20).clamp(8, 64), seed: 0x7cc },
             other => other,
         }
     }
@@ -105,11 +100,7 @@ impl Selector {
             Strategy::Evolutionary { seed, .. } => seed,
             _ => 0,
         };
-        Selector {
-            strategy,
-            rng: SplitMix64::new(seed),
-            seeds,
-        }
+        Selector { strategy, rng: SplitMix64::new(seed), seeds }
     }
 
     /// Up to `n` unmeasured candidates to measure next; empty when the strategy is finished.
@@ -136,11 +127,7 @@ impl Selector {
         match self.strategy {
             Strategy::Auto | Strategy::Exhaustive => in_order(space.len(), &mut out),
             Strategy::Guided { top_fraction } => {
-                let f = if top_fraction.is_finite() {
-                    top_fraction.clamp(0.0, 1.0)
-                } else {
-                    1.0
-                };
+                let f = if top_fraction.is_finite() { top_fraction.clamp(0.0, 1.0) } else { 1.0 };
                 let initial = ((space.len() as f64 * f).ceil() as usize).max(1);
                 in_order(initial, &mut out);
                 for &(_, parent) in p.ranked.iter().take(3) {
@@ -182,16 +169,8 @@ impl Selector {
                 return;
             };
             let child = if self.rng.below(10) < 7 {
-                let near: Vec<usize> = space
-                    .neighbors(parent)
-                    .into_iter()
-                    .filter(|&j| !p.done[j])
-                    .collect();
-                if near.is_empty() {
-                    None
-                } else {
-                    Some(near[self.rng.below(near.len())])
-                }
+                let near: Vec<usize> = space.neighbors(parent).into_iter().filter(|&j| !p.done[j]).collect();
+                if near.is_empty() { None } else { Some(near[self.rng.below(near.len())]) }
             } else {
                 let other = self.tournament(p.ranked).unwrap_or(parent);
                 let bits = self.rng.next_u64();
@@ -219,11 +198,7 @@ mod tests {
             (0..n)
                 .map(|i| Candidate {
                     variant: 0,
-                    schedule: Schedule {
-                        tile_m: 1 << (i % 8),
-                        tile_n: 1 << (i / 8),
-                        ..base
-                    },
+                    schedule: Schedule { tile_m: 1 << (i % 8), tile_n: 1 << (i / 8), ..base },
                     cost: f64::from(i),
                 })
                 .collect(),
@@ -234,14 +209,8 @@ mod tests {
     fn auto_resolution() {
         let b = Budget::unlimited();
         assert_eq!(Strategy::Auto.resolve(10, &b), Strategy::Exhaustive);
-        assert!(matches!(
-            Strategy::Auto.resolve(10_000, &b),
-            Strategy::Evolutionary { .. }
-        ));
-        assert_eq!(
-            Strategy::Auto.resolve(1000, &Budget::trials(2000)),
-            Strategy::Exhaustive
-        );
+        assert!(matches!(Strategy::Auto.resolve(10_000, &b), Strategy::Evolutionary { .. }));
+        assert_eq!(Strategy::Auto.resolve(1000, &Budget::trials(2000)), Strategy::Exhaustive);
     }
 
     #[test]
@@ -249,14 +218,7 @@ mod tests {
         let s = space(16);
         let mut sel = Selector::new(Strategy::Exhaustive, vec![9]);
         let done = vec![false; 16];
-        let got = sel.next(
-            &s,
-            &Progress {
-                done: &done,
-                ranked: &[],
-            },
-            3,
-        );
+        let got = sel.next(&s, &Progress { done: &done, ranked: &[] }, 3);
         assert_eq!(got, vec![9, 0, 1]);
     }
 
@@ -265,27 +227,13 @@ mod tests {
         let s = space(64);
         let mut sel = Selector::new(Strategy::Guided { top_fraction: 0.05 }, vec![]);
         let mut done = vec![false; 64];
-        let first = sel.next(
-            &s,
-            &Progress {
-                done: &done,
-                ranked: &[],
-            },
-            100,
-        );
+        let first = sel.next(&s, &Progress { done: &done, ranked: &[] }, 100);
         assert_eq!(first, vec![0, 1, 2, 3]);
         for &i in &first {
             done[i] = true;
         }
         let ranked = vec![(5, 2)];
-        let next = sel.next(
-            &s,
-            &Progress {
-                done: &done,
-                ranked: &ranked,
-            },
-            100,
-        );
+        let next = sel.next(&s, &Progress { done: &done, ranked: &ranked }, 100);
         assert!(!next.is_empty());
         assert!(next.iter().all(|j| s.neighbors(2).contains(j)));
     }
@@ -294,25 +242,12 @@ mod tests {
     fn evolutionary_covers_everything_eventually_and_is_deterministic() {
         let s = space(64);
         let run = || {
-            let mut sel = Selector::new(
-                Strategy::Evolutionary {
-                    population: 4,
-                    seed: 7,
-                },
-                vec![],
-            );
+            let mut sel = Selector::new(Strategy::Evolutionary { population: 4, seed: 7 }, vec![]);
             let mut done = vec![false; 64];
             let mut ranked: Vec<(u64, usize)> = Vec::new();
             let mut order = Vec::new();
             loop {
-                let batch = sel.next(
-                    &s,
-                    &Progress {
-                        done: &done,
-                        ranked: &ranked,
-                    },
-                    2,
-                );
+                let batch = sel.next(&s, &Progress { done: &done, ranked: &ranked }, 2);
                 if batch.is_empty() {
                     break;
                 }

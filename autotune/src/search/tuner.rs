@@ -31,12 +31,7 @@ pub struct TunerOptions {
 
 impl Default for TunerOptions {
     fn default() -> TunerOptions {
-        TunerOptions {
-            budget: Budget::unlimited(),
-            strategy: Strategy::Auto,
-            compile_threads: 0,
-            progress: true,
-        }
+        TunerOptions { budget: Budget::unlimited(), strategy: Strategy::Auto, compile_threads: 0, progress: true }
     }
 }
 
@@ -71,12 +66,8 @@ pub struct TuneReport {
 impl TuneReport {
     /// Validated trials, fastest first (ties: the earlier trial first).
     pub fn ranked(&self) -> Vec<&Trial> {
-        let mut ok: Vec<(u64, usize, &Trial)> = self
-            .trials
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| t.outcome.time_ns().map(|ns| (ns, i, t)))
-            .collect();
+        let mut ok: Vec<(u64, usize, &Trial)> =
+            self.trials.iter().enumerate().filter_map(|(i, t)| t.outcome.time_ns().map(|ns| (ns, i, t))).collect();
         ok.sort_by_key(|&(ns, i, _)| (ns, i));
         ok.into_iter().map(|(_, _, t)| t).collect()
     }
@@ -152,13 +143,7 @@ impl TuneReport {
         rows.extend(self.trials.iter().filter(|t| t.outcome.time_ns().is_none()));
         for t in rows {
             let mark = if t.resumed { " (resumed)" } else { "" };
-            let _ = writeln!(
-                out,
-                "{:<8} {:<28} {}{mark}",
-                t.outcome.name(),
-                short(&t.outcome),
-                t.candidate
-            );
+            let _ = writeln!(out, "{:<8} {:<28} {}{mark}", t.outcome.name(), short(&t.outcome), t.candidate);
         }
         out
     }
@@ -184,13 +169,7 @@ pub struct Tuner<'a> {
 impl<'a> Tuner<'a> {
     /// A tuner over `space`.
     pub fn new(space: &'a SearchSpace, options: TunerOptions) -> Tuner<'a> {
-        Tuner {
-            space,
-            options,
-            journal: None,
-            seeds: Vec::new(),
-            on_trial: None,
-        }
+        Tuner { space, options, journal: None, seeds: Vec::new(), on_trial: None }
     }
 
     /// Journals every trial under `session` (use the cache key's hash) and, on start, skips the
@@ -219,37 +198,26 @@ impl<'a> Tuner<'a> {
         let space = self.space;
         let budget = self.options.budget;
         let strategy = self.options.strategy.resolve(space.len(), &budget);
-        let mut state = State {
-            done: vec![false; space.len()],
-            ranked: Vec::new(),
-            trials: Vec::new(),
-        };
+        let mut state = State { done: vec![false; space.len()], ranked: Vec::new(), trials: Vec::new() };
         self.resume(&mut state);
         let threads = match self.options.compile_threads {
             0 => std::thread::available_parallelism().map_or(1, usize::from),
             n => n,
         };
-        let planned = budget
-            .max_trials
-            .map_or(space.len(), |n| (state.trials.len() + n).min(space.len()));
+        let planned = budget.max_trials.map_or(space.len(), |n| (state.trials.len() + n).min(space.len()));
         let progress = Progress::new(planned as u64, self.options.progress);
         progress.step_by(state.trials.len(), state.best());
         let mut selector = Selector::new(strategy, self.seeds.clone());
         let mut measured = 0usize;
         let stop = 'search: loop {
-            let left = budget
-                .max_trials
-                .map_or(usize::MAX, |n| n.saturating_sub(measured));
+            let left = budget.max_trials.map_or(usize::MAX, |n| n.saturating_sub(measured));
             if left == 0 {
                 break StopReason::TrialBudget;
             }
             if budget.max_time.is_some_and(|t| start.elapsed() >= t) {
                 break StopReason::TimeBudget;
             }
-            let view = strategy::Progress {
-                done: &state.done,
-                ranked: &state.ranked,
-            };
+            let view = strategy::Progress { done: &state.done, ranked: &state.ranked };
             let batch = selector.next(space, &view, threads.min(left));
             if batch.is_empty() {
                 break StopReason::Exhausted;
@@ -263,13 +231,9 @@ impl<'a> Tuner<'a> {
                 let outcome = match compiled {
                     Ok(artifact) => checked(
                         catch_unwind(AssertUnwindSafe(|| bench.measure(candidate, &artifact)))
-                            .unwrap_or_else(|_| Outcome::Failed {
-                                detail: "the benchmarker panicked".into(),
-                            }),
+                            .unwrap_or_else(|_| Outcome::Failed { detail: "the benchmarker panicked".into() }),
                     ),
-                    Err(e) => Outcome::Failed {
-                        detail: format!("compile: {e}"),
-                    },
+                    Err(e) => Outcome::Failed { detail: format!("compile: {e}") },
                 };
                 let wall = compile_time + began.elapsed();
                 let trial = Trial {
@@ -285,13 +249,7 @@ impl<'a> Tuner<'a> {
             }
         };
         progress.finish();
-        TuneReport {
-            trials: state.trials,
-            stop,
-            elapsed: start.elapsed(),
-            space_size: space.len(),
-            strategy,
-        }
+        TuneReport { trials: state.trials, stop, elapsed: start.elapsed(), space_size: space.len(), strategy }
     }
 
     fn resume(&self, state: &mut State) {
@@ -301,9 +259,7 @@ impl<'a> Tuner<'a> {
         match journal.load(session) {
             Ok(trials) => {
                 for mut t in trials {
-                    if let Some(i) = self
-                        .space
-                        .position(t.candidate.variant, &t.candidate.schedule)
+                    if let Some(i) = self.space.position(t.candidate.variant, &t.candidate.schedule)
                         && !state.done[i]
                     {
                         t.resumed = true;
@@ -326,9 +282,7 @@ impl<'a> Tuner<'a> {
         if let Some((journal, session)) = &self.journal
             && let Err(e) = journal.append(session, trial)
         {
-            tracing::warn!(
-                "cannot journal a tuning trial (an interrupted run will repeat it): {e}"
-            );
+            tracing::warn!("cannot journal a tuning trial (an interrupted run will repeat it): {e}");
         }
         if let Some(f) = self.on_trial {
             f(trial);
@@ -339,9 +293,9 @@ impl<'a> Tuner<'a> {
 /// A benchmarker's claim of a zero or absurd time is a failure, not a winner.
 fn checked(outcome: Outcome) -> Outcome {
     match outcome {
-        Outcome::Ok { time_ns } if time_ns == 0 || time_ns > MAX_TIME_NS => Outcome::Failed {
-            detail: format!("implausible time of {time_ns} ns"),
-        },
+        Outcome::Ok { time_ns } if time_ns == 0 || time_ns > MAX_TIME_NS => {
+            Outcome::Failed { detail: format!("implausible time of {time_ns} ns") }
+        }
         other => other,
     }
 }
@@ -370,11 +324,7 @@ impl State {
 type Compiled<A> = (usize, Result<A, String>, Duration);
 
 /// Compiles a batch on one host thread per candidate; a panicking compile is a failure.
-fn compile_batch<B: Benchmarker>(
-    bench: &B,
-    space: &SearchSpace,
-    batch: &[usize],
-) -> Vec<Compiled<B::Artifact>> {
+fn compile_batch<B: Benchmarker>(bench: &B, space: &SearchSpace, batch: &[usize]) -> Vec<Compiled<B::Artifact>> {
     let compile_one = |i: usize| {
         let began = Instant::now();
         let c = &space.candidates()[i];
@@ -386,17 +336,10 @@ fn compile_batch<B: Benchmarker>(
         return batch.iter().map(|&i| compile_one(i)).collect();
     }
     std::thread::scope(|s| {
-        let handles: Vec<_> = batch
-            .iter()
-            .map(|&i| (i, s.spawn(move || compile_one(i))))
-            .collect();
+        let handles: Vec<_> = batch.iter().map(|&i| (i, s.spawn(move || compile_one(i)))).collect();
         handles
             .into_iter()
-            .map(|(i, h)| {
-                h.join().unwrap_or_else(|_| {
-                    (i, Err("the compiler panicked".to_string()), Duration::ZERO)
-                })
-            })
+            .map(|(i, h)| h.join().unwrap_or_else(|_| (i, Err("the compiler panicked".to_string()), Duration::ZERO)))
             .collect()
     })
 }

@@ -29,10 +29,7 @@ pub struct Timing {
 
 impl Default for Timing {
     fn default() -> Timing {
-        Timing {
-            warmup: 3,
-            repeats: 10,
-        }
+        Timing { warmup: 3, repeats: 10 }
     }
 }
 
@@ -73,9 +70,7 @@ pub fn validate_then_time(
         Ok(Check::Pass) => {}
         Ok(Check::Wrong(detail)) => return Outcome::Wrong { detail },
         Err(detail) => {
-            return Outcome::Failed {
-                detail: format!("validation: {detail}"),
-            };
+            return Outcome::Failed { detail: format!("validation: {detail}") };
         }
     }
     for _ in 0..timing.warmup {
@@ -106,15 +101,9 @@ pub fn serve(
     BufReader::new(input.take(MAX_REQUEST_BYTES)).read_line(&mut line)?;
     let outcome = match serde_json::from_str::<WorkerRequest>(&line) {
         Ok(req) if req.protocol == PROTOCOL => catch_unwind(AssertUnwindSafe(|| handler(&req)))
-            .unwrap_or_else(|_| Outcome::Failed {
-                detail: "the worker panicked".into(),
-            }),
-        Ok(req) => Outcome::Failed {
-            detail: format!("worker speaks protocol {PROTOCOL}, got {}", req.protocol),
-        },
-        Err(e) => Outcome::Failed {
-            detail: format!("bad worker request: {e}"),
-        },
+            .unwrap_or_else(|_| Outcome::Failed { detail: "the worker panicked".into() }),
+        Ok(req) => Outcome::Failed { detail: format!("worker speaks protocol {PROTOCOL}, got {}", req.protocol) },
+        Err(e) => Outcome::Failed { detail: format!("bad worker request: {e}") },
     };
     let json = serde_json::to_string(&outcome).map_err(std::io::Error::other)?;
     writeln!(output, "{RESULT_MARKER}{json}")?;
@@ -145,15 +134,8 @@ mod tests {
             protocol: PROTOCOL,
             payload: serde_json::json!({"k": 1}),
             artifact: None,
-            candidate: Candidate {
-                variant: 0,
-                schedule: Schedule::default_for(Tier::Cranelift),
-                cost: 0.0,
-            },
-            timing: Timing {
-                warmup: 1,
-                repeats: 3,
-            },
+            candidate: Candidate { variant: 0, schedule: Schedule::default_for(Tier::Cranelift), cost: 0.0 },
+            timing: Timing { warmup: 1, repeats: 3 },
             seed: 9,
         }
     }
@@ -168,31 +150,20 @@ mod tests {
         })
         .unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert_eq!(
-            parse_result(&format!("noise\n{text}more noise\n")),
-            Some(Outcome::Ok { time_ns: 42 })
-        );
+        assert_eq!(parse_result(&format!("noise\n{text}more noise\n")), Some(Outcome::Ok { time_ns: 42 }));
     }
 
     #[test]
     fn bad_requests_and_panics_fail_cleanly() {
         let mut out = Vec::new();
-        serve("garbage\n".as_bytes(), &mut out, |_| Outcome::Ok {
-            time_ns: 1,
-        })
-        .unwrap();
-        assert!(matches!(
-            parse_result(&String::from_utf8(out).unwrap()),
-            Some(Outcome::Failed { .. })
-        ));
+        serve("garbage\n".as_bytes(), &mut out, |_| Outcome::Ok { time_ns: 1 }).unwrap();
+        assert!(matches!(parse_result(&String::from_utf8(out).unwrap()), Some(Outcome::Failed { .. })));
         let input = format!("{}\n", serde_json::to_string(&request()).unwrap());
         let mut out = Vec::new();
         serve(input.as_bytes(), &mut out, |_| panic!("boom")).unwrap();
         assert_eq!(
             parse_result(&String::from_utf8(out).unwrap()),
-            Some(Outcome::Failed {
-                detail: "the worker panicked".into()
-            })
+            Some(Outcome::Failed { detail: "the worker panicked".into() })
         );
     }
 
@@ -207,18 +178,10 @@ mod tests {
                 Ok(())
             },
         );
-        assert_eq!(
-            o,
-            Outcome::Wrong {
-                detail: "max error 3.5".into()
-            }
-        );
+        assert_eq!(o, Outcome::Wrong { detail: "max error 3.5".into() });
         assert_eq!(runs, 0);
         let o = validate_then_time(
-            &Timing {
-                warmup: 2,
-                repeats: 5,
-            },
+            &Timing { warmup: 2, repeats: 5 },
             || Ok(Check::Pass),
             || {
                 runs += 1;

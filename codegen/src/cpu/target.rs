@@ -21,16 +21,8 @@ pub struct CpuCaps {
 impl CpuCaps {
     /// Capabilities of an ISA built for the host.
     pub fn of_isa(isa: &dyn TargetIsa) -> CpuCaps {
-        let flag = |name: &str| {
-            isa.isa_flags()
-                .iter()
-                .any(|v| v.name == name && v.as_bool() == Some(true))
-        };
-        CpuCaps {
-            f32_lanes: 4,
-            has_fma: flag("has_fma"),
-            has_sse41: flag("has_sse41"),
-        }
+        let flag = |name: &str| isa.isa_flags().iter().any(|v| v.name == name && v.as_bool() == Some(true));
+        CpuCaps { f32_lanes: 4, has_fma: flag("has_fma"), has_sse41: flag("has_sse41") }
     }
 }
 
@@ -38,18 +30,14 @@ impl CpuCaps {
 pub fn host_isa() -> Result<OwnedTargetIsa, CodegenError> {
     let mut flags = settings::builder();
     let set = |flags: &mut settings::Builder, name: &str, value: &str| {
-        flags
-            .set(name, value)
-            .map_err(|e| CodegenError::UnsupportedHost(format!("setting {name}: {e}")))
+        flags.set(name, value).map_err(|e| CodegenError::UnsupportedHost(format!("setting {name}: {e}")))
     };
     set(&mut flags, "opt_level", "speed")?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
     set(&mut flags, "is_pic", "false")?;
-    let isa_builder =
-        cranelift_native::builder().map_err(|e| CodegenError::UnsupportedHost(e.to_string()))?;
-    let isa = isa_builder
-        .finish(settings::Flags::new(flags))
-        .map_err(|e| CodegenError::UnsupportedHost(e.to_string()))?;
+    let isa_builder = cranelift_native::builder().map_err(|e| CodegenError::UnsupportedHost(e.to_string()))?;
+    let isa =
+        isa_builder.finish(settings::Flags::new(flags)).map_err(|e| CodegenError::UnsupportedHost(e.to_string()))?;
     Ok(isa)
 }
 

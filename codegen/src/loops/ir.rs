@@ -60,18 +60,12 @@ pub struct Index {
 impl Index {
     /// The constant index `c`.
     pub fn constant(c: i64) -> Index {
-        Index {
-            offset: c,
-            terms: Vec::new(),
-        }
+        Index { offset: c, terms: Vec::new() }
     }
 
     /// The index equal to variable `v`.
     pub fn var(v: VarId) -> Index {
-        Index {
-            offset: 0,
-            terms: vec![(v, 1)],
-        }
+        Index { offset: 0, terms: vec![(v, 1)] }
     }
 
     /// `self + other`.
@@ -85,10 +79,7 @@ impl Index {
         }
         terms.retain(|t| t.1 != 0);
         terms.sort();
-        Index {
-            offset: self.offset.wrapping_add(other.offset),
-            terms,
-        }
+        Index { offset: self.offset.wrapping_add(other.offset), terms }
     }
 
     /// `self * k`.
@@ -98,20 +89,13 @@ impl Index {
         }
         Index {
             offset: self.offset.wrapping_mul(k),
-            terms: self
-                .terms
-                .iter()
-                .map(|&(v, c)| (v, c.wrapping_mul(k)))
-                .collect(),
+            terms: self.terms.iter().map(|&(v, c)| (v, c.wrapping_mul(k))).collect(),
         }
     }
 
     /// `self + c`.
     pub fn add_const(&self, c: i64) -> Index {
-        Index {
-            offset: self.offset.wrapping_add(c),
-            terms: self.terms.clone(),
-        }
+        Index { offset: self.offset.wrapping_add(c), terms: self.terms.clone() }
     }
 
     /// The coefficient of `v` (0 when absent).
@@ -125,10 +109,7 @@ impl Index {
         if c == 0 {
             return self.clone();
         }
-        let rest = Index {
-            offset: self.offset,
-            terms: self.terms.iter().copied().filter(|t| t.0 != v).collect(),
-        };
+        let rest = Index { offset: self.offset, terms: self.terms.iter().copied().filter(|t| t.0 != v).collect() };
         rest.add(&by.scale(c))
     }
 
@@ -252,21 +233,13 @@ impl Extent {
     /// The extent with loop variable `v` replaced by `by`.
     pub fn substitute(&self, v: VarId, by: &Index) -> Extent {
         match self {
-            Extent::Tail {
-                total,
-                block,
-                outer,
-            } => {
+            Extent::Tail { total, block, outer } => {
                 let outer = outer.substitute(v, by);
                 if outer.terms.is_empty() {
                     let done = block.saturating_mul(u64::try_from(outer.offset).unwrap_or(0));
                     Extent::Const((*block).min(total.saturating_sub(done)))
                 } else {
-                    Extent::Tail {
-                        total: *total,
-                        block: *block,
-                        outer,
-                    }
+                    Extent::Tail { total: *total, block: *block, outer }
                 }
             }
             Extent::Const(n) => Extent::Const(*n),
@@ -343,11 +316,7 @@ pub struct Phase {
 impl Phase {
     /// A phase that runs `body` once, on one thread.
     pub fn serial(body: Vec<Stmt>) -> Phase {
-        Phase {
-            row_var: None,
-            rows: 1,
-            body,
-        }
+        Phase { row_var: None, rows: 1, body }
     }
 
     /// Total innermost iterations over all rows: a rough measure of work, used to decide whether
@@ -357,13 +326,8 @@ impl Phase {
             stmts
                 .iter()
                 .map(|s| match s {
-                    Stmt::Loop { extent, body, .. } => {
-                        extent.max().saturating_mul(count(body).max(1))
-                    }
-                    Stmt::MicroKernel(mk) => mk
-                        .depth
-                        .max()
-                        .saturating_mul(u64::from(mk.mr) * u64::from(mk.nr)),
+                    Stmt::Loop { extent, body, .. } => extent.max().saturating_mul(count(body).max(1)),
+                    Stmt::MicroKernel(mk) => mk.depth.max().saturating_mul(u64::from(mk.mr) * u64::from(mk.nr)),
                     _ => 1,
                 })
                 .fold(0u64, u64::saturating_add)
@@ -477,12 +441,7 @@ impl LoopKernel {
             Some(Expr::Binary { lhs, rhs, .. } | Expr::Compare { lhs, rhs, .. }) => {
                 vec![*lhs, *rhs]
             }
-            Some(Expr::Select {
-                cond,
-                on_true,
-                on_false,
-                ..
-            }) => vec![*cond, *on_true, *on_false],
+            Some(Expr::Select { cond, on_true, on_false, .. }) => vec![*cond, *on_true, *on_false],
             _ => Vec::new(),
         }
     }
@@ -510,10 +469,7 @@ impl ExprArena {
 
     /// A constant of `dtype`.
     pub fn constant(&mut self, dtype: DType, value: f64) -> ExprId {
-        self.intern(Expr::Const {
-            dtype,
-            bits: value.to_bits(),
-        })
+        self.intern(Expr::Const { dtype, bits: value.to_bits() })
     }
 
     /// The expressions, in id order.
@@ -525,11 +481,7 @@ impl ExprArena {
 impl ExprArena {
     /// An arena holding `exprs` (ids kept), ready to intern more.
     pub fn from_exprs(exprs: Vec<Expr>) -> ExprArena {
-        let ids = exprs
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.clone(), ExprId(i as u32)))
-            .collect();
+        let ids = exprs.iter().enumerate().map(|(i, e)| (e.clone(), ExprId(i as u32))).collect();
         ExprArena { exprs, ids }
     }
 
@@ -539,13 +491,7 @@ impl ExprArena {
     }
 
     /// `e` with loop variable `v` replaced by `by` in every load index (new ids where needed).
-    pub fn substitute(
-        &mut self,
-        e: ExprId,
-        v: VarId,
-        by: &Index,
-        memo: &mut HashMap<ExprId, ExprId>,
-    ) -> ExprId {
+    pub fn substitute(&mut self, e: ExprId, v: VarId, by: &Index, memo: &mut HashMap<ExprId, ExprId>) -> ExprId {
         if let Some(&done) = memo.get(&e) {
             return done;
         }
@@ -555,62 +501,21 @@ impl ExprArena {
         let mut sub = |arena: &mut ExprArena, x: ExprId| arena.substitute(x, v, by, memo);
         let new = match expr {
             Expr::Const { .. } | Expr::Acc(_) => expr,
-            Expr::Load { buf, index } => Expr::Load {
-                buf,
-                index: index.substitute(v, by),
-            },
-            Expr::Unary { op, dtype, arg } => Expr::Unary {
-                op,
-                dtype,
-                arg: sub(self, arg),
-            },
-            Expr::Cast { from, to, arg } => Expr::Cast {
-                from,
-                to,
-                arg: sub(self, arg),
-            },
-            Expr::Binary {
-                op,
-                dtype,
-                lhs,
-                rhs,
-            } => {
+            Expr::Load { buf, index } => Expr::Load { buf, index: index.substitute(v, by) },
+            Expr::Unary { op, dtype, arg } => Expr::Unary { op, dtype, arg: sub(self, arg) },
+            Expr::Cast { from, to, arg } => Expr::Cast { from, to, arg: sub(self, arg) },
+            Expr::Binary { op, dtype, lhs, rhs } => {
                 let lhs = sub(self, lhs);
-                Expr::Binary {
-                    op,
-                    dtype,
-                    lhs,
-                    rhs: sub(self, rhs),
-                }
+                Expr::Binary { op, dtype, lhs, rhs: sub(self, rhs) }
             }
-            Expr::Compare {
-                op,
-                operand,
-                lhs,
-                rhs,
-            } => {
+            Expr::Compare { op, operand, lhs, rhs } => {
                 let lhs = sub(self, lhs);
-                Expr::Compare {
-                    op,
-                    operand,
-                    lhs,
-                    rhs: sub(self, rhs),
-                }
+                Expr::Compare { op, operand, lhs, rhs: sub(self, rhs) }
             }
-            Expr::Select {
-                dtype,
-                cond,
-                on_true,
-                on_false,
-            } => {
+            Expr::Select { dtype, cond, on_true, on_false } => {
                 let cond = sub(self, cond);
                 let on_true = sub(self, on_true);
-                Expr::Select {
-                    dtype,
-                    cond,
-                    on_true,
-                    on_false: sub(self, on_false),
-                }
+                Expr::Select { dtype, cond, on_true, on_false: sub(self, on_false) }
             }
         };
         let id = self.intern(new);

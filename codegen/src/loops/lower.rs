@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use tcc_ir::{BinaryOp, Bindings, DType, Graph, NodeId, Op, ReduceOp};
 
 use super::ir::{
-    AccId, BufDecl, BufId, BufKind, Combine, Expr, ExprArena, ExprId, Extent, Index, LoopKernel,
-    MicroKernel, Phase, Stmt, VarId,
+    AccId, BufDecl, BufId, BufKind, Combine, Expr, ExprArena, ExprId, Extent, Index, LoopKernel, MicroKernel, Phase,
+    Stmt, VarId,
 };
 use crate::error::CodegenError;
 
@@ -29,11 +29,7 @@ pub struct LowerOptions {
 
 impl Default for LowerOptions {
     fn default() -> LowerOptions {
-        LowerOptions {
-            materialize_all: false,
-            max_inline_cost: 48,
-            gemm: Some(GemmTiles::default()),
-        }
+        LowerOptions { materialize_all: false, max_inline_cost: 48, gemm: Some(GemmTiles::default()) }
     }
 }
 
@@ -55,13 +51,7 @@ pub struct GemmTiles {
 
 impl Default for GemmTiles {
     fn default() -> GemmTiles {
-        GemmTiles {
-            mr: 4,
-            nr: 8,
-            mc: 64,
-            nc: 256,
-            kc: 256,
-        }
+        GemmTiles { mr: 4, nr: 8, mc: 64, nc: 256, kc: 256 }
     }
 }
 
@@ -134,20 +124,12 @@ struct Lowerer<'g> {
 
 impl<'g> Lowerer<'g> {
     fn new(name: &str, g: &'g Graph, bindings: &Bindings) -> Result<Lowerer<'g>, CodegenError> {
-        let shapes = g
-            .nodes
-            .iter()
-            .map(|n| resolve_dims(&n.ty.shape, bindings))
-            .collect::<Result<_, _>>()?;
+        let shapes = g.nodes.iter().map(|n| resolve_dims(&n.ty.shape, bindings)).collect::<Result<_, _>>()?;
         let mut kernel = LoopKernel::new(name);
         for p in &g.params {
             let dims = resolve_dims(&p.ty.shape, bindings)?;
             let kind = BufKind::Input(kernel.bufs.len());
-            kernel.bufs.push(BufDecl {
-                dtype: p.ty.dtype,
-                len: numel(&dims),
-                kind,
-            });
+            kernel.bufs.push(BufDecl { dtype: p.ty.dtype, len: numel(&dims), kind });
         }
         Ok(Lowerer {
             g,
@@ -167,27 +149,17 @@ impl<'g> Lowerer<'g> {
     }
 
     fn shape(&self, n: NodeId) -> Result<&[u64], CodegenError> {
-        self.shapes
-            .get(n.index())
-            .map(Vec::as_slice)
-            .ok_or_else(|| self.bad(format!("dangling node {n}")))
+        self.shapes.get(n.index()).map(Vec::as_slice).ok_or_else(|| self.bad(format!("dangling node {n}")))
     }
 
     fn dtype(&self, n: NodeId) -> Result<DType, CodegenError> {
-        self.g
-            .ty(n)
-            .map(|t| t.dtype)
-            .ok_or_else(|| self.bad(format!("dangling node {n}")))
+        self.g.ty(n).map(|t| t.dtype).ok_or_else(|| self.bad(format!("dangling node {n}")))
     }
 
     fn scratch(&mut self, n: NodeId) -> Result<BufId, CodegenError> {
         let dtype = self.dtype(n)?;
         let len = numel(self.shape(n)?);
-        Ok(self.push_buf(BufDecl {
-            dtype,
-            len,
-            kind: BufKind::Scratch,
-        }))
+        Ok(self.push_buf(BufDecl { dtype, len, kind: BufKind::Scratch }))
     }
 
     fn push_buf(&mut self, decl: BufDecl) -> BufId {
@@ -222,11 +194,7 @@ impl<'g> Lowerer<'g> {
         for (k, &o) in self.g.outputs.iter().enumerate() {
             let dtype = self.dtype(o)?;
             let len = numel(self.shape(o)?);
-            let buf = self.push_buf(BufDecl {
-                dtype,
-                len,
-                kind: BufKind::Output(k),
-            });
+            let buf = self.push_buf(BufDecl { dtype, len, kind: BufKind::Output(k) });
             if self.mat[o.index()].is_none() {
                 self.mat[o.index()] = Some(buf);
             } else {
@@ -234,11 +202,8 @@ impl<'g> Lowerer<'g> {
             }
         }
         for (i, node) in self.g.nodes.iter().enumerate() {
-            let forced = options.materialize_all
-                || matches!(
-                    node.op,
-                    Op::Reduce { .. } | Op::MatMul(..) | Op::Concat { .. }
-                );
+            let forced =
+                options.materialize_all || matches!(node.op, Op::Reduce { .. } | Op::MatMul(..) | Op::Concat { .. });
             if forced && self.mat[i].is_none() {
                 self.mat[i] = Some(self.scratch(NodeId(i as u32))?);
             }
@@ -282,12 +247,7 @@ impl<'g> Lowerer<'g> {
             let Some(buf) = self.mat[i] else { continue };
             let stmt = match &self.g.nodes[i].op {
                 Op::Input { .. } => continue,
-                Op::Reduce {
-                    op,
-                    input,
-                    axes,
-                    keepdim,
-                } => self.reduce_nest(n, buf, *op, *input, axes, *keepdim)?,
+                Op::Reduce { op, input, axes, keepdim } => self.reduce_nest(n, buf, *op, *input, axes, *keepdim)?,
                 Op::MatMul(a, b) => match self.gemm {
                     Some(tiles) => self.gemm_nest(n, buf, *a, *b, tiles)?,
                     None => self.matmul_nest(n, buf, *a, *b)?,
@@ -325,11 +285,7 @@ impl<'g> Lowerer<'g> {
         let vars: Vec<VarId> = dims.iter().map(|_| self.new_var()).collect();
         let idx: Vec<Index> = vars.iter().map(|&v| Index::var(v)).collect();
         let value = value(self, &idx)?;
-        let store = Stmt::Store {
-            buf,
-            index: Index::flatten(&idx, &dims),
-            value,
-        };
+        let store = Stmt::Store { buf, index: Index::flatten(&idx, &dims), value };
         Ok(wrap_loops(&vars, &dims, vec![store]))
     }
 
@@ -345,11 +301,7 @@ impl<'g> Lowerer<'g> {
         let in_dims = self.shape(input)?.to_vec();
         let out_dims = self.shape(n)?.to_vec();
         let dtype = self.dtype(n)?;
-        let acc_dtype = if dtype == DType::I32 {
-            DType::I32
-        } else {
-            DType::F32
-        };
+        let acc_dtype = if dtype == DType::I32 { DType::I32 } else { DType::F32 };
         let vars: Vec<VarId> = in_dims.iter().map(|_| self.new_var()).collect();
         let full: Vec<Index> = vars.iter().map(|&v| Index::var(v)).collect();
         let mut out_idx = Vec::new();
@@ -373,41 +325,24 @@ impl<'g> Lowerer<'g> {
         };
         let init = self.arena.constant(acc_dtype, init);
         let value = self.expr_at(input, &full)?;
-        let mut inner = vec![Stmt::AccUpdate {
-            acc,
-            combine,
-            value,
-        }];
+        let mut inner = vec![Stmt::AccUpdate { acc, combine, value }];
         for &a in axes.iter().rev() {
             let (Some(&var), Some(&extent)) = (vars.get(a), in_dims.get(a)) else {
                 return Err(self.bad(format!("reduction {n} has a bad axis {a}")));
             };
-            inner = vec![Stmt::Loop {
-                var,
-                extent: Extent::Const(extent),
-                body: inner,
-            }];
+            inner = vec![Stmt::Loop { var, extent: Extent::Const(extent), body: inner }];
         }
         let acc_value = self.arena.intern(Expr::Acc(acc));
         let result = if op == ReduceOp::Mean {
             let count: u64 = axes.iter().filter_map(|&a| in_dims.get(a)).product();
             let count = self.arena.constant(DType::F32, count as f64);
-            self.arena.intern(Expr::Binary {
-                op: BinaryOp::Div,
-                dtype,
-                lhs: acc_value,
-                rhs: count,
-            })
+            self.arena.intern(Expr::Binary { op: BinaryOp::Div, dtype, lhs: acc_value, rhs: count })
         } else {
             acc_value
         };
         let mut body = vec![Stmt::AccInit { acc, value: init }];
         body.extend(inner);
-        body.push(Stmt::Store {
-            buf,
-            index: Index::flatten(&out_idx, &out_dims),
-            value: result,
-        });
+        body.push(Stmt::Store { buf, index: Index::flatten(&out_idx, &out_dims), value: result });
         let kept: Vec<(VarId, u64)> = vars
             .iter()
             .zip(&in_dims)
@@ -419,13 +354,7 @@ impl<'g> Lowerer<'g> {
         Ok(wrap_loops(&kv, &ke, body))
     }
 
-    fn matmul_nest(
-        &mut self,
-        n: NodeId,
-        buf: BufId,
-        a: NodeId,
-        b: NodeId,
-    ) -> Result<Vec<Stmt>, CodegenError> {
+    fn matmul_nest(&mut self, n: NodeId, buf: BufId, a: NodeId, b: NodeId) -> Result<Vec<Stmt>, CodegenError> {
         let out_dims = self.shape(n)?.to_vec();
         let a_dims = self.shape(a)?.to_vec();
         let b_dims = self.shape(b)?.to_vec();
@@ -446,12 +375,7 @@ impl<'g> Lowerer<'g> {
         b_idx.push(idx[r - 1].clone());
         let lhs = self.expr_at(a, &a_idx)?;
         let rhs = self.expr_at(b, &b_idx)?;
-        let product = self.arena.intern(Expr::Binary {
-            op: BinaryOp::Mul,
-            dtype: DType::F32,
-            lhs,
-            rhs,
-        });
+        let product = self.arena.intern(Expr::Binary { op: BinaryOp::Mul, dtype: DType::F32, lhs, rhs });
         let acc = self.new_acc(DType::F32);
         let zero = self.arena.constant(DType::F32, 0.0);
         let acc_value = self.arena.intern(Expr::Acc(acc));
@@ -460,17 +384,9 @@ impl<'g> Lowerer<'g> {
             Stmt::Loop {
                 var: kv,
                 extent: Extent::Const(k),
-                body: vec![Stmt::AccUpdate {
-                    acc,
-                    combine: Combine::Add,
-                    value: product,
-                }],
+                body: vec![Stmt::AccUpdate { acc, combine: Combine::Add, value: product }],
             },
-            Stmt::Store {
-                buf,
-                index: Index::flatten(&idx, &out_dims),
-                value: acc_value,
-            },
+            Stmt::Store { buf, index: Index::flatten(&idx, &out_dims), value: acc_value },
         ];
         Ok(wrap_loops(&vars, &out_dims, body))
     }
@@ -495,62 +411,34 @@ impl<'g> Lowerer<'g> {
             return Err(self.bad(format!("matmul {n} has operands of rank below 2")));
         }
         let (m, nn, k) = (out_dims[r - 2], out_dims[r - 1], a_dims[ra - 1]);
-        let (mr, nr, mc, nc, kc) = (
-            u64::from(t.mr),
-            u64::from(t.nr),
-            u64::from(t.mc),
-            u64::from(t.nc),
-            u64::from(t.kc),
-        );
+        let (mr, nr, mc, nc, kc) =
+            (u64::from(t.mr), u64::from(t.nr), u64::from(t.mc), u64::from(t.nc), u64::from(t.kc));
         let dtype = self.dtype(n)?;
         let c = if dtype == DType::F32 {
             buf
         } else {
-            self.push_buf(BufDecl {
-                dtype: DType::F32,
-                len: numel(&out_dims),
-                kind: BufKind::Scratch,
-            })
+            self.push_buf(BufDecl { dtype: DType::F32, len: numel(&out_dims), kind: BufKind::Scratch })
         };
-        let ap = self.push_buf(BufDecl {
-            dtype: DType::F32,
-            len: mc * kc,
-            kind: BufKind::Local,
-        });
-        let bp = self.push_buf(BufDecl {
-            dtype: DType::F32,
-            len: nc * kc,
-            kind: BufKind::Local,
-        });
+        let ap = self.push_buf(BufDecl { dtype: DType::F32, len: mc * kc, kind: BufKind::Local });
+        let bp = self.push_buf(BufDecl { dtype: DType::F32, len: nc * kc, kind: BufKind::Local });
         let batch_vars: Vec<VarId> = out_dims[..r - 2].iter().map(|_| self.new_var()).collect();
         let batch: Vec<Index> = batch_vars.iter().map(|&v| Index::var(v)).collect();
         let (icb, jcb, pcb) = (self.new_var(), self.new_var(), self.new_var());
         let i64c = as_i64;
         // Rows of C before this batch entry, and the panel counts.
         let batch_row = Index::flatten(&batch, &out_dims[..r - 2]).scale(i64c(m));
-        let k_eff = Extent::Tail {
-            total: k,
-            block: kc,
-            outer: Index::var(pcb),
-        };
+        let k_eff = Extent::Tail { total: k, block: kc, outer: Index::var(pcb) };
         let k0 = Index::var(pcb).scale(i64c(kc));
         // Pack B: for jr, p, jj: bp[jr*kc*nr + p*nr + jj] = B[batch, k0 + p, jcb*nc + jr*nr + jj].
         let (jr, p, jj) = (self.new_var(), self.new_var(), self.new_var());
-        let n_panels = Extent::Tail {
-            total: nn.div_ceil(nr),
-            block: nc / nr,
-            outer: Index::var(jcb),
-        };
+        let n_panels = Extent::Tail { total: nn.div_ceil(nr), block: nc / nr, outer: Index::var(jcb) };
         let panel_n = Index::var(jcb).scale(i64c(nc / nr)).add(&Index::var(jr));
         let col = panel_n.scale(i64c(nr)).add(&Index::var(jj));
         let mut b_idx = broadcast_index(&batch, &b_dims[..rb - 2], &out_dims[..r - 2]);
         b_idx.push(k0.add(&Index::var(p)));
         b_idx.push(col);
         let b_val = self.expr_at(b, &b_idx)?;
-        let b_at = Index::var(jr)
-            .scale(i64c(kc * nr))
-            .add(&Index::var(p).scale(i64c(nr)))
-            .add(&Index::var(jj));
+        let b_at = Index::var(jr).scale(i64c(kc * nr)).add(&Index::var(p).scale(i64c(nr))).add(&Index::var(jj));
         let pack_b = Stmt::Loop {
             var: jr,
             extent: n_panels.clone(),
@@ -559,54 +447,31 @@ impl<'g> Lowerer<'g> {
                 extent: k_eff.clone(),
                 body: vec![Stmt::Loop {
                     var: jj,
-                    extent: Extent::Tail {
-                        total: nn,
-                        block: nr,
-                        outer: panel_n.clone(),
-                    },
-                    body: vec![Stmt::Store {
-                        buf: bp,
-                        index: b_at,
-                        value: b_val,
-                    }],
+                    extent: Extent::Tail { total: nn, block: nr, outer: panel_n.clone() },
+                    body: vec![Stmt::Store { buf: bp, index: b_at, value: b_val }],
                 }],
             }],
         };
         // Pack A: for ir, ii, p: ap[ir*kc*mr + p*mr + ii] = A[batch, icb*mc + ir*mr + ii, k0 + p].
         let (ir, ii, p2) = (self.new_var(), self.new_var(), self.new_var());
-        let m_panels = Extent::Tail {
-            total: m.div_ceil(mr),
-            block: mc / mr,
-            outer: Index::var(icb),
-        };
+        let m_panels = Extent::Tail { total: m.div_ceil(mr), block: mc / mr, outer: Index::var(icb) };
         let panel_m = Index::var(icb).scale(i64c(mc / mr)).add(&Index::var(ir));
         let row = panel_m.scale(i64c(mr)).add(&Index::var(ii));
         let mut a_idx = broadcast_index(&batch, &a_dims[..ra - 2], &out_dims[..r - 2]);
         a_idx.push(row);
         a_idx.push(k0.add(&Index::var(p2)));
         let a_val = self.expr_at(a, &a_idx)?;
-        let a_at = Index::var(ir)
-            .scale(i64c(kc * mr))
-            .add(&Index::var(p2).scale(i64c(mr)))
-            .add(&Index::var(ii));
+        let a_at = Index::var(ir).scale(i64c(kc * mr)).add(&Index::var(p2).scale(i64c(mr))).add(&Index::var(ii));
         let pack_a = Stmt::Loop {
             var: ir,
             extent: m_panels.clone(),
             body: vec![Stmt::Loop {
                 var: ii,
-                extent: Extent::Tail {
-                    total: m,
-                    block: mr,
-                    outer: panel_m.clone(),
-                },
+                extent: Extent::Tail { total: m, block: mr, outer: panel_m.clone() },
                 body: vec![Stmt::Loop {
                     var: p2,
                     extent: k_eff.clone(),
-                    body: vec![Stmt::Store {
-                        buf: ap,
-                        index: a_at,
-                        value: a_val,
-                    }],
+                    body: vec![Stmt::Store { buf: ap, index: a_at, value: a_val }],
                 }],
             }],
         };
@@ -614,11 +479,7 @@ impl<'g> Lowerer<'g> {
         let (jt, it) = (self.new_var(), self.new_var());
         let tile_m = Index::var(icb).scale(i64c(mc / mr)).add(&Index::var(it));
         let tile_n = Index::var(jcb).scale(i64c(nc / nr)).add(&Index::var(jt));
-        let bound = if batch.is_empty() {
-            (Index::var(icb).scale(i64c(mc)), mc)
-        } else {
-            (batch_row.clone(), m)
-        };
+        let bound = if batch.is_empty() { (Index::var(icb).scale(i64c(mc)), mc) } else { (batch_row.clone(), m) };
         let tile = Stmt::MicroKernel(Box::new(MicroKernel {
             mr: t.mr,
             nr: t.nr,
@@ -632,26 +493,14 @@ impl<'g> Lowerer<'g> {
             c_col: tile_n.scale(i64c(nr)),
             ldc: i64c(nn),
             bound,
-            rows: Extent::Tail {
-                total: m,
-                block: mr,
-                outer: tile_m,
-            },
-            cols: Extent::Tail {
-                total: nn,
-                block: nr,
-                outer: tile_n,
-            },
+            rows: Extent::Tail { total: m, block: mr, outer: tile_m },
+            cols: Extent::Tail { total: nn, block: nr, outer: tile_n },
             first: Index::var(pcb),
         }));
         let tiles = Stmt::Loop {
             var: jt,
             extent: n_panels,
-            body: vec![Stmt::Loop {
-                var: it,
-                extent: m_panels,
-                body: vec![tile],
-            }],
+            body: vec![Stmt::Loop { var: it, extent: m_panels, body: vec![tile] }],
         };
         let per_block = vec![Stmt::Loop {
             var: jcb,
@@ -662,11 +511,7 @@ impl<'g> Lowerer<'g> {
                 body: vec![pack_b, pack_a, tiles],
             }],
         }];
-        let row_blocks = vec![Stmt::Loop {
-            var: icb,
-            extent: Extent::Const(m.div_ceil(mc)),
-            body: per_block,
-        }];
+        let row_blocks = vec![Stmt::Loop { var: icb, extent: Extent::Const(m.div_ceil(mc)), body: per_block }];
         let stmts = wrap_loops(&batch_vars, &out_dims[..r - 2], row_blocks);
         if c != buf {
             // Round the f32 result once to the node's dtype, in a nest of its own.
@@ -699,11 +544,7 @@ impl<'g> Lowerer<'g> {
             let value = self.expr_at(input, &idx)?;
             let mut out_idx = idx.clone();
             out_idx[axis] = out_idx[axis].add_const(offset);
-            let store = Stmt::Store {
-                buf,
-                index: Index::flatten(&out_idx, &out_dims),
-                value,
-            };
+            let store = Stmt::Store { buf, index: Index::flatten(&out_idx, &out_dims), value };
             self.body.push(wrap_loops(&vars, &dims, vec![store]));
             offset += as_i64(len);
         }
@@ -729,10 +570,7 @@ impl<'g> Lowerer<'g> {
 
     /// The value of node `n`'s op at `idx`, reading its operands through [`Self::expr_at`].
     fn op_expr(&mut self, n: NodeId, idx: &[Index]) -> Result<ExprId, CodegenError> {
-        let node = self
-            .g
-            .node(n)
-            .ok_or_else(|| self.bad(format!("dangling node {n}")))?;
+        let node = self.g.node(n).ok_or_else(|| self.bad(format!("dangling node {n}")))?;
         let dtype = node.ty.dtype;
         let dims = self.shape(n)?.to_vec();
         if idx.len() != dims.len() {
@@ -740,10 +578,7 @@ impl<'g> Lowerer<'g> {
         }
         let e = match node.op.clone() {
             Op::Input { .. } | Op::Reduce { .. } | Op::MatMul(..) | Op::Concat { .. } => {
-                return Err(self.bad(format!(
-                    "node {n} ({}) must be materialized",
-                    node.op.kind_name()
-                )));
+                return Err(self.bad(format!("node {n} ({}) must be materialized", node.op.kind_name())));
             }
             Op::Constant { value } => self.arena.constant(dtype, value),
             Op::Unary(op, a) => {
@@ -753,51 +588,24 @@ impl<'g> Lowerer<'g> {
             Op::Cast(a) => {
                 let from = self.dtype(a)?;
                 let arg = self.operand_at(a, idx, &dims)?;
-                if from == dtype {
-                    arg
-                } else {
-                    self.arena.intern(Expr::Cast {
-                        from,
-                        to: dtype,
-                        arg,
-                    })
-                }
+                if from == dtype { arg } else { self.arena.intern(Expr::Cast { from, to: dtype, arg }) }
             }
             Op::Binary(op, a, b) => {
                 let lhs = self.operand_at(a, idx, &dims)?;
                 let rhs = self.operand_at(b, idx, &dims)?;
-                self.arena.intern(Expr::Binary {
-                    op,
-                    dtype,
-                    lhs,
-                    rhs,
-                })
+                self.arena.intern(Expr::Binary { op, dtype, lhs, rhs })
             }
             Op::Compare(op, a, b) => {
                 let operand = self.dtype(a)?;
                 let lhs = self.operand_at(a, idx, &dims)?;
                 let rhs = self.operand_at(b, idx, &dims)?;
-                self.arena.intern(Expr::Compare {
-                    op,
-                    operand,
-                    lhs,
-                    rhs,
-                })
+                self.arena.intern(Expr::Compare { op, operand, lhs, rhs })
             }
-            Op::Select {
-                cond,
-                on_true,
-                on_false,
-            } => {
+            Op::Select { cond, on_true, on_false } => {
                 let cond = self.operand_at(cond, idx, &dims)?;
                 let on_true = self.operand_at(on_true, idx, &dims)?;
                 let on_false = self.operand_at(on_false, idx, &dims)?;
-                self.arena.intern(Expr::Select {
-                    dtype,
-                    cond,
-                    on_true,
-                    on_false,
-                })
+                self.arena.intern(Expr::Select { dtype, cond, on_true, on_false })
             }
             Op::Broadcast(a) => self.operand_at(a, idx, &dims)?,
             Op::Permute { input, perm } => {
@@ -810,13 +618,9 @@ impl<'g> Lowerer<'g> {
                 }
                 self.expr_at(input, &in_idx)?
             }
-            Op::Slice {
-                input, axis, start, ..
-            } => {
+            Op::Slice { input, axis, start, .. } => {
                 let mut in_idx = idx.to_vec();
-                let slot = in_idx
-                    .get_mut(axis)
-                    .ok_or_else(|| self.bad(format!("slice {n} has a bad axis")))?;
+                let slot = in_idx.get_mut(axis).ok_or_else(|| self.bad(format!("slice {n} has a bad axis")))?;
                 *slot = slot.add_const(as_i64(start));
                 self.expr_at(input, &in_idx)?
             }
@@ -832,9 +636,7 @@ impl<'g> Lowerer<'g> {
                         self.expr_at(a, &zeros)?
                     }
                     None => {
-                        return Err(
-                            self.bad(format!("the operand of reshape {n} is not materialized"))
-                        );
+                        return Err(self.bad(format!("the operand of reshape {n} is not materialized")));
                     }
                 }
             }
@@ -843,12 +645,7 @@ impl<'g> Lowerer<'g> {
     }
 
     /// Operand `a` of a node of shape `dims`, at the broadcast of `idx`.
-    fn operand_at(
-        &mut self,
-        a: NodeId,
-        idx: &[Index],
-        dims: &[u64],
-    ) -> Result<ExprId, CodegenError> {
+    fn operand_at(&mut self, a: NodeId, idx: &[Index], dims: &[u64]) -> Result<ExprId, CodegenError> {
         let a_dims = self.shape(a)?.to_vec();
         if a_dims.len() > dims.len() {
             return Err(self.bad(format!("operand {a} has a higher rank than its user")));
@@ -864,13 +661,7 @@ fn broadcast_index(idx: &[Index], from: &[u64], to: &[u64]) -> Vec<Index> {
     let offset = to.len().saturating_sub(from.len());
     from.iter()
         .enumerate()
-        .map(|(j, &d)| {
-            if d == 1 {
-                Index::constant(0)
-            } else {
-                idx.get(j + offset).cloned().unwrap_or_default()
-            }
-        })
+        .map(|(j, &d)| if d == 1 { Index::constant(0) } else { idx.get(j + offset).cloned().unwrap_or_default() })
         .collect()
 }
 
@@ -878,11 +669,7 @@ fn broadcast_index(idx: &[Index], from: &[u64], to: &[u64]) -> Vec<Index> {
 fn wrap_loops(vars: &[VarId], dims: &[u64], body: Vec<Stmt>) -> Vec<Stmt> {
     let mut stmts = body;
     for (&var, &d) in vars.iter().zip(dims).rev() {
-        stmts = vec![Stmt::Loop {
-            var,
-            extent: Extent::Const(d),
-            body: stmts,
-        }];
+        stmts = vec![Stmt::Loop { var, extent: Extent::Const(d), body: stmts }];
     }
     stmts
 }

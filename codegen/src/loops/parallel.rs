@@ -6,9 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::ir::{
-    BufKind, Expr, ExprArena, ExprId, Extent, Index, LoopKernel, MicroKernel, Phase, Stmt, VarId,
-};
+use super::ir::{BufKind, Expr, ExprArena, ExprId, Extent, Index, LoopKernel, MicroKernel, Phase, Stmt, VarId};
 
 /// Re-plans `kernel`'s phases: unit loops removed, flat loops longer than `strip` strip-mined,
 /// nests fused into row-parallel phases where that is safe.
@@ -28,11 +26,7 @@ pub fn split_rows(kernel: &mut LoopKernel, strip: u64) {
             continue;
         }
         let mut nest = group.swap_remove(0);
-        if let Stmt::Loop {
-            extent: Extent::Const(n),
-            body,
-            ..
-        } = &nest
+        if let Stmt::Loop { extent: Extent::Const(n), body, .. } = &nest
             && *n > strip
             && strip > 0
             && is_flat(body)
@@ -59,20 +53,13 @@ pub fn split_rows(kernel: &mut LoopKernel, strip: u64) {
 }
 
 fn is_flat(body: &[Stmt]) -> bool {
-    !body
-        .iter()
-        .any(|b| matches!(b, Stmt::Loop { .. } | Stmt::MicroKernel(_)))
+    !body.iter().any(|b| matches!(b, Stmt::Loop { .. } | Stmt::MicroKernel(_)))
 }
 
 /// Appends `nest` to `phase` as a row-parallel phase, if its outer loop matches the phase's rows
 /// and every row still touches only its own block of every written buffer.
 fn fuse(phase: &Phase, nest: &Stmt, kernel: &LoopKernel, arena: &mut ExprArena) -> Option<Phase> {
-    let Stmt::Loop {
-        var,
-        extent: Extent::Const(n),
-        body,
-    } = nest
-    else {
+    let Stmt::Loop { var, extent: Extent::Const(n), body } = nest else {
         return None;
     };
     if *n < 2 {
@@ -85,15 +72,8 @@ fn fuse(phase: &Phase, nest: &Stmt, kernel: &LoopKernel, arena: &mut ExprArena) 
     };
     let mut memo = HashMap::new();
     let mut fused = phase.body.clone();
-    fused.extend(
-        body.iter()
-            .map(|s| substitute_stmt(s, *var, &Index::var(r), arena, &mut memo)),
-    );
-    let candidate = Phase {
-        row_var: Some(r),
-        rows,
-        body: fused,
-    };
+    fused.extend(body.iter().map(|s| substitute_stmt(s, *var, &Index::var(r), arena, &mut memo)));
+    let candidate = Phase { row_var: Some(r), rows, body: fused };
     rows_are_disjoint(kernel, arena, &candidate).then_some(candidate)
 }
 
@@ -102,25 +82,14 @@ fn squeeze(body: Vec<Stmt>, arena: &mut ExprArena) -> Vec<Stmt> {
     let mut out = Vec::with_capacity(body.len());
     for s in body {
         match s {
-            Stmt::Loop {
-                var,
-                extent: Extent::Const(1),
-                body,
-            } => {
+            Stmt::Loop { var, extent: Extent::Const(1), body } => {
                 let zero = Index::constant(0);
                 let mut m = HashMap::new();
-                let inner: Vec<Stmt> = body
-                    .iter()
-                    .map(|b| substitute_stmt(b, var, &zero, arena, &mut m))
-                    .collect();
+                let inner: Vec<Stmt> = body.iter().map(|b| substitute_stmt(b, var, &zero, arena, &mut m)).collect();
                 out.extend(squeeze(inner, arena));
             }
             Stmt::Loop { var, extent, body } => {
-                out.push(Stmt::Loop {
-                    var,
-                    extent,
-                    body: squeeze(body, arena),
-                });
+                out.push(Stmt::Loop { var, extent, body: squeeze(body, arena) });
             }
             other => out.push(other),
         }
@@ -130,35 +99,21 @@ fn squeeze(body: Vec<Stmt>, arena: &mut ExprArena) -> Vec<Stmt> {
 
 /// `for i in 0..n { body }` becomes `for b in 0..ceil(n/strip) { for j in 0..min(strip, n - strip*b) { body[i := strip*b + j] } }`.
 fn strip_mine(stmt: Stmt, strip: u64, kernel: &mut LoopKernel, arena: &mut ExprArena) -> Stmt {
-    let Stmt::Loop {
-        var,
-        extent: Extent::Const(n),
-        body,
-    } = stmt
-    else {
+    let Stmt::Loop { var, extent: Extent::Const(n), body } = stmt else {
         return stmt;
     };
     let outer = VarId(kernel.vars);
     let inner = VarId(kernel.vars + 1);
     kernel.vars += 2;
-    let by = Index::var(outer)
-        .scale(i64::try_from(strip).unwrap_or(i64::MAX))
-        .add(&Index::var(inner));
+    let by = Index::var(outer).scale(i64::try_from(strip).unwrap_or(i64::MAX)).add(&Index::var(inner));
     let mut memo = HashMap::new();
-    let body = body
-        .iter()
-        .map(|s| substitute_stmt(s, var, &by, arena, &mut memo))
-        .collect();
+    let body = body.iter().map(|s| substitute_stmt(s, var, &by, arena, &mut memo)).collect();
     Stmt::Loop {
         var: outer,
         extent: Extent::Const(n.div_ceil(strip)),
         body: vec![Stmt::Loop {
             var: inner,
-            extent: Extent::Tail {
-                total: n,
-                block: strip,
-                outer: Index::var(outer),
-            },
+            extent: Extent::Tail { total: n, block: strip, outer: Index::var(outer) },
             body,
         }],
     }
@@ -176,29 +131,15 @@ pub fn substitute_stmt(
         Stmt::Loop { var, extent, body } => Stmt::Loop {
             var: *var,
             extent: extent.substitute(v, by),
-            body: body
-                .iter()
-                .map(|b| substitute_stmt(b, v, by, arena, memo))
-                .collect(),
+            body: body.iter().map(|b| substitute_stmt(b, v, by, arena, memo)).collect(),
         },
-        Stmt::Store { buf, index, value } => Stmt::Store {
-            buf: *buf,
-            index: index.substitute(v, by),
-            value: arena.substitute(*value, v, by, memo),
-        },
-        Stmt::AccInit { acc, value } => Stmt::AccInit {
-            acc: *acc,
-            value: arena.substitute(*value, v, by, memo),
-        },
-        Stmt::AccUpdate {
-            acc,
-            combine,
-            value,
-        } => Stmt::AccUpdate {
-            acc: *acc,
-            combine: *combine,
-            value: arena.substitute(*value, v, by, memo),
-        },
+        Stmt::Store { buf, index, value } => {
+            Stmt::Store { buf: *buf, index: index.substitute(v, by), value: arena.substitute(*value, v, by, memo) }
+        }
+        Stmt::AccInit { acc, value } => Stmt::AccInit { acc: *acc, value: arena.substitute(*value, v, by, memo) },
+        Stmt::AccUpdate { acc, combine, value } => {
+            Stmt::AccUpdate { acc: *acc, combine: *combine, value: arena.substitute(*value, v, by, memo) }
+        }
         Stmt::MicroKernel(mk) => Stmt::MicroKernel(Box::new(MicroKernel {
             a_at: mk.a_at.substitute(v, by),
             b_at: mk.b_at.substitute(v, by),
@@ -241,15 +182,7 @@ fn rows_are_disjoint(kernel: &LoopKernel, arena: &ExprArena, phase: &Phase) -> b
         // The tile writes within rows `bound` of C, whole rows of `ldc` elements; it reads its
         // own (call-local) panels.
         let first = mk.bound.0.scale(mk.ldc);
-        writes.push((
-            mk.c,
-            first,
-            1,
-            mk.bound
-                .1
-                .saturating_mul(u64::try_from(mk.ldc).unwrap_or(0)),
-            0,
-        ));
+        writes.push((mk.c, first, 1, mk.bound.1.saturating_mul(u64::try_from(mk.ldc).unwrap_or(0)), 0));
         reads.push((mk.a, mk.a_at.clone()));
         reads.push((mk.b, mk.b_at.clone()));
     }
@@ -284,32 +217,22 @@ fn rows_are_disjoint(kernel: &LoopKernel, arena: &ExprArena, phase: &Phase) -> b
         }
         let s = strides.get(buf).copied().unwrap_or(0);
         // The last element written is `(mr-1)*ldc + nr-1` past the first.
-        let span = i64::try_from(mr.saturating_sub(1))
-            .unwrap_or(i64::MAX)
-            .saturating_mul(*ldc)
+        let span = i64::try_from(mr.saturating_sub(1)).unwrap_or(i64::MAX).saturating_mul(*ldc)
             + i64::try_from(nr.saturating_sub(1)).unwrap_or(i64::MAX);
         rest_within(index, r, s, span, &extents)
     });
     writes_ok
-        && reads
-            .iter()
-            .filter(|(b, _)| strides.contains_key(b))
-            .all(|(buf, index)| {
-                let s = strides.get(buf).copied().unwrap_or(0);
-                index.coef(r) == s && rest_within(index, r, s, 0, &extents)
-            })
+        && reads.iter().filter(|(b, _)| strides.contains_key(b)).all(|(buf, index)| {
+            let s = strides.get(buf).copied().unwrap_or(0);
+            index.coef(r) == s && rest_within(index, r, s, 0, &extents)
+        })
 }
 
 fn operands(e: &Expr) -> Vec<ExprId> {
     match e {
         Expr::Unary { arg, .. } | Expr::Cast { arg, .. } => vec![*arg],
         Expr::Binary { lhs, rhs, .. } | Expr::Compare { lhs, rhs, .. } => vec![*lhs, *rhs],
-        Expr::Select {
-            cond,
-            on_true,
-            on_false,
-            ..
-        } => vec![*cond, *on_true, *on_false],
+        Expr::Select { cond, on_true, on_false, .. } => vec![*cond, *on_true, *on_false],
         Expr::Const { .. } | Expr::Load { .. } | Expr::Acc(_) => Vec::new(),
     }
 }
@@ -319,10 +242,7 @@ fn rest_within(index: &Index, r: VarId, s: i64, span: i64, extents: &HashMap<Var
     if index.coef(r) != s {
         return false;
     }
-    let (mut lo, mut hi) = (
-        i128::from(index.offset),
-        i128::from(index.offset) + i128::from(span),
-    );
+    let (mut lo, mut hi) = (i128::from(index.offset), i128::from(index.offset) + i128::from(span));
     for &(v, c) in &index.terms {
         if v == r {
             continue;

@@ -63,16 +63,9 @@ pub struct GpuCaps {
     pub features: &'static [Feature],
 }
 
-const SM80_FEATURES: &[Feature] =
-    &[Feature::Bf16Convert, Feature::WarpShuffle, Feature::MmaM16N8K16, Feature::CpAsync];
-const SM90A_FEATURES: &[Feature] = &[
-    Feature::Bf16Convert,
-    Feature::WarpShuffle,
-    Feature::MmaM16N8K16,
-    Feature::CpAsync,
-    Feature::Wgmma,
-    Feature::Tma,
-];
+const SM80_FEATURES: &[Feature] = &[Feature::Bf16Convert, Feature::WarpShuffle, Feature::MmaM16N8K16, Feature::CpAsync];
+const SM90A_FEATURES: &[Feature] =
+    &[Feature::Bf16Convert, Feature::WarpShuffle, Feature::MmaM16N8K16, Feature::CpAsync, Feature::Wgmma, Feature::Tma];
 
 impl GpuArch {
     /// Every target, in a fixed order.

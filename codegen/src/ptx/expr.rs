@@ -133,7 +133,8 @@ impl<'a> Em<'a> {
         let mut stride: u64 = 1;
         for (k, &d) in dims.iter().enumerate().rev() {
             if d > 1 {
-                let q = if stride == 1 { flat.to_string() } else { self.f.v(format!("udiv {} {flat}, {stride}", self.ix)) };
+                let q =
+                    if stride == 1 { flat.to_string() } else { self.f.v(format!("udiv {} {flat}, {stride}", self.ix)) };
                 // The leading non-trivial axis needs no remainder: the index is in range.
                 let leading = dims[..k].iter().all(|&x| x <= 1);
                 out[k] = if leading { q } else { self.f.v(format!("urem {} {q}, {d}", self.ix)) };
@@ -195,7 +196,9 @@ impl<'a> Em<'a> {
                     Some(v) => v.clone(),
                     None => {
                         let ptr = self.base_ptr(base);
-                        let p = self.f.v(format!("getelementptr inbounds {st}, ptr addrspace(1) {ptr}, {} {vbase}", self.ix));
+                        let p = self
+                            .f
+                            .v(format!("getelementptr inbounds {st}, ptr addrspace(1) {ptr}, {} {vbase}", self.ix));
                         let align = (size * *width as usize).min(16);
                         let v = self.f.v(format!("load <{width} x {st}>, ptr addrspace(1) {p}, align {align}"));
                         self.vmemo.insert(key, v.clone());
@@ -206,7 +209,8 @@ impl<'a> Em<'a> {
             }
             _ => {
                 let ptr = self.base_ptr(base);
-                let p = self.f.v(format!("getelementptr inbounds {st}, ptr addrspace(1) {ptr}, {} {}", self.ix, ix.flat));
+                let p =
+                    self.f.v(format!("getelementptr inbounds {st}, ptr addrspace(1) {ptr}, {} {}", self.ix, ix.flat));
                 self.f.v(format!("load {st}, ptr addrspace(1) {p}, align {size}"))
             }
         };
@@ -392,6 +396,7 @@ impl<'a> Em<'a> {
             });
             offset += size;
         }
-        result.ok_or_else(|| PtxError::InvalidGraph { kernel: self.g.name.clone(), reason: format!("{n}: empty concat") })
+        result
+            .ok_or_else(|| PtxError::InvalidGraph { kernel: self.g.name.clone(), reason: format!("{n}: empty concat") })
     }
 }

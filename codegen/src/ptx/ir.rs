@@ -132,10 +132,7 @@ impl Func {
         let inext = self.v(format!("add {} {}, {step}", lp.ty, lp.i));
         let latch = self.block.clone();
         self.br(&lp.head);
-        let mut phis = format!(
-            "  {} = phi {} [ {}, %{} ], [ {inext}, %{latch} ]",
-            lp.i, lp.ty, lp.start, lp.pred
-        );
+        let mut phis = format!("  {} = phi {} [ {}, %{} ], [ {inext}, %{latch} ]", lp.i, lp.ty, lp.start, lp.pred);
         for (((name, ty), init), nv) in lp.accs.iter().zip(&lp.acc_tys).zip(&lp.inits).zip(next) {
             let _ = write!(phis, "\n  {name} = phi {ty} [ {init}, %{} ], [ {nv}, %{latch} ]", lp.pred);
         }

@@ -48,9 +48,7 @@ pub fn ir_to_ptx(text: &str, arch: GpuArch, kernel: &str) -> Result<String, PtxE
     module.set_triple(&triple);
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     module.verify().map_err(|e| fail("verify", e.to_string()))?;
-    module
-        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
-        .map_err(|e| fail("optimize", e.to_string()))?;
+    module.run_passes("default<O3>", &tm, PassBuilderOptions::create()).map_err(|e| fail("optimize", e.to_string()))?;
     let out = tm.write_to_memory_buffer(&module, FileType::Assembly).map_err(|e| fail("emit", e.to_string()))?;
     Ok(String::from_utf8_lossy(out.as_slice()).trim_end_matches('\0').to_string())
 }

@@ -195,13 +195,7 @@ pub(crate) fn plan(kernel: &Kernel, bindings: &Bindings) -> Result<Plan, PtxErro
     let (dims, param_dims) = resolve(kernel, bindings)?;
     let mat = materialized(g);
     let biggest = dims.iter().chain(&param_dims).map(|d| numel(d)).max().unwrap_or(0);
-    let mut p = Plan {
-        dims,
-        stages: Vec::new(),
-        loc: HashMap::new(),
-        scratch_bytes: 0,
-        index64: false,
-    };
+    let mut p = Plan { dims, stages: Vec::new(), loc: HashMap::new(), scratch_bytes: 0, index64: false };
     if !try_rows(g, &mat, &mut p) && !try_matmul(g, &mat, &mut p) {
         generic(g, &mat, &mut p);
     }
@@ -310,10 +304,9 @@ fn try_rows(g: &Graph, mat: &[bool], p: &mut Plan) -> bool {
         }
         let ok = match &node.op {
             Op::Reduce { .. } | Op::Reshape(_) => true,
-            op if is_elementwise(op) || matches!(op, Op::Broadcast(_)) => op
-                .operands()
-                .iter()
-                .all(|o| !dep[o.index()] || p.dims[o.index()].len() == p.dims[i].len()),
+            op if is_elementwise(op) || matches!(op, Op::Broadcast(_)) => {
+                op.operands().iter().all(|o| !dep[o.index()] || p.dims[o.index()].len() == p.dims[i].len())
+            }
             _ => false,
         };
         if !ok {

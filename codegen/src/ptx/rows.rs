@@ -83,7 +83,8 @@ fn passes(g: &Graph, reduces: &[NodeId]) -> Result<Vec<Pass>, PtxError> {
         if used[i] {
             continue;
         }
-        let found = (i + 1..reduces.len()).find_map(|j| (!used[j]).then(|| pair(g, reduces[i], reduces[j]).map(|p| (j, p))).flatten());
+        let found = (i + 1..reduces.len())
+            .find_map(|j| (!used[j]).then(|| pair(g, reduces[i], reduces[j]).map(|p| (j, p))).flatten());
         match found {
             Some((j, p)) => {
                 used[j] = true;
@@ -251,7 +252,8 @@ fn single(em: &mut Em, rc: &RowCx, r: NodeId, op: ReduceOp, x: NodeId) -> Result
         }
         Ok(vec![acc])
     })?;
-    let merge = move |em: &mut Em, a: &[String], b: &[String]| vec![math::reduce_step(&mut em.f, op, dtype, &a[0], &b[0])];
+    let merge =
+        move |em: &mut Em, a: &[String], b: &[String]| vec![math::reduce_step(&mut em.f, op, dtype, &a[0], &b[0])];
     let total = combine(em, rc, &[ct], accs, &merge)?;
     let len = numel(&em.dims(x)[rc.prefix..]);
     let out_dtype = em.dtype(r);

@@ -384,9 +384,8 @@ fn operand_at(
     let ix = em.ix;
     let rank = dims.len();
     let offset = out_batch.len().saturating_sub(rank - 2);
-    let mut multi: Vec<String> = (0..rank - 2)
-        .map(|i| if dims[i] == 1 { "0".to_string() } else { batch_multi[offset + i].clone() })
-        .collect();
+    let mut multi: Vec<String> =
+        (0..rank - 2).map(|i| if dims[i] == 1 { "0".to_string() } else { batch_multi[offset + i].clone() }).collect();
     let r_ok = em.f.v(format!("icmp ult {ix} {row}, {rows}"));
     let c_ok = em.f.v(format!("icmp ult {ix} {col}, {cols}"));
     let ok = em.f.v(format!("and i1 {r_ok}, {c_ok}"));

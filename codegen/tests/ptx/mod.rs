@@ -42,9 +42,8 @@ fn check_kernel(k: &Kernel, bindings: &Bindings) -> Vec<PtxKernel> {
                 std::fs::write(base.with_extension("ptx"), &compiled.ptx).unwrap();
                 std::fs::write(base.with_extension("ll"), &compiled.ir.llvm_ir).unwrap();
             }
-            let report = ptx::assemble(ptxas(), &compiled.ptx, arch).unwrap_or_else(|e| {
-                panic!("{} for {arch}: {e}\nLLVM IR:\n{}", k.name, compiled.ir.llvm_ir)
-            });
+            let report = ptx::assemble(ptxas(), &compiled.ptx, arch)
+                .unwrap_or_else(|e| panic!("{} for {arch}: {e}\nLLVM IR:\n{}", k.name, compiled.ir.llvm_ir));
             assert_eq!(report.entries.len(), compiled.ir.steps.len(), "{}: {}", k.name, report.output);
             for e in &report.entries {
                 let spills = e.spill_stores + e.spill_loads;
@@ -217,7 +216,8 @@ fn softmax_layernorm_rmsnorm_are_one_row_stage() {
     let mut bindings = Bindings::new();
     bindings.insert("M".into(), 256);
     for (dtype, n) in [(DType::F16, 4096), (DType::F32, 100), (DType::BF16, 8192)] {
-        for (name, g) in [("softmax", softmax(dtype, n)), ("layernorm", layernorm(dtype, n)), ("rmsnorm", rmsnorm(dtype, n))]
+        for (name, g) in
+            [("softmax", softmax(dtype, n)), ("layernorm", layernorm(dtype, n)), ("rmsnorm", rmsnorm(dtype, n))]
         {
             for k in check_kernel(&kernel(name, KernelClass::RowReduction, g), &bindings) {
                 assert_eq!(lowerings(&k), ["rows"], "{name} {dtype}");
@@ -331,7 +331,10 @@ fn kernels_over_2_pow_31_elements_use_64_bit_indices_and_assemble() {
             }
         }
         for k in check_kernel(&kernel(name, class, g), &bindings) {
-            assert!(k.ir.llvm_ir.contains("i64 %t") || k.ir.llvm_ir.contains("icmp ult i64"), "{name}: no 64-bit indices");
+            assert!(
+                k.ir.llvm_ir.contains("i64 %t") || k.ir.llvm_ir.contains("icmp ult i64"),
+                "{name}: no 64-bit indices"
+            );
         }
     }
 }
@@ -357,7 +360,10 @@ fn capabilities_are_data_and_checked() {
 
 /// The bindings the example tests use for the examples' shape variables.
 fn example_bindings() -> Bindings {
-    [("M", 64u64), ("N", 256), ("S", 96), ("T", 80), ("B", 2), ("D", 64)].into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    [("M", 64u64), ("N", 256), ("S", 96), ("T", 80), ("B", 2), ("D", 64)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
 }
 
 /// Runs a whole program in the emulator (launch by launch) and returns its outputs.
@@ -406,8 +412,10 @@ fn check_optimized(g: &Graph, bindings: &Bindings, inputs: &[Tensor]) -> Result<
 
 #[test]
 fn emulated_optimizer_programs_for_the_examples_match_the_interpreter() {
-    let bindings: Bindings =
-        [("M", 6u64), ("N", 40), ("S", 24), ("T", 20), ("B", 2), ("D", 16)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let bindings: Bindings = [("M", 6u64), ("N", 40), ("S", 24), ("T", 20), ("B", 2), ("D", 16)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let mut checked = 0;
     for name in ["softmax", "layernorm", "rmsnorm", "residual", "attention_scores", "mlp"] {

@@ -167,7 +167,8 @@ fn host_ir(ir: &KernelIr) -> String {
         .join("\n");
     // The host functions are reached through pointers the runner stores in globals (robust
     // against symbol resolution in the JIT).
-    let mut lines: Vec<String> = text.lines().filter(|l| !(l.starts_with("declare") && l.contains("@sim_"))).map(String::from).collect();
+    let mut lines: Vec<String> =
+        text.lines().filter(|l| !(l.starts_with("declare") && l.contains("@sim_"))).map(String::from).collect();
     for (name, ret, params) in HOST_FNS {
         let args: Vec<String> = params.iter().enumerate().map(|(i, t)| format!("{t} %x{i}")).collect();
         let call_args = args.join(", ");
@@ -261,7 +262,13 @@ fn decode(b: &Buf, dtype: DType, shape: Vec<usize>) -> Tensor {
 
 /// Runs a compiled kernel on the CPU with `inputs`; returns one tensor per output type.
 /// `sm_count` sets the emulated grid size (small values exercise the grid-stride loops).
-pub fn run(ir: &KernelIr, inputs: &[Tensor], outputs: &[TensorType], bindings: &tcc_ir::Bindings, sm_count: u32) -> Vec<Tensor> {
+pub fn run(
+    ir: &KernelIr,
+    inputs: &[Tensor],
+    outputs: &[TensorType],
+    bindings: &tcc_ir::Bindings,
+    sm_count: u32,
+) -> Vec<Tensor> {
     let context = Context::create();
     let text = host_ir(ir);
     if let Some(dir) = std::env::var_os("TCC_DUMP_PTX") {
@@ -302,12 +309,8 @@ pub fn run(ir: &KernelIr, inputs: &[Tensor], outputs: &[TensorType], bindings: &
         .map(|(t, s)| Buf::zeroed(s.iter().product::<usize>() * t.dtype.size_bytes()))
         .collect();
     let mut scratch = Buf::zeroed(ir.scratch_bytes as usize);
-    let args: Vec<usize> = ins
-        .iter_mut()
-        .chain(outs.iter_mut())
-        .chain(std::iter::once(&mut scratch))
-        .map(|b| b.ptr() as usize)
-        .collect();
+    let args: Vec<usize> =
+        ins.iter_mut().chain(outs.iter_mut()).chain(std::iter::once(&mut scratch)).map(|b| b.ptr() as usize).collect();
     for step in &ir.steps {
         let addr = ee.get_function_address(&format!("sim_call_{}", step.entry)).unwrap();
         let grid = step.launch.grid(sm_count);

@@ -255,10 +255,9 @@ pub(crate) fn method(
     if !known {
         let hint = did_you_mean(&name.text, METHODS.iter().copied());
         let is_fn = cx.prog.by_name.contains_key(name.text.as_str());
-        let help = if is_fn { Some(format!("`{0}` is a fn of this file: call it as `{0}(x, ...)`", name.text)) } else { hint };
-        cx.report(
-            Diag::new(format!("no method named `{}`", name.text), name.sp, "unknown method").with_help_opt(help),
-        );
+        let help =
+            if is_fn { Some(format!("`{0}` is a fn of this file: call it as `{0}(x, ...)`", name.text)) } else { hint };
+        cx.report(Diag::new(format!("no method named `{}`", name.text), name.sp, "unknown method").with_help_opt(help));
         return Val::Error;
     }
     if name.text == "cast" {
@@ -276,7 +275,8 @@ pub(crate) fn method(
         }
         return unary(cx, frame, &a, u, recv);
     }
-    let first_is_axis = args.first().is_none_or(|&x| a.static_int(x).is_some() || matches!(a.kind(x), Some(ExprKind::List(_))));
+    let first_is_axis =
+        args.first().is_none_or(|&x| a.static_int(x).is_some() || matches!(a.kind(x), Some(ExprKind::List(_))));
     match name.text.as_str() {
         "sum" => reduce(cx, frame, &a, ReduceOp::Sum, recv),
         "mean" => reduce(cx, frame, &a, ReduceOp::Mean, recv),
@@ -356,16 +356,14 @@ fn select(cx: &mut Cx<'_, '_>, frame: &Frame, a: &Args<'_>, c: ExprId, t: ExprId
     let (Some(cond), Some((x, y))) = (cond, pair) else { return Val::Error };
     let sps = [(a.sp_of(c), cond), (a.sp_of(t), x), (a.sp_of(f), y)];
     let name = a.name.text.clone();
-    cx.push(Op::Select { cond, on_true: x, on_false: y }, |cx| cx.ctx(Verb::Named, &name, a.name.sp, &sps, Some((1, 2))))
+    cx.push(Op::Select { cond, on_true: x, on_false: y }, |cx| {
+        cx.ctx(Verb::Named, &name, a.name.sp, &sps, Some((1, 2)))
+    })
 }
 
 fn concat(cx: &mut Cx<'_, '_>, frame: &Frame, a: &Args<'_>, list: ExprId, ax: ExprId) -> Val {
     let Some(ExprKind::List(items)) = a.kind(list) else {
-        cx.report(Diag::new(
-            "`concat` expects a list of tensors: `concat([a, b], axis)`",
-            a.sp_of(list),
-            "not a list",
-        ));
+        cx.report(Diag::new("`concat` expects a list of tensors: `concat([a, b], axis)`", a.sp_of(list), "not a list"));
         return Val::Error;
     };
     let mut inputs = Vec::with_capacity(items.len());
@@ -412,7 +410,9 @@ fn cast(cx: &mut Cx<'_, '_>, frame: &Frame, a: &Args<'_>, dtype_arg: Option<&Nam
     let Some(t) = tensor_arg(cx, frame, x) else { return Val::Error };
     let shape = cx.ty(t).shape;
     let xsp = a.sp_of(x);
-    cx.push_typed(Op::Cast(t), TensorType { dtype, shape }, |cx| cx.ctx(Verb::Named, "cast", a.name.sp, &[(xsp, t)], None))
+    cx.push_typed(Op::Cast(t), TensorType { dtype, shape }, |cx| {
+        cx.ctx(Verb::Named, "cast", a.name.sp, &[(xsp, t)], None)
+    })
 }
 
 fn reduce(cx: &mut Cx<'_, '_>, frame: &Frame, a: &Args<'_>, op: ReduceOp, x: ExprId) -> Val {

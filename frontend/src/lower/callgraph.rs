@@ -90,7 +90,8 @@ pub(crate) fn analyze(fns: &[FnAst], by_name: &HashMap<&str, usize>) -> CallGrap
                         Diag::new(format!("recursive call to `{gname}`"), sp, "this call closes a cycle")
                             .with_note(format!("the cycle: {}", cycle_text(fns, &path)))
                     };
-                    diags.push((f, diag.with_note("calls are inlined, so fns cannot call themselves, directly or not")));
+                    diags
+                        .push((f, diag.with_note("calls are inlined, so fns cannot call themselves, directly or not")));
                 }
                 State::Done => {}
             }

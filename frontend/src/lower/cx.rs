@@ -72,8 +72,29 @@ pub(crate) const FUNCTIONS: &[&str] = &[
 
 /// Every method name (for suggestions).
 pub(crate) const METHODS: &[&str] = &[
-    "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "abs", "neg", "sum", "mean", "max", "min",
-    "pow", "matmul", "t", "transpose", "permute", "reshape", "broadcast_to", "slice", "cast",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "gelu",
+    "abs",
+    "neg",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "pow",
+    "matmul",
+    "t",
+    "transpose",
+    "permute",
+    "reshape",
+    "broadcast_to",
+    "slice",
+    "cast",
 ];
 
 impl<'p, 'a> Cx<'p, 'a> {
@@ -112,7 +133,9 @@ impl<'p, 'a> Cx<'p, 'a> {
             Some(f) => f.name.sp,
             None => return,
         };
-        self.diags.push(Diag::new(message, at, label).with_note("lowering stopped here; calls are inlined into every caller"));
+        self.diags.push(
+            Diag::new(message, at, label).with_note("lowering stopped here; calls are inlined into every caller"),
+        );
     }
 
     /// The type of node `id` (nodes always come from this graph).
@@ -170,7 +193,14 @@ impl<'p, 'a> Cx<'p, 'a> {
     }
 
     /// A context naming one operation and its operands.
-    pub fn ctx(&self, verb: Verb, name: &str, at: Sp, operands: &[(Sp, NodeId)], pair: Option<(usize, usize)>) -> OpCtx {
+    pub fn ctx(
+        &self,
+        verb: Verb,
+        name: &str,
+        at: Sp,
+        operands: &[(Sp, NodeId)],
+        pair: Option<(usize, usize)>,
+    ) -> OpCtx {
         OpCtx {
             verb,
             name: name.to_string(),
@@ -197,15 +227,20 @@ impl<'p, 'a> Cx<'p, 'a> {
             }
             (Num::Float(f), DType::I32) => {
                 self.report(
-                    Diag::new(format!("{} cannot be used as i32", num.describe()), sp, "expected i32 here")
-                        .with_help(format!("write an integer, or cast the other operand: `.cast::<f32>()` ({f:?} is a float)")),
+                    Diag::new(format!("{} cannot be used as i32", num.describe()), sp, "expected i32 here").with_help(
+                        format!("write an integer, or cast the other operand: `.cast::<f32>()` ({f:?} is a float)"),
+                    ),
                 );
                 return None;
             }
             (Num::Int(i), DType::I32) => match i32::try_from(i) {
                 Ok(v) => f64::from(v),
                 Err(_) => {
-                    self.report(Diag::new(format!("{} does not fit in i32", num.describe()), sp, "out of range for i32"));
+                    self.report(Diag::new(
+                        format!("{} does not fit in i32", num.describe()),
+                        sp,
+                        "out of range for i32",
+                    ));
                     return None;
                 }
             },
@@ -280,7 +315,12 @@ impl<'p, 'a> Cx<'p, 'a> {
             Some(Val::Num(n, sp)) => Some(Operand::Num(*n, *sp)),
             Some(Val::Tuple(items)) => {
                 let n = items.len();
-                self.not_a_value(frame, id, format!("expected a tensor, found a tuple of {n} values"), "this is a tuple");
+                self.not_a_value(
+                    frame,
+                    id,
+                    format!("expected a tensor, found a tuple of {n} values"),
+                    "this is a tuple",
+                );
                 None
             }
             Some(Val::Unbound) => {
@@ -288,7 +328,12 @@ impl<'p, 'a> Cx<'p, 'a> {
                 None
             }
             Some(Val::List) => {
-                self.not_a_value(frame, id, "expected a tensor, found a list `[..]`".into(), "lists are arguments of builtins such as `reshape` and `concat`");
+                self.not_a_value(
+                    frame,
+                    id,
+                    "expected a tensor, found a list `[..]`".into(),
+                    "lists are arguments of builtins such as `reshape` and `concat`",
+                );
                 None
             }
             Some(Val::Error) | None => None,
@@ -303,7 +348,12 @@ impl<'p, 'a> Cx<'p, 'a> {
                 None
             }
             Some(Val::List) => {
-                self.not_a_value(frame, id, "expected a value, found a list `[..]`".into(), "lists are arguments of builtins such as `reshape` and `concat`");
+                self.not_a_value(
+                    frame,
+                    id,
+                    "expected a value, found a list `[..]`".into(),
+                    "lists are arguments of builtins such as `reshape` and `concat`",
+                );
                 None
             }
             Some(Val::Error) | None => None,

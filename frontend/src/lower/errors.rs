@@ -71,10 +71,9 @@ pub(crate) fn type_error(err: &TypeError, ctx: &OpCtx) -> Diag {
         (TypeError::CannotBroadcast { .. }, Some((l, r))) if ctx.verb == Verb::MatMul => {
             (ctx.pair_message(l, r), "the batch dimensions cannot be broadcast together".to_string())
         }
-        (TypeError::CannotBroadcast { .. }, Some((l, r))) => (
-            ctx.pair_message(l, r),
-            format!("shapes {} and {} cannot be broadcast together", l.shape, r.shape),
-        ),
+        (TypeError::CannotBroadcast { .. }, Some((l, r))) => {
+            (ctx.pair_message(l, r), format!("shapes {} and {} cannot be broadcast together", l.shape, r.shape))
+        }
         (TypeError::DTypeMismatch { left, right, .. }, Some((l, r))) => {
             (ctx.pair_message(l, r), format!("mismatched dtypes: {left} and {right}"))
         }
@@ -89,10 +88,9 @@ pub(crate) fn type_error(err: &TypeError, ctx: &OpCtx) -> Diag {
             format!("`{}` needs operands of rank 2 or more, found shape {shape}", ctx.name),
             "matrix product".to_string(),
         ),
-        (TypeError::UnsupportedDType { dtype, .. }, _) => (
-            format!("`{}` does not accept {dtype} operands", ctx.name),
-            format!("`{}` applied to {dtype}", ctx.name),
-        ),
+        (TypeError::UnsupportedDType { dtype, .. }, _) => {
+            (format!("`{}` does not accept {dtype} operands", ctx.name), format!("`{}` applied to {dtype}", ctx.name))
+        }
         (TypeError::BadPermutation { perm, rank }, _) => (
             format!(
                 "`{}` needs a permutation of the {rank} axes of {}, found {perm:?}",
@@ -101,10 +99,9 @@ pub(crate) fn type_error(err: &TypeError, ctx: &OpCtx) -> Diag {
             ),
             "not a permutation".to_string(),
         ),
-        (TypeError::ConditionNotBool(dtype), _) => (
-            format!("the condition of `{}` must be bool, found {dtype}", ctx.name),
-            "condition".to_string(),
-        ),
+        (TypeError::ConditionNotBool(dtype), _) => {
+            (format!("the condition of `{}` must be bool, found {dtype}", ctx.name), "condition".to_string())
+        }
         (TypeError::EmptyReduction(shape), _) => (
             format!("`{}` reduces over an axis of size 0 in shape {shape}", ctx.name),
             "reducing an empty axis is an error".to_string(),
@@ -114,7 +111,11 @@ pub(crate) fn type_error(err: &TypeError, ctx: &OpCtx) -> Diag {
             "too large".to_string(),
         ),
         (TypeError::RankTooLarge(rank), _) => (
-            format!("the result of `{}` would have rank {rank}, above the limit of {}", ctx.name, tcc_ir::limits::MAX_RANK),
+            format!(
+                "the result of `{}` would have rank {rank}, above the limit of {}",
+                ctx.name,
+                tcc_ir::limits::MAX_RANK
+            ),
             "too many dimensions".to_string(),
         ),
         (other, _) => (other.to_string(), format!("in this `{}`", ctx.name)),

@@ -205,7 +205,10 @@ impl Cx<'_, '_> {
                         )
                         .with_label(param.ty.sp, "parameter declared here");
                         if !subst.is_empty() {
-                            diag = diag.with_note(format!("shape variables bound by the arguments: {}", describe_subst(&subst)));
+                            diag = diag.with_note(format!(
+                                "shape variables bound by the arguments: {}",
+                                describe_subst(&subst)
+                            ));
                         }
                         self.report(diag);
                         None
@@ -257,7 +260,11 @@ impl Cx<'_, '_> {
             if let crate::span::Loc::Tokens(sp) = inner.primary {
                 diag = diag.with_label(sp, inner.label);
             }
-            self.report(diag.with_note(format!("in this call, the shape variables of `{}` are {}", callee.text, describe_subst(&subst))));
+            self.report(diag.with_note(format!(
+                "in this call, the shape variables of `{}` are {}",
+                callee.text,
+                describe_subst(&subst)
+            )));
             return Step::Value(Val::Error);
         }
         let mut callee_frame = Frame::new(f, callee_ast.nodes.len(), env, subst, id);

@@ -231,8 +231,12 @@ fn store(cx: &mut Cx<'_, '_>, frame: &mut Frame, id: usize, value: Val) {
                     };
                     let sp = ast.nodes.get(stmt.root).map_or(*psp, |e| e.sp);
                     cx.report(
-                        Diag::new(format!("expected a tuple of {} values, found {found}", names.len()), sp, found.clone())
-                            .with_label(*psp, format!("this pattern has {} names", names.len())),
+                        Diag::new(
+                            format!("expected a tuple of {} values, found {found}", names.len()),
+                            sp,
+                            found.clone(),
+                        )
+                        .with_label(*psp, format!("this pattern has {} names", names.len())),
                     );
                     None
                 }
@@ -262,17 +266,25 @@ fn check_value(cx: &mut Cx<'_, '_>, value: Val, want: &TensorType, sp: Sp, decl:
                 return Some(t);
             }
             cx.report(
-                Diag::new(format!("mismatched {what}: declared {want}, computed {have}"), sp, format!("this is {have}"))
-                    .with_label(decl, format!("declared {want} here")),
+                Diag::new(
+                    format!("mismatched {what}: declared {want}, computed {have}"),
+                    sp,
+                    format!("this is {have}"),
+                )
+                .with_label(decl, format!("declared {want} here")),
             );
             None
         }
         Val::Num(n, nsp) if want.shape.rank() == 0 => cx.materialize(n, nsp, want.dtype),
         Val::Num(n, nsp) => {
             cx.report(
-                Diag::new(format!("mismatched {what}: declared {want}, found {}", n.describe()), nsp, "a scalar literal")
-                    .with_label(decl, format!("declared {want} here"))
-                    .with_help("broadcast it: `(1.0).broadcast_to([..])`, or compute it from a tensor"),
+                Diag::new(
+                    format!("mismatched {what}: declared {want}, found {}", n.describe()),
+                    nsp,
+                    "a scalar literal",
+                )
+                .with_label(decl, format!("declared {want} here"))
+                .with_help("broadcast it: `(1.0).broadcast_to([..])`, or compute it from a tensor"),
             );
             None
         }
@@ -345,7 +357,10 @@ fn finish(cx: &mut Cx<'_, '_>, frame: &Frame) -> (Val, Option<Vec<NodeId>>) {
                 let decl = ret.spans.last().map_or(decl, |last| decl.to(*last));
                 cx.report(
                     Diag::new(
-                        format!("mismatched return type: declared a tuple of {} tensors, computed {found}", ret.types.len()),
+                        format!(
+                            "mismatched return type: declared a tuple of {} tensors, computed {found}",
+                            ret.types.len()
+                        ),
                         tail_expr.sp,
                         found,
                     )
@@ -389,7 +404,8 @@ fn unwind(cx: &mut Cx<'_, '_>, frames: &mut Vec<Frame>) {
     let id = top.next;
     cx.inlined = false;
     let call_sp = cx.fn_ast(top.func).and_then(|f| f.nodes.get(id)).map(|e| e.sp);
-    let callee_name = callee.as_ref().and_then(|(f, _)| cx.fn_ast(*f)).map_or("?", |f| f.name.text.as_str()).to_string();
+    let callee_name =
+        callee.as_ref().and_then(|(f, _)| cx.fn_ast(*f)).map_or("?", |f| f.name.text.as_str()).to_string();
     if let Some(call_sp) = call_sp {
         let mut diag = Diag::new(
             format!("in this call to `{callee_name}`: {}", inner.message),

@@ -36,7 +36,8 @@ pub(crate) fn lower_module(fns: &[FnAst], broken: HashSet<String>) -> (Vec<Graph
                     .with_help("choose another name"),
             ));
         } else if let Some(&first) = by_name.get(name) {
-            let mut diag = Diag::new(format!("the fn `{name}` is defined more than once"), f.name.sp, "defined again here");
+            let mut diag =
+                Diag::new(format!("the fn `{name}` is defined more than once"), f.name.sp, "defined again here");
             if let Some(first) = fns.get(first) {
                 diag = diag.with_label(first.name.sp, "first defined here");
             }

@@ -29,11 +29,9 @@ pub(crate) fn resolve_dtype(name: &Name) -> Result<DType, Box<Diag>> {
 /// A dimension as written, with the call's shape variables substituted.
 pub(crate) fn resolve_dim(dim: &DimAst, sp: Sp, subst: &Subst) -> Result<Dim, Box<Diag>> {
     match dim {
-        DimAst::Const(n) if *n >= MAX_ELEMENTS => Err(Box::new(Diag::new(
-            format!("dimension {n} is too large"),
-            sp,
-            "every dimension must be below 2^40",
-        ))),
+        DimAst::Const(n) if *n >= MAX_ELEMENTS => {
+            Err(Box::new(Diag::new(format!("dimension {n} is too large"), sp, "every dimension must be below 2^40")))
+        }
         DimAst::Const(n) => Ok(Dim::Const(*n)),
         DimAst::Var(v) => Ok(subst.get(v).cloned().unwrap_or_else(|| Dim::Var(v.clone()))),
     }

@@ -16,9 +16,7 @@ pub struct LoadedKernel {
 
 impl std::fmt::Debug for LoadedKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoadedKernel")
-            .field("kernel", &self.kernel)
-            .finish_non_exhaustive()
+        f.debug_struct("LoadedKernel").field("kernel", &self.kernel).finish_non_exhaustive()
     }
 }
 
@@ -29,11 +27,8 @@ impl LoadedKernel {
         // signature (i64, i64, i64) -> () in the host's default (System V / C) calling convention,
         // which is exactly `KernelFn`; the code stays mapped while `kernel` (its module) is alive,
         // and `kernel` lives in `self` until `drop`, after every call through `entry`.
-        let entries = kernel
-            .phases()
-            .iter()
-            .map(|p| unsafe { std::mem::transmute::<usize, KernelFn>(p.entry) })
-            .collect();
+        let entries =
+            kernel.phases().iter().map(|p| unsafe { std::mem::transmute::<usize, KernelFn>(p.entry) }).collect();
         LoadedKernel {
             kernel: Some(kernel),
             #[cfg(feature = "llvm")]
@@ -49,16 +44,9 @@ impl LoadedKernel {
         // `define void @phaseN(ptr, i64, i64)` in the C calling convention, which is exactly
         // `KernelFn`; the code stays mapped while `kernel` (which owns its execution engine) is
         // alive, and `kernel` lives in `self` until `self` drops, after every call through `entry`.
-        let entries = kernel
-            .phases()
-            .iter()
-            .map(|p| unsafe { std::mem::transmute::<usize, KernelFn>(p.entry) })
-            .collect();
-        LoadedKernel {
-            kernel: None,
-            llvm: Some(kernel),
-            entries,
-        }
+        let entries =
+            kernel.phases().iter().map(|p| unsafe { std::mem::transmute::<usize, KernelFn>(p.entry) }).collect();
+        LoadedKernel { kernel: None, llvm: Some(kernel), entries }
     }
 
     /// The buffers the kernel expects, in pointer-array order.
@@ -76,9 +64,7 @@ impl LoadedKernel {
         if let Some(k) = &self.llvm {
             return k.phases().iter().map(|p| (p.rows, p.work)).collect();
         }
-        self.kernel.as_ref().map_or(Vec::new(), |k| {
-            k.phases().iter().map(|p| (p.rows, p.work)).collect()
-        })
+        self.kernel.as_ref().map_or(Vec::new(), |k| k.phases().iter().map(|p| (p.rows, p.work)).collect())
     }
 
     /// The kernel's name.

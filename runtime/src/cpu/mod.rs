@@ -68,15 +68,8 @@ impl CpuDevice {
     }
 
     /// A device compiling with `backend`.
-    pub fn with_backend(
-        backend: CraneliftBackend,
-        threads: usize,
-    ) -> Result<CpuDevice, RuntimeError> {
-        let threads = if threads == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            threads
-        };
+    pub fn with_backend(backend: CraneliftBackend, threads: usize) -> Result<CpuDevice, RuntimeError> {
+        let threads = if threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { threads };
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("tcc-cpu-{i}"))
@@ -142,17 +135,12 @@ impl CpuDevice {
 
     /// A stable fingerprint of a program: blake3 of its canonical JSON form.
     pub fn fingerprint(program: &Program) -> Result<String, RuntimeError> {
-        let text = serde_json::to_string(program)
-            .map_err(|e| RuntimeError::Internal(format!("serializing: {e}")))?;
+        let text = serde_json::to_string(program).map_err(|e| RuntimeError::Internal(format!("serializing: {e}")))?;
         Ok(blake3::hash(text.as_bytes()).to_hex().to_string())
     }
 
     /// The program compiled for `bindings`, from the cache or compiled now.
-    pub fn compile(
-        &self,
-        program: &Program,
-        bindings: &Bindings,
-    ) -> Result<Arc<CompiledProgram>, RuntimeError> {
+    pub fn compile(&self, program: &Program, bindings: &Bindings) -> Result<Arc<CompiledProgram>, RuntimeError> {
         let key = (CpuDevice::fingerprint(program)?, bindings.clone());
         if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return Ok(hit);
@@ -165,11 +153,7 @@ impl CpuDevice {
     }
 
     /// Compiles one kernel with this device's tier.
-    fn load(
-        &self,
-        kernel: &tcc_ir::Kernel,
-        bindings: &Bindings,
-    ) -> Result<LoadedKernel, RuntimeError> {
+    fn load(&self, kernel: &tcc_ir::Kernel, bindings: &Bindings) -> Result<LoadedKernel, RuntimeError> {
         #[cfg(feature = "llvm")]
         if let Some(llvm) = &self.llvm {
             return Ok(LoadedKernel::from_llvm(llvm.compile(kernel, bindings)?));
@@ -177,11 +161,7 @@ impl CpuDevice {
         Ok(LoadedKernel::new(self.backend.compile(kernel, bindings)?))
     }
 
-    fn compile_uncached(
-        &self,
-        program: &Program,
-        bindings: &Bindings,
-    ) -> Result<CompiledProgram, RuntimeError> {
+    fn compile_uncached(&self, program: &Program, bindings: &Bindings) -> Result<CompiledProgram, RuntimeError> {
         let mut buffers = Vec::with_capacity(program.buffers.len());
         for ty in &program.buffers {
             let dims = tcc_codegen::loops::resolve_dims(&ty.shape, bindings)?;
@@ -191,11 +171,7 @@ impl CpuDevice {
         for launch in &program.launches {
             let kernel = self.load(&launch.kernel, bindings)?;
             let wanted = launch.kernel.schedule.threads as usize;
-            let threads = if wanted == 0 {
-                self.threads
-            } else {
-                wanted.min(self.threads)
-            };
+            let threads = if wanted == 0 { self.threads } else { wanted.min(self.threads) };
             launches.push(CompiledLaunch {
                 kernel,
                 inputs: launch.inputs.clone(),
@@ -217,11 +193,7 @@ impl CpuDevice {
     /// Runs `program` on `inputs`: binds shape variables from the inputs' shapes (an error names
     /// the parameter and both shapes on a mismatch), compiles (or reuses) the program for those
     /// bindings, and returns its outputs.
-    pub fn run(
-        &self,
-        program: &Program,
-        inputs: &[HostTensor],
-    ) -> Result<Vec<HostTensor>, RuntimeError> {
+    pub fn run(&self, program: &Program, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         let bindings = bind_inputs(&program.name, &program.params, inputs)?;
         self.compile(program, &bindings)?.run(inputs)
     }
@@ -242,25 +214,16 @@ impl CompiledProgram {
     pub fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         let bindings = bind_inputs(&self.name, &self.params, inputs)?;
         if bindings != self.bindings {
-            let param = self.params.iter().zip(inputs).find(|(p, _)| {
-                p.ty.shape
-                    .vars()
-                    .iter()
-                    .any(|v| bindings.get(v) != self.bindings.get(v))
-            });
+            let param = self
+                .params
+                .iter()
+                .zip(inputs)
+                .find(|(p, _)| p.ty.shape.vars().iter().any(|v| bindings.get(v) != self.bindings.get(v)));
             let (name, expected, got) = match param {
-                Some((p, t)) => (
-                    p.name.clone(),
-                    describe(&p.ty.shape, &self.bindings),
-                    t.shape().to_vec(),
-                ),
+                Some((p, t)) => (p.name.clone(), describe(&p.ty.shape, &self.bindings), t.shape().to_vec()),
                 None => (String::new(), format!("{:?}", self.bindings), Vec::new()),
             };
-            return Err(RuntimeError::ShapeMismatch {
-                param: name,
-                expected,
-                got,
-            });
+            return Err(RuntimeError::ShapeMismatch { param: name, expected, got });
         }
         let mut buffers: Vec<Option<HostTensor>> = Vec::with_capacity(self.buffers.len());
         for (ty, dims) in &self.buffers {
@@ -272,21 +235,11 @@ impl CompiledProgram {
         self.outputs
             .iter()
             .map(|o| match o {
-                ValueRef::Param(p) => inputs
-                    .get(*p)
-                    .cloned()
-                    .ok_or_else(|| bad(format!("output names parameter {p}"))),
+                ValueRef::Param(p) => inputs.get(*p).cloned().ok_or_else(|| bad(format!("output names parameter {p}"))),
                 ValueRef::Buffer(b) => {
                     // A buffer returned twice is cloned for its second use.
-                    let repeated = self
-                        .outputs
-                        .iter()
-                        .filter(|x| **x == ValueRef::Buffer(*b))
-                        .count()
-                        > 1;
-                    let slot = buffers
-                        .get_mut(*b)
-                        .ok_or_else(|| bad(format!("output names buffer {b}")))?;
+                    let repeated = self.outputs.iter().filter(|x| **x == ValueRef::Buffer(*b)).count() > 1;
+                    let slot = buffers.get_mut(*b).ok_or_else(|| bad(format!("output names buffer {b}")))?;
                     let t = if repeated { slot.clone() } else { slot.take() };
                     t.ok_or_else(|| bad(format!("output buffer {b} is missing")))
                 }
@@ -307,9 +260,7 @@ impl CompiledProgram {
                 return Err(bad(format!("launch writes parameter {o:?}")));
             };
             if launch.outputs[..i].contains(o) || launch.inputs.contains(o) {
-                return Err(bad(format!(
-                    "launch output {o:?} aliases another of its buffers"
-                )));
+                return Err(bad(format!("launch output {o:?} aliases another of its buffers")));
             }
         }
         let mut scratch: Vec<Vec<u8>> = Vec::new();
@@ -353,9 +304,7 @@ impl CompiledProgram {
                     (bytes.as_mut_ptr() as usize, bytes.len(), dtype)
                 }
                 BufKind::Scratch => {
-                    let s = scratch_iter
-                        .next()
-                        .ok_or_else(|| bad("scratch buffer missing"))?;
+                    let s = scratch_iter.next().ok_or_else(|| bad("scratch buffer missing"))?;
                     (s.as_mut_ptr() as usize, s.len(), decl.dtype)
                 }
                 // Filled per call below.
@@ -390,23 +339,15 @@ impl CompiledProgram {
             drop(storage);
         };
         for (phase, (rows, work)) in kernel.phases().into_iter().enumerate() {
-            let by_work = usize::try_from(work / MIN_WORK_PER_THREAD)
-                .unwrap_or(usize::MAX)
-                .max(1);
-            let threads = launch
-                .threads
-                .min(usize::try_from(rows).unwrap_or(usize::MAX))
-                .min(by_work)
-                .max(1);
+            let by_work = usize::try_from(work / MIN_WORK_PER_THREAD).unwrap_or(usize::MAX).max(1);
+            let threads = launch.threads.min(usize::try_from(rows).unwrap_or(usize::MAX)).min(by_work).max(1);
             if threads <= 1 {
                 run(phase, 0, rows.max(1));
                 continue;
             }
             let chunks = (threads * 4).min(usize::try_from(rows).unwrap_or(usize::MAX)) as u64;
             self.pool.install(|| {
-                (0..chunks)
-                    .into_par_iter()
-                    .for_each(|c| run(phase, rows * c / chunks, rows * (c + 1) / chunks));
+                (0..chunks).into_par_iter().for_each(|c| run(phase, rows * c / chunks, rows * (c + 1) / chunks));
             });
         }
         drop(scratch);

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUresult};
-use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
 use cudarc::nvrtc::Ptx;
 use tcc_codegen::ptx::{GpuArch, KernelIr, PtxKernel};
 use tcc_ir::DType;
@@ -107,8 +109,11 @@ impl CudaDevice {
         let name = ctx.name().map_err(|e| CudaError::driver("reading the device name", e))?;
         let major = attr(&ctx, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "compute capability")?;
         let minor = attr(&ctx, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "compute capability")?;
-        let arch =
-            GpuArch::for_compute_capability(major, minor).ok_or(CudaError::UnsupportedDevice { name: name.clone(), major, minor })?;
+        let arch = GpuArch::for_compute_capability(major, minor).ok_or(CudaError::UnsupportedDevice {
+            name: name.clone(),
+            major,
+            minor,
+        })?;
         let info = DeviceInfo {
             ordinal,
             name,
@@ -136,12 +141,13 @@ impl CudaDevice {
                 Some(m) => m.clone(),
                 None => {
                     if kernel.ptx.contains('\0') {
-                        return Err(CudaError::Internal(format!("kernel `{}`: PTX contains a NUL byte", kernel.ir.name)));
+                        return Err(CudaError::Internal(format!(
+                            "kernel `{}`: PTX contains a NUL byte",
+                            kernel.ir.name
+                        )));
                     }
-                    let m = self.ctx.load_module(Ptx::from_src(kernel.ptx.clone())).map_err(|source| CudaError::Launch {
-                        kernel: kernel.ir.name.clone(),
-                        entry: "(module load)".into(),
-                        source,
+                    let m = self.ctx.load_module(Ptx::from_src(kernel.ptx.clone())).map_err(|source| {
+                        CudaError::Launch { kernel: kernel.ir.name.clone(), entry: "(module load)".into(), source }
                     })?;
                     cache.insert(key, m.clone());
                     m
@@ -193,7 +199,13 @@ impl CudaDevice {
     }
 
     /// Copies device memory back as a host tensor of `dtype` and `shape`.
-    pub fn download(&self, buf: &DeviceBuffer, dtype: DType, shape: Vec<usize>, what: &str) -> Result<HostTensor, CudaError> {
+    pub fn download(
+        &self,
+        buf: &DeviceBuffer,
+        dtype: DType,
+        shape: Vec<usize>,
+        what: &str,
+    ) -> Result<HostTensor, CudaError> {
         let n: usize = shape.iter().product::<usize>() * dtype.size_bytes();
         if n as u64 > buf.bytes {
             return Err(CudaError::Internal(format!("{what}: {n} bytes asked from a buffer of {}", buf.bytes)));

@@ -157,7 +157,8 @@ impl CudaDevice {
                     .cloned()
                     .ok_or_else(|| CudaError::Internal(format!("output {k}: parameter {i} does not exist"))),
                 ValueRef::Buffer(b) => {
-                    let ty = p.buffers.get(b).ok_or_else(|| CudaError::Internal(format!("output {k}: no buffer {b}")))?;
+                    let ty =
+                        p.buffers.get(b).ok_or_else(|| CudaError::Internal(format!("output {k}: no buffer {b}")))?;
                     let d = dims(gp, ty, &format!("output {k}"))?;
                     self.download(Self::value(&r, v, "outputs")?, ty.dtype, d, &format!("output {k}"))
                 }
@@ -188,8 +189,11 @@ impl CudaDevice {
             self.launch_all(&gp, &r, false)?;
         }
         self.synchronize()?;
-        let mut flush =
-            if options.flush_l2 { Some(self.alloc(self.info().l2_bytes.max(1) * 2, "the L2 flush buffer")?) } else { None };
+        let mut flush = if options.flush_l2 {
+            Some(self.alloc(self.info().l2_bytes.max(1) * 2, "the L2 flush buffer")?)
+        } else {
+            None
+        };
         let mut samples = Vec::with_capacity(options.repetitions.max(1));
         for _ in 0..options.repetitions.max(1) {
             if let Some(f) = flush.as_mut() {

@@ -82,8 +82,8 @@ pub fn load_suite(path: &Path, suite: &str) -> Result<Vec<Workload>, WorkloadErr
     let display = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| WorkloadError::Io { path: display.clone(), message: e.to_string() })?;
-    let file: SuiteFile =
-        serde_json::from_str(&text).map_err(|e| WorkloadError::Parse { path: display.clone(), message: e.to_string() })?;
+    let file: SuiteFile = serde_json::from_str(&text)
+        .map_err(|e| WorkloadError::Parse { path: display.clone(), message: e.to_string() })?;
     match suite {
         "cpu" => Ok(file.cpu),
         "gpu" => Ok(file.gpu),
@@ -115,7 +115,8 @@ impl Workload {
         let elt = self.dtype()?.size_bytes() as f64;
         match self.kind.as_str() {
             "gemm" => {
-                let (m, n, k) = (self.field(self.m, "m")? as f64, self.field(self.n, "n")? as f64, self.field(self.k, "k")? as f64);
+                let (m, n, k) =
+                    (self.field(self.m, "m")? as f64, self.field(self.n, "n")? as f64, self.field(self.k, "k")? as f64);
                 let extra = if self.epilogue.iter().any(|e| e == "bias") { n } else { 0.0 };
                 Ok((2.0 * m * n * k, elt * (m * k + k * n + m * n + extra)))
             }
@@ -143,7 +144,8 @@ impl Workload {
             "gemm" => self.gemm(&b, dtype)?,
             "elementwise" => {
                 let n = self.field(self.n, "n")?;
-                let (x, a, c) = (b.input("x", dtype, dims![n]), b.input("a", dtype, dims![n]), b.input("b", dtype, dims![n]));
+                let (x, a, c) =
+                    (b.input("x", dtype, dims![n]), b.input("a", dtype, dims![n]), b.input("b", dtype, dims![n]));
                 x.mul(&a).add(&c).relu()
             }
             "softmax" => {

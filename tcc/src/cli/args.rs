@@ -110,8 +110,7 @@ pub struct RunArgs {
 
 /// Parses `NAME=VALUE` of `--dim`.
 pub fn parse_dim(text: &str) -> Result<(String, u64), String> {
-    let (name, value) =
-        text.split_once('=').ok_or_else(|| format!("expected NAME=VALUE, found `{text}`"))?;
+    let (name, value) = text.split_once('=').ok_or_else(|| format!("expected NAME=VALUE, found `{text}`"))?;
     let name = name.trim();
     if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
         return Err(format!("`{name}` is not a shape variable name"));

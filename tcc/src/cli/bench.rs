@@ -73,7 +73,8 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
 
     let mut jsonl = String::new();
     for row in &rows {
-        let line = serde_json::to_string(row).map_err(|e| CliError::Environment(format!("cannot encode a row: {e}")))?;
+        let line =
+            serde_json::to_string(row).map_err(|e| CliError::Environment(format!("cannot encode a row: {e}")))?;
         jsonl.push_str(&line);
         jsonl.push('\n');
     }
@@ -100,12 +101,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         };
         let files = tcc_report::write_report(&input, dir)
             .map_err(|e| CliError::Environment(format!("cannot write the report: {e}")))?;
-        eprintln!(
-            "report: {}, {}, {}",
-            files.markdown.display(),
-            files.roofline.display(),
-            files.speedup.display()
-        );
+        eprintln!("report: {}, {}, {}", files.markdown.display(), files.roofline.display(), files.speedup.display());
     }
     Ok(())
 }

@@ -13,12 +13,7 @@ pub fn check(args: &CheckArgs) -> Result<(), CliError> {
     };
     for g in graphs {
         let signature = g.params.iter().map(|p| format!("{}: {}", p.name, p.ty)).collect::<Vec<_>>().join(", ");
-        let results = g
-            .outputs
-            .iter()
-            .filter_map(|&o| g.ty(o).map(ToString::to_string))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let results = g.outputs.iter().filter_map(|&o| g.ty(o).map(ToString::to_string)).collect::<Vec<_>>().join(", ");
         println!("ok: fn {}({signature}) -> ({results}), {} ops", g.name, g.nodes.len());
     }
     Ok(())

@@ -75,16 +75,14 @@ fn gpu_llvm(program: &Program, bindings: &Bindings, arch: GpuArch) -> Result<Str
 
 #[cfg(feature = "llvm")]
 fn gpu_ptx(program: &Program, bindings: &Bindings, arch: GpuArch) -> Result<String, CliError> {
-    let kernels = tcc_codegen::ptx::compile_program(program, bindings, arch)
-        .map_err(|e| codegen_error(&program.name, e))?;
+    let kernels =
+        tcc_codegen::ptx::compile_program(program, bindings, arch).map_err(|e| codegen_error(&program.name, e))?;
     Ok(kernels.into_iter().map(|k| k.ptx).collect::<Vec<_>>().join("\n"))
 }
 
 #[cfg(not(feature = "llvm"))]
 fn gpu_ptx(_: &Program, _: &Bindings, _: GpuArch) -> Result<String, CliError> {
-    Err(CliError::Environment(
-        "PTX needs LLVM: rebuild tcc with `--features llvm` (LLVM 19, see the README)".into(),
-    ))
+    Err(CliError::Environment("PTX needs LLVM: rebuild tcc with `--features llvm` (LLVM 19, see the README)".into()))
 }
 
 fn cpu_code(program: &Program, bindings: &Bindings, asm: bool) -> Result<String, CliError> {

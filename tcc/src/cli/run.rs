@@ -46,7 +46,12 @@ fn engine_error(error: EngineError) -> CliError {
     }
 }
 
-fn check_against_interpreter(graph: &Graph, inputs: &[Tensor], outputs: &[Tensor], max_memory: u64) -> Result<(), CliError> {
+fn check_against_interpreter(
+    graph: &Graph,
+    inputs: &[Tensor],
+    outputs: &[Tensor],
+    max_memory: u64,
+) -> Result<(), CliError> {
     let expected = tcc_ir::interp::run_graph_with_limit(graph, inputs, max_memory).map_err(|e| match e {
         InterpError::MemoryLimit { .. } => CliError::invalid(format!("{e} (raise it with --max-memory)")),
         other => CliError::Environment(format!("the interpreter failed: {other}")),
@@ -80,13 +85,7 @@ fn max_relative_error(want: &Tensor, got: &Tensor) -> (f64, f64) {
         .data
         .iter()
         .zip(&got.data)
-        .map(|(a, b)| {
-            if (a.is_nan() && b.is_nan()) || a == b {
-                0.0
-            } else {
-                (a - b).abs() / a.abs().max(1.0)
-            }
-        })
+        .map(|(a, b)| if (a.is_nan() && b.is_nan()) || a == b { 0.0 } else { (a - b).abs() / a.abs().max(1.0) })
         .fold(0.0, |acc: f64, e| if e.is_nan() { f64::INFINITY } else { acc.max(e) });
     (err, tol)
 }

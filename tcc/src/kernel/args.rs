@@ -56,7 +56,9 @@ impl<'a> TensorArg<'a> {
         match self.0 {
             Repr::Borrowed(t) => Ok(t.clone()),
             Repr::Owned(t) => Ok(t),
-            Repr::Invalid(source) => Err(Error::Tensor { kernel: kernel.to_string(), param: param.to_string(), source: Box::new(source) }),
+            Repr::Invalid(source) => {
+                Err(Error::Tensor { kernel: kernel.to_string(), param: param.to_string(), source: Box::new(source) })
+            }
         }
     }
 }

@@ -109,7 +109,11 @@ impl Kernel {
             let fingerprint = CpuDevice::fingerprint(&program).map_err(|e| PassError::Internal(e.to_string()))?;
             Ok(Arc::new(Optimized { program, fingerprint }))
         });
-        result.clone().map_err(|source| Error::Optimize { kernel: self.name.to_string(), target: target_name, source: Box::new(source) })
+        result.clone().map_err(|source| Error::Optimize {
+            kernel: self.name.to_string(),
+            target: target_name,
+            source: Box::new(source),
+        })
     }
 
     /// The optimized program this kernel runs on `device` (`None` on the interpreter, which runs
@@ -128,7 +132,11 @@ impl Kernel {
     pub fn run(&self, device: &Device, args: Vec<TensorArg<'_>>) -> Result<Vec<HostTensor>, Error> {
         let graph = self.graph()?;
         if args.len() != graph.params.len() {
-            return Err(Error::InputCount { kernel: self.name.to_string(), expected: graph.params.len(), got: args.len() });
+            return Err(Error::InputCount {
+                kernel: self.name.to_string(),
+                expected: graph.params.len(),
+                got: args.len(),
+            });
         }
         let inputs = args
             .into_iter()
@@ -147,7 +155,12 @@ impl Kernel {
         if outputs.len() != graph.outputs.len() {
             return Err(Error::Internal {
                 kernel: self.name.to_string(),
-                message: format!("{} returned {} outputs, expected {}", device.name(), outputs.len(), graph.outputs.len()),
+                message: format!(
+                    "{} returned {} outputs, expected {}",
+                    device.name(),
+                    outputs.len(),
+                    graph.outputs.len()
+                ),
             });
         }
         Ok(outputs)
@@ -155,7 +168,11 @@ impl Kernel {
 
     /// [`Kernel::run`] for a kernel with exactly `N` outputs, as an array (what the code the macro
     /// generates destructures).
-    pub fn run_array<const N: usize>(&self, device: &Device, args: Vec<TensorArg<'_>>) -> Result<[HostTensor; N], Error> {
+    pub fn run_array<const N: usize>(
+        &self,
+        device: &Device,
+        args: Vec<TensorArg<'_>>,
+    ) -> Result<[HostTensor; N], Error> {
         let outputs = self.run(device, args)?;
         let got = outputs.len();
         <[HostTensor; N]>::try_from(outputs).map_err(|_| Error::Internal {
@@ -171,8 +188,10 @@ impl Kernel {
         outputs
             .iter()
             .map(|t| {
-                HostTensor::from_interp(t)
-                    .map_err(|e| Error::Internal { kernel: self.name.to_string(), message: format!("an interpreter output: {e}") })
+                HostTensor::from_interp(t).map_err(|e| Error::Internal {
+                    kernel: self.name.to_string(),
+                    message: format!("an interpreter output: {e}"),
+                })
             })
             .collect()
     }

@@ -20,9 +20,7 @@ use super::math;
 use super::simd::Simd;
 use crate::cpu::target::CpuCaps;
 use crate::error::CodegenError;
-use crate::loops::{
-    AccId, BufId, Combine, Expr, ExprId, Extent, Index, LoopKernel, MicroKernel, Phase, Stmt, VarId,
-};
+use crate::loops::{AccId, BufId, Combine, Expr, ExprId, Extent, Index, LoopKernel, MicroKernel, Phase, Stmt, VarId};
 
 /// The register class a dtype computes in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,29 +89,20 @@ fn le() -> MemFlagsData {
 }
 
 impl<'k, 'f> Emitter<'k, 'f> {
-    fn new(
-        k: &'k LoopKernel,
-        caps: CpuCaps,
-        b: FunctionBuilder<'f>,
-        pow: FuncRef,
-    ) -> Emitter<'k, 'f> {
+    fn new(k: &'k LoopKernel, caps: CpuCaps, b: FunctionBuilder<'f>, pow: FuncRef) -> Emitter<'k, 'f> {
         let n = k.exprs.len();
         let mut has_acc = vec![false; n];
         let mut reads = vec![0u64; n];
         for (i, e) in k.exprs.iter().enumerate() {
             let id = ExprId(i as u32);
             let ops = k.operands(id);
-            has_acc[i] = matches!(e, Expr::Acc(_))
-                || ops
-                    .iter()
-                    .any(|o| has_acc.get(o.0 as usize).copied().unwrap_or(true));
+            has_acc[i] =
+                matches!(e, Expr::Acc(_)) || ops.iter().any(|o| has_acc.get(o.0 as usize).copied().unwrap_or(true));
             let own = match e {
                 Expr::Load { buf, .. } => 1u64 << (buf.0 % 64),
                 _ => 0,
             };
-            reads[i] = ops.iter().fold(own, |m, o| {
-                m | reads.get(o.0 as usize).copied().unwrap_or(u64::MAX)
-            });
+            reads[i] = ops.iter().fold(own, |m, o| m | reads.get(o.0 as usize).copied().unwrap_or(u64::MAX));
         }
         Emitter {
             k,
@@ -138,11 +127,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
     }
 
     fn simd(&mut self, vector: bool) -> Simd<'_, 'f> {
-        Simd {
-            b: &mut self.b,
-            vector,
-            fma: self.caps.has_fma,
-        }
+        Simd { b: &mut self.b, vector, fma: self.caps.has_fma }
     }
 
     fn vector(&self) -> bool {
@@ -159,12 +144,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
         };
         for i in 0..self.k.bufs.len() {
             let offset = i32::try_from(i * 8).map_err(|_| self.bad("too many buffers"))?;
-            let base = self.b.ins().load(
-                types::I64,
-                MemFlagsData::trusted().with_readonly(),
-                ptrs,
-                offset,
-            );
+            let base = self.b.ins().load(types::I64, MemFlagsData::trusted().with_readonly(), ptrs, offset);
             self.bases.push(base);
         }
         for &dtype in &self.k.accs {
@@ -180,10 +160,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
         }
         match phase.row_var {
             Some(r) => {
-                let rows = self
-                    .b
-                    .ins()
-                    .iconst(types::I64, i64::try_from(phase.rows).unwrap_or(i64::MAX));
+                let rows = self.b.ins().iconst(types::I64, i64::try_from(phase.rows).unwrap_or(i64::MAX));
                 let end = self.b.ins().smin(row_end, rows);
                 self.scalar_loop(r, row_begin, end, &phase.body)?;
             }
@@ -203,11 +180,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
     }
 
     fn zero_of(&mut self, ty: Type) -> Value {
-        if ty == types::F32 {
-            self.b.ins().f32const(0.0)
-        } else {
-            self.b.ins().iconst(ty, 0)
-        }
+        if ty == types::F32 { self.b.ins().f32const(0.0) } else { self.b.ins().iconst(ty, 0) }
     }
 
     fn var(&mut self, v: VarId) -> Variable {
@@ -260,19 +233,12 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 self.b.def_var(var, v);
                 Ok(())
             }
-            Stmt::AccUpdate {
-                acc,
-                combine,
-                value,
-            } => {
+            Stmt::AccUpdate { acc, combine, value } => {
                 let v = self.expr(*value)?;
                 let dtype = self.acc_dtype(*acc)?;
                 let var = match self.mode {
                     Mode::Scalar => self.acc_var(*acc)?,
-                    Mode::Vector(_) => *self
-                        .vaccs
-                        .get(acc)
-                        .ok_or_else(|| self.bad("vector accumulator missing"))?,
+                    Mode::Vector(_) => *self.vaccs.get(acc).ok_or_else(|| self.bad("vector accumulator missing"))?,
                 };
                 let cur = self.b.use_var(var);
                 let new = self.combine(*combine, dtype, cur, v);
@@ -283,18 +249,11 @@ impl<'k, 'f> Emitter<'k, 'f> {
     }
 
     fn acc_var(&self, a: AccId) -> Result<Variable, CodegenError> {
-        self.accs
-            .get(a.0 as usize)
-            .copied()
-            .ok_or_else(|| self.bad(format!("unknown accumulator {}", a.0)))
+        self.accs.get(a.0 as usize).copied().ok_or_else(|| self.bad(format!("unknown accumulator {}", a.0)))
     }
 
     fn acc_dtype(&self, a: AccId) -> Result<DType, CodegenError> {
-        self.k
-            .accs
-            .get(a.0 as usize)
-            .copied()
-            .ok_or_else(|| self.bad(format!("unknown accumulator {}", a.0)))
+        self.k.accs.get(a.0 as usize).copied().ok_or_else(|| self.bad(format!("unknown accumulator {}", a.0)))
     }
 
     fn combine(&mut self, c: Combine, dtype: DType, a: Value, v: Value) -> Value {
@@ -323,40 +282,19 @@ impl<'k, 'f> Emitter<'k, 'f> {
 
     fn extent(&mut self, extent: Extent) -> Value {
         match extent {
-            Extent::Const(n) => self
-                .b
-                .ins()
-                .iconst(types::I64, i64::try_from(n).unwrap_or(i64::MAX)),
-            Extent::Tail {
-                total,
-                block,
-                outer,
-            } => {
+            Extent::Const(n) => self.b.ins().iconst(types::I64, i64::try_from(n).unwrap_or(i64::MAX)),
+            Extent::Tail { total, block, outer } => {
                 let o = self.index_value(&outer);
-                let done = self
-                    .b
-                    .ins()
-                    .imul_imm_s(o, i64::try_from(block).unwrap_or(i64::MAX));
-                let total = self
-                    .b
-                    .ins()
-                    .iconst(types::I64, i64::try_from(total).unwrap_or(i64::MAX));
+                let done = self.b.ins().imul_imm_s(o, i64::try_from(block).unwrap_or(i64::MAX));
+                let total = self.b.ins().iconst(types::I64, i64::try_from(total).unwrap_or(i64::MAX));
                 let rest = self.b.ins().isub(total, done);
-                let block = self
-                    .b
-                    .ins()
-                    .iconst(types::I64, i64::try_from(block).unwrap_or(i64::MAX));
+                let block = self.b.ins().iconst(types::I64, i64::try_from(block).unwrap_or(i64::MAX));
                 self.b.ins().smin(rest, block)
             }
         }
     }
 
-    fn emit_loop(
-        &mut self,
-        var: VarId,
-        extent: &Extent,
-        body: &[Stmt],
-    ) -> Result<(), CodegenError> {
+    fn emit_loop(&mut self, var: VarId, extent: &Extent, body: &[Stmt]) -> Result<(), CodegenError> {
         let n = self.extent(extent.clone());
         if extent.max() >= 4 && self.mode == Mode::Scalar && self.vectorizable(var, body) {
             self.hoist_uniform(var, body)?;
@@ -370,13 +308,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
     }
 
     /// `for var in start..end { body }`.
-    fn scalar_loop(
-        &mut self,
-        var: VarId,
-        start: Value,
-        end: Value,
-        body: &[Stmt],
-    ) -> Result<(), CodegenError> {
+    fn scalar_loop(&mut self, var: VarId, start: Value, end: Value, body: &[Stmt]) -> Result<(), CodegenError> {
         let v = self.var(var);
         self.b.def_var(v, start);
         let header = self.b.create_block();
@@ -402,12 +334,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
     /// Four iterations at a time while they fit; returns the first index left for the tail.
     /// Pure reductions run four vectors per iteration into separate accumulators (so the
     /// combining instruction's latency overlaps), then one vector at a time.
-    fn vector_loop(
-        &mut self,
-        var: VarId,
-        end: Value,
-        body: &[Stmt],
-    ) -> Result<Value, CodegenError> {
+    fn vector_loop(&mut self, var: VarId, end: Value, body: &[Stmt]) -> Result<Value, CodegenError> {
         self.depends = self.compute_depends(var);
         let mut updated = Vec::new();
         for s in body {
@@ -531,10 +458,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
             if hoistable(self, e) {
                 if !matches!(self.k.expr(e), Some(Expr::Const { .. })) {
                     let scalar = self.expr(e)?;
-                    let dtype = self
-                        .k
-                        .dtype_of(e)
-                        .ok_or_else(|| self.bad("dangling expression"))?;
+                    let dtype = self.k.dtype_of(e).ok_or_else(|| self.bad("dangling expression"))?;
                     let wide = self.splat(dtype, scalar);
                     if let Some(layer) = self.memo.last_mut() {
                         layer.insert((e, true), wide);
@@ -542,12 +466,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 }
                 continue;
             }
-            if let Some(&Expr::Binary {
-                op: BinaryOp::Div,
-                dtype,
-                rhs,
-                ..
-            }) = self.k.expr(e)
+            if let Some(&Expr::Binary { op: BinaryOp::Div, dtype, rhs, .. }) = self.k.expr(e)
                 && class(dtype) == Class::Float
                 && hoistable(self, rhs)
             {
@@ -568,11 +487,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
         for (i, e) in self.k.exprs.iter().enumerate() {
             dep[i] = match e {
                 Expr::Load { index, .. } => index.coef(var) != 0,
-                _ => self
-                    .k
-                    .operands(ExprId(i as u32))
-                    .iter()
-                    .any(|o| dep.get(o.0 as usize).copied().unwrap_or(true)),
+                _ => self.k.operands(ExprId(i as u32)).iter().any(|o| dep.get(o.0 as usize).copied().unwrap_or(true)),
             };
         }
         dep
@@ -615,11 +530,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 Some(Expr::Load { buf, index }) => {
                     index.coef(var) == 1 && self.k.buf(*buf).is_some_and(|b| b.dtype != DType::Bool)
                 }
-                Some(Expr::Binary {
-                    op: BinaryOp::Div,
-                    dtype: DType::I32,
-                    ..
-                }) => false,
+                Some(Expr::Binary { op: BinaryOp::Div, dtype: DType::I32, .. }) => false,
                 Some(_) => true,
                 None => false,
             };
@@ -633,22 +544,11 @@ impl<'k, 'f> Emitter<'k, 'f> {
 
     /// The byte address of element `index` of `buf`.
     fn address(&mut self, buf: BufId, index: &Index) -> Result<Value, CodegenError> {
-        let decl = *self
-            .k
-            .buf(buf)
-            .ok_or_else(|| self.bad(format!("unknown buffer {}", buf.0)))?;
-        let base = *self
-            .bases
-            .get(buf.0 as usize)
-            .ok_or_else(|| self.bad("buffer base missing"))?;
+        let decl = *self.k.buf(buf).ok_or_else(|| self.bad(format!("unknown buffer {}", buf.0)))?;
+        let base = *self.bases.get(buf.0 as usize).ok_or_else(|| self.bad("buffer base missing"))?;
         let size = i64::try_from(decl.dtype.size_bytes()).unwrap_or(1);
-        let mut addr = if index.offset != 0 {
-            self.b
-                .ins()
-                .iadd_imm_s(base, index.offset.wrapping_mul(size))
-        } else {
-            base
-        };
+        let mut addr =
+            if index.offset != 0 { self.b.ins().iadd_imm_s(base, index.offset.wrapping_mul(size)) } else { base };
         for &(v, c) in &index.terms {
             let x = self.var(v);
             let x = self.b.use_var(x);
@@ -675,10 +575,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
             let s = self.expr(e);
             self.mode = saved;
             let s = s?;
-            let dtype = self
-                .k
-                .dtype_of(e)
-                .ok_or_else(|| self.bad("dangling expression"))?;
+            let dtype = self.k.dtype_of(e).ok_or_else(|| self.bad("dangling expression"))?;
             self.splat(dtype, s)
         } else {
             self.compute(e)?
@@ -703,11 +600,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
     }
 
     fn compute(&mut self, e: ExprId) -> Result<Value, CodegenError> {
-        let expr = self
-            .k
-            .expr(e)
-            .ok_or_else(|| self.bad("dangling expression"))?
-            .clone();
+        let expr = self.k.expr(e).ok_or_else(|| self.bad("dangling expression"))?.clone();
         let vector = self.vector();
         match expr {
             Expr::Const { dtype, bits } => {
@@ -718,11 +611,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
                     Class::Int => s.ic(value as i32),
                     Class::Bool => {
                         let on = value != 0.0 && !value.is_nan();
-                        if vector {
-                            s.ic(if on { -1 } else { 0 })
-                        } else {
-                            s.b.ins().iconst(types::I8, i64::from(on))
-                        }
+                        if vector { s.ic(if on { -1 } else { 0 }) } else { s.b.ins().iconst(types::I8, i64::from(on)) }
                     }
                 })
             }
@@ -739,12 +628,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 let x = self.expr(arg)?;
                 self.unary(op, dtype, x)
             }
-            Expr::Binary {
-                op,
-                dtype,
-                lhs,
-                rhs,
-            } => {
+            Expr::Binary { op, dtype, lhs, rhs } => {
                 let a = self.expr(lhs)?;
                 if vector && let Some(&r) = self.recips.get(&e) {
                     // Division by a loop-invariant divisor: multiply by its reciprocal.
@@ -754,22 +638,12 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 let c = self.expr(rhs)?;
                 self.binary(op, dtype, a, c)
             }
-            Expr::Compare {
-                op,
-                operand,
-                lhs,
-                rhs,
-            } => {
+            Expr::Compare { op, operand, lhs, rhs } => {
                 let a = self.expr(lhs)?;
                 let c = self.expr(rhs)?;
                 Ok(self.compare(op, operand, a, c))
             }
-            Expr::Select {
-                cond,
-                on_true,
-                on_false,
-                ..
-            } => {
+            Expr::Select { cond, on_true, on_false, .. } => {
                 let c = self.expr(cond)?;
                 let t = self.expr(on_true)?;
                 let f = self.expr(on_false)?;
@@ -828,26 +702,14 @@ impl<'k, 'f> Emitter<'k, 'f> {
                         let zero = s.ic(0);
                         Ok(s.b.ins().smax(x, zero))
                     }
-                    _ => Err(CodegenError::UnsupportedOp {
-                        op: op.name().into(),
-                        dtype,
-                    }),
+                    _ => Err(CodegenError::UnsupportedOp { op: op.name().into(), dtype }),
                 }
             }
-            Class::Bool => Err(CodegenError::UnsupportedOp {
-                op: op.name().into(),
-                dtype,
-            }),
+            Class::Bool => Err(CodegenError::UnsupportedOp { op: op.name().into(), dtype }),
         }
     }
 
-    fn binary(
-        &mut self,
-        op: BinaryOp,
-        dtype: DType,
-        a: Value,
-        c: Value,
-    ) -> Result<Value, CodegenError> {
+    fn binary(&mut self, op: BinaryOp, dtype: DType, a: Value, c: Value) -> Result<Value, CodegenError> {
         let vector = self.vector();
         match class(dtype) {
             Class::Float => {
@@ -870,16 +732,10 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 BinaryOp::Min => self.b.ins().smin(a, c),
                 BinaryOp::Div if !vector => self.int_div(a, c),
                 BinaryOp::Div | BinaryOp::Pow => {
-                    return Err(CodegenError::UnsupportedOp {
-                        op: op.name().into(),
-                        dtype,
-                    });
+                    return Err(CodegenError::UnsupportedOp { op: op.name().into(), dtype });
                 }
             }),
-            Class::Bool => Err(CodegenError::UnsupportedOp {
-                op: op.name().into(),
-                dtype,
-            }),
+            Class::Bool => Err(CodegenError::UnsupportedOp { op: op.name().into(), dtype }),
         }
     }
 
@@ -951,11 +807,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
 
     fn cast(&mut self, from: DType, to: DType, x: Value) -> Value {
         let vector = self.vector();
-        let (fty, ity) = if vector {
-            (types::F32X4, types::I32X4)
-        } else {
-            (types::F32, types::I32)
-        };
+        let (fty, ity) = if vector { (types::F32X4, types::I32X4) } else { (types::F32, types::I32) };
         match (class(from), class(to)) {
             (Class::Float, Class::Float) => self.round(to, x),
             (Class::Float, Class::Int) => self.b.ins().fcvt_to_sint_sat(ity, x),
@@ -994,11 +846,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
     }
 
     fn load(&mut self, buf: BufId, index: &Index) -> Result<Value, CodegenError> {
-        let dtype = self
-            .k
-            .buf(buf)
-            .ok_or_else(|| self.bad("unknown buffer"))?
-            .dtype;
+        let dtype = self.k.buf(buf).ok_or_else(|| self.bad("unknown buffer"))?.dtype;
         let addr = self.address(buf, index)?;
         let vector = self.vector();
         let v = match (dtype, vector) {
@@ -1062,14 +910,8 @@ impl<'k, 'f> Emitter<'k, 'f> {
         let is_first = self.b.ins().icmp_imm_s(IntCC::Equal, first, 0);
         let rows = self.extent(mk.rows.clone());
         let cols = self.extent(mk.cols.clone());
-        let full_rows = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::Equal, rows, i64::from(mk.mr));
-        let full_cols = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::Equal, cols, i64::from(mk.nr));
+        let full_rows = self.b.ins().icmp_imm_s(IntCC::Equal, rows, i64::from(mk.mr));
+        let full_cols = self.b.ins().icmp_imm_s(IntCC::Equal, cols, i64::from(mk.nr));
         let full = self.b.ins().band(full_rows, full_cols);
         let full_block = self.b.create_block();
         let edge_block = self.b.create_block();
@@ -1095,18 +937,14 @@ impl<'k, 'f> Emitter<'k, 'f> {
         self.b.ins().jump(done, &[]);
 
         self.b.switch_to_block(edge_block);
-        let slot = self
-            .b
-            .create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
-                cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
-                u32::try_from(mr * nv * 16).unwrap_or(u32::MAX),
-                4,
-            ));
+        let slot = self.b.create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
+            cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
+            u32::try_from(mr * nv * 16).unwrap_or(u32::MAX),
+            4,
+        ));
         for (j, &acc) in accs.iter().enumerate() {
             let acc = self.b.use_var(acc);
-            self.b
-                .ins()
-                .stack_store(types::I64, acc, slot, i32::try_from(j * 16).unwrap_or(0));
+            self.b.ins().stack_store(types::I64, acc, slot, i32::try_from(j * 16).unwrap_or(0));
         }
         let tile = self.b.ins().stack_addr(types::I64, slot, 0);
         // for i in 0..rows, j in 0..cols: c[i*ldc + j] = tile[i*nr + j] + (first ? 0 : c[..]).
@@ -1162,13 +1000,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
     }
 
     /// `while left >= unroll { unroll steps of the tile }`, advancing the panel pointers.
-    fn tile_steps(
-        &mut self,
-        mk: &MicroKernel,
-        accs: &[Variable],
-        [pa, pb, left]: [Variable; 3],
-        unroll: i64,
-    ) {
+    fn tile_steps(&mut self, mk: &MicroKernel, accs: &[Variable], [pa, pb, left]: [Variable; 3], unroll: i64) {
         let (mr, nv) = (mk.mr as usize, (mk.nr / 4) as usize);
         let header = self.b.create_block();
         let block = self.b.create_block();
@@ -1176,10 +1008,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(header);
         let l = self.b.use_var(left);
-        let go = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, l, unroll);
+        let go = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, l, unroll);
         self.b.ins().brif(go, block, &[], exit, &[]);
         self.b.switch_to_block(block);
         let a_ptr = self.b.use_var(pa);
@@ -1191,22 +1020,10 @@ impl<'k, 'f> Emitter<'k, 'f> {
             // (cranelift keeps side-effecting loads in order, which would keep every value live).
             let panel = mem().with_readonly().with_can_move();
             let bv: Vec<Value> = (0..nv)
-                .map(|v| {
-                    self.b.ins().load(
-                        types::F32X4,
-                        panel,
-                        b_ptr,
-                        i32::try_from(b_off + 16 * v).unwrap_or(0),
-                    )
-                })
+                .map(|v| self.b.ins().load(types::F32X4, panel, b_ptr, i32::try_from(b_off + 16 * v).unwrap_or(0)))
                 .collect();
             for i in 0..mr {
-                let a = self.b.ins().load(
-                    types::F32,
-                    panel,
-                    a_ptr,
-                    i32::try_from(a_off + 4 * i).unwrap_or(0),
-                );
+                let a = self.b.ins().load(types::F32, panel, a_ptr, i32::try_from(a_off + 4 * i).unwrap_or(0));
                 let a = self.b.ins().splat(types::F32X4, a);
                 for (v, &b) in bv.iter().enumerate() {
                     let acc = self.b.use_var(accs[i * nv + v]);
@@ -1215,14 +1032,8 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 }
             }
         }
-        let a_next = self
-            .b
-            .ins()
-            .iadd_imm_s(a_ptr, i64::from(mk.mr) * 4 * unroll);
-        let b_next = self
-            .b
-            .ins()
-            .iadd_imm_s(b_ptr, i64::from(mk.nr) * 4 * unroll);
+        let a_next = self.b.ins().iadd_imm_s(a_ptr, i64::from(mk.mr) * 4 * unroll);
+        let b_next = self.b.ins().iadd_imm_s(b_ptr, i64::from(mk.nr) * 4 * unroll);
         self.b.def_var(pa, a_next);
         self.b.def_var(pb, b_next);
         let l = self.b.use_var(left);
@@ -1233,11 +1044,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
     }
 
     fn store(&mut self, buf: BufId, index: &Index, v: Value) -> Result<(), CodegenError> {
-        let dtype = self
-            .k
-            .buf(buf)
-            .ok_or_else(|| self.bad("unknown buffer"))?
-            .dtype;
+        let dtype = self.k.buf(buf).ok_or_else(|| self.bad("unknown buffer"))?.dtype;
         let addr = self.address(buf, index)?;
         let vector = self.vector();
         match dtype {

@@ -23,17 +23,7 @@ pub fn exp(s: &mut Simd, x: Value) -> Value {
     let neg_n = s.b.ins().fneg(n);
     let r = s.mul_add_c(neg_n, 0.693_359_4, x);
     let r = s.mul_add_c(neg_n, -2.121_944_4e-4, r);
-    let p = s.horner(
-        r,
-        &[
-            1.987_569_1e-4,
-            1.398_199_9e-3,
-            8.333_452e-3,
-            4.166_579_6e-2,
-            1.666_666_5e-1,
-            0.5,
-        ],
-    );
+    let p = s.horner(r, &[1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5]);
     let r2 = s.b.ins().fmul(r, r);
     let y = s.mul_add(p, r2, r);
     let one = s.fc(1.0);
@@ -41,11 +31,7 @@ pub fn exp(s: &mut Simd, x: Value) -> Value {
     // Scale by 2^n in two steps so that both factors are normal numbers (n is in [-150, 128]).
     // `n` is integral and within [-150, 128], or NaN (then `y` is NaN and the scale does not
     // matter): the plain truncating conversion suffices for vectors.
-    let ni = if s.vector {
-        s.b.ins().x86_cvtt2dq(types::I32X4, n)
-    } else {
-        s.b.ins().fcvt_to_sint_sat(types::I32, n)
-    };
+    let ni = if s.vector { s.b.ins().x86_cvtt2dq(types::I32X4, n) } else { s.b.ins().fcvt_to_sint_sat(types::I32, n) };
     let n1 = s.sshr(ni, 1);
     let n2 = s.b.ins().isub(ni, n1);
     let s1 = pow2i(s, n1);
@@ -130,16 +116,7 @@ pub fn log(s: &mut Simd, x: Value) -> Value {
 /// Hyperbolic tangent: a polynomial below |x| = 0.625, `1 - 2 / (e^2|x| + 1)` above.
 pub fn tanh(s: &mut Simd, x: Value) -> Value {
     let z = s.b.ins().fmul(x, x);
-    let p = s.horner(
-        z,
-        &[
-            -0.005_704_988_7,
-            2.063_909e-2,
-            -5.373_971_6e-2,
-            1.333_144_2e-1,
-            -0.333_332_8,
-        ],
-    );
+    let p = s.horner(z, &[-0.005_704_988_7, 2.063_909e-2, -5.373_971_6e-2, 1.333_144_2e-1, -0.333_332_8]);
     let pz = s.b.ins().fmul(p, z);
     let small = s.mul_add(pz, x, x);
     let ax = s.b.ins().fabs(x);

@@ -42,10 +42,7 @@ pub struct CraneliftBackend {
 
 impl std::fmt::Debug for CraneliftBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CraneliftBackend")
-            .field("caps", &self.caps)
-            .field("options", &self.options)
-            .finish()
+        f.debug_struct("CraneliftBackend").field("caps", &self.caps).field("options", &self.options).finish()
     }
 }
 
@@ -70,10 +67,7 @@ pub struct CpuKernel {
 
 impl std::fmt::Debug for CpuKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpuKernel")
-            .field("name", &self.name)
-            .field("phases", &self.phases)
-            .finish_non_exhaustive()
+        f.debug_struct("CpuKernel").field("name", &self.name).field("phases", &self.phases).finish_non_exhaustive()
     }
 }
 
@@ -96,9 +90,7 @@ impl CpuKernel {
     /// Gives up the code's memory owner; the caller frees it (after the last call) with
     /// `JITModule::free_memory`. Dropping a `CpuKernel` without doing so leaks the code.
     pub fn into_module(self) -> JITModule {
-        self.module
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.module.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -172,10 +164,7 @@ impl CraneliftBackend {
     }
 
     fn cl_err(&self, lk: &LoopKernel, e: impl std::fmt::Display) -> CodegenError {
-        CodegenError::Cranelift {
-            kernel: lk.name.clone(),
-            message: e.to_string(),
-        }
+        CodegenError::Cranelift { kernel: lk.name.clone(), message: e.to_string() }
     }
 
     fn build(
@@ -188,16 +177,12 @@ impl CraneliftBackend {
         for _ in 0..3 {
             sig.params.push(AbiParam::new(types::I64));
         }
-        let func_id = module
-            .declare_anonymous_function(&sig)
-            .map_err(|e| self.cl_err(lk, e))?;
+        let func_id = module.declare_anonymous_function(&sig).map_err(|e| self.cl_err(lk, e))?;
         let mut pow_sig = module.make_signature();
         pow_sig.params.push(AbiParam::new(types::F32));
         pow_sig.params.push(AbiParam::new(types::F32));
         pow_sig.returns.push(AbiParam::new(types::F32));
-        let pow_id = module
-            .declare_function("tcc_powf", Linkage::Import, &pow_sig)
-            .map_err(|e| self.cl_err(lk, e))?;
+        let pow_id = module.declare_function("tcc_powf", Linkage::Import, &pow_sig).map_err(|e| self.cl_err(lk, e))?;
         let mut ctx = module.make_context();
         ctx.func.signature = sig;
         let mut fctx = FunctionBuilderContext::new();
@@ -213,28 +198,15 @@ impl CraneliftBackend {
         let mut ids = Vec::with_capacity(lk.phases.len());
         for phase in &lk.phases {
             let (mut ctx, func_id) = self.build(&mut module, lk, phase)?;
-            module
-                .define_function(func_id, &mut ctx)
-                .map_err(|e| self.cl_err(lk, format!("{e:?}")))?;
+            module.define_function(func_id, &mut ctx).map_err(|e| self.cl_err(lk, format!("{e:?}")))?;
             ids.push((func_id, phase.rows, phase.work()));
         }
-        module
-            .finalize_definitions()
-            .map_err(|e| self.cl_err(lk, e))?;
+        module.finalize_definitions().map_err(|e| self.cl_err(lk, e))?;
         let phases = ids
             .into_iter()
-            .map(|(id, rows, work)| PhaseFn {
-                entry: module.get_finalized_function(id) as usize,
-                rows,
-                work,
-            })
+            .map(|(id, rows, work)| PhaseFn { entry: module.get_finalized_function(id) as usize, rows, work })
             .collect();
-        Ok(CpuKernel {
-            name: lk.name.clone(),
-            bufs: lk.bufs.clone(),
-            phases,
-            module: Mutex::new(module),
-        })
+        Ok(CpuKernel { name: lk.name.clone(), bufs: lk.bufs.clone(), phases, module: Mutex::new(module) })
     }
 }
 

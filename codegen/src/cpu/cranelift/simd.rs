@@ -19,40 +19,24 @@ pub struct Simd<'a, 'f> {
 impl Simd<'_, '_> {
     /// The float type (`f32` or `f32x4`).
     pub fn fty(&self) -> Type {
-        if self.vector {
-            types::F32X4
-        } else {
-            types::F32
-        }
+        if self.vector { types::F32X4 } else { types::F32 }
     }
 
     /// The integer type (`i32` or `i32x4`).
     pub fn ity(&self) -> Type {
-        if self.vector {
-            types::I32X4
-        } else {
-            types::I32
-        }
+        if self.vector { types::I32X4 } else { types::I32 }
     }
 
     /// A float constant in every lane.
     pub fn fc(&mut self, v: f32) -> Value {
         let s = self.b.ins().f32const(v);
-        if self.vector {
-            self.b.ins().splat(types::F32X4, s)
-        } else {
-            s
-        }
+        if self.vector { self.b.ins().splat(types::F32X4, s) } else { s }
     }
 
     /// An integer constant in every lane.
     pub fn ic(&mut self, v: i32) -> Value {
         let s = self.b.ins().iconst(types::I32, i64::from(v));
-        if self.vector {
-            self.b.ins().splat(types::I32X4, s)
-        } else {
-            s
-        }
+        if self.vector { self.b.ins().splat(types::I32X4, s) } else { s }
     }
 
     fn flags() -> MemFlagsData {
@@ -75,11 +59,7 @@ impl Simd<'_, '_> {
     pub fn sel(&mut self, cond: Value, a: Value, b: Value) -> Value {
         if self.vector {
             let ty = self.b.func.dfg.value_type(a);
-            let mask = if ty == types::I32X4 {
-                cond
-            } else {
-                self.b.ins().bitcast(ty, Self::flags(), cond)
-            };
+            let mask = if ty == types::I32X4 { cond } else { self.b.ins().bitcast(ty, Self::flags(), cond) };
             self.b.ins().bitselect(mask, a, b)
         } else {
             self.b.ins().select(cond, a, b)

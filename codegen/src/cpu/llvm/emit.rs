@@ -19,9 +19,7 @@ use super::host::HostCpu;
 use super::math;
 use super::text::{Elem, FPred, Func, IPred, Ty, V};
 use crate::error::CodegenError;
-use crate::loops::{
-    AccId, BufId, Combine, Expr, ExprId, Extent, Index, LoopKernel, Phase, Stmt, VarId,
-};
+use crate::loops::{AccId, BufId, Combine, Expr, ExprId, Extent, Index, LoopKernel, Phase, Stmt, VarId};
 
 /// The register class a dtype computes in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,17 +101,13 @@ impl<'k> Emitter<'k> {
         let mut reads = vec![0u64; n];
         for (i, e) in k.exprs.iter().enumerate() {
             let ops = k.operands(ExprId(i as u32));
-            has_acc[i] = matches!(e, Expr::Acc(_))
-                || ops
-                    .iter()
-                    .any(|o| has_acc.get(o.0 as usize).copied().unwrap_or(true));
+            has_acc[i] =
+                matches!(e, Expr::Acc(_)) || ops.iter().any(|o| has_acc.get(o.0 as usize).copied().unwrap_or(true));
             let own = match e {
                 Expr::Load { buf, .. } => 1u64 << (buf.0 % 64),
                 _ => 0,
             };
-            reads[i] = ops.iter().fold(own, |m, o| {
-                m | reads.get(o.0 as usize).copied().unwrap_or(u64::MAX)
-            });
+            reads[i] = ops.iter().fold(own, |m, o| m | reads.get(o.0 as usize).copied().unwrap_or(u64::MAX));
         }
         Emitter {
             k,
@@ -145,10 +139,7 @@ impl<'k> Emitter<'k> {
     }
 
     fn entry(&mut self, phase: &Phase) -> Result<(), CodegenError> {
-        let bufs = V {
-            ty: Ty::scalar(Elem::Ptr),
-            text: "%bufs".into(),
-        };
+        let bufs = V { ty: Ty::scalar(Elem::Ptr), text: "%bufs".into() };
         for i in 0..self.k.bufs.len() {
             let slot = self.f.gep(Elem::Ptr, &bufs, &self.f.i64c(i as i64));
             let base = self.f.load(Ty::scalar(Elem::Ptr), &slot, 8);
@@ -161,14 +152,8 @@ impl<'k> Emitter<'k> {
             self.f.store(&zero, &slot, 4);
             self.accs.push(slot);
         }
-        let row_begin = V {
-            ty: Ty::scalar(Elem::I64),
-            text: "%row_begin".into(),
-        };
-        let row_end = V {
-            ty: Ty::scalar(Elem::I64),
-            text: "%row_end".into(),
-        };
+        let row_begin = V { ty: Ty::scalar(Elem::I64), text: "%row_begin".into() };
+        let row_end = V { ty: Ty::scalar(Elem::I64), text: "%row_end".into() };
         match phase.row_var {
             Some(r) => {
                 let rows = self.f.i64c(i64::try_from(phase.rows).unwrap_or(i64::MAX));
@@ -253,20 +238,14 @@ impl<'k> Emitter<'k> {
                 self.f.store(&v, &slot, 4);
                 Ok(())
             }
-            Stmt::AccUpdate {
-                acc,
-                combine,
-                value,
-            } => {
+            Stmt::AccUpdate { acc, combine, value } => {
                 let v = self.expr(*value)?;
                 let dtype = self.acc_dtype(*acc)?;
                 let slot = match self.mode {
                     Mode::Scalar => self.acc_slot(*acc)?,
-                    Mode::Vector(..) => self
-                        .vaccs
-                        .get(acc)
-                        .cloned()
-                        .ok_or_else(|| self.bad("vector accumulator missing"))?,
+                    Mode::Vector(..) => {
+                        self.vaccs.get(acc).cloned().ok_or_else(|| self.bad("vector accumulator missing"))?
+                    }
                 };
                 let cur = self.f.load(v.ty, &slot, 4);
                 let mut new = self.combine(*combine, dtype, &cur, &v)?;
@@ -280,18 +259,11 @@ impl<'k> Emitter<'k> {
     }
 
     fn acc_slot(&self, a: AccId) -> Result<V, CodegenError> {
-        self.accs
-            .get(a.0 as usize)
-            .cloned()
-            .ok_or_else(|| self.bad(format!("unknown accumulator {}", a.0)))
+        self.accs.get(a.0 as usize).cloned().ok_or_else(|| self.bad(format!("unknown accumulator {}", a.0)))
     }
 
     fn acc_dtype(&self, a: AccId) -> Result<DType, CodegenError> {
-        self.k
-            .accs
-            .get(a.0 as usize)
-            .copied()
-            .ok_or_else(|| self.bad(format!("unknown accumulator {}", a.0)))
+        self.k.accs.get(a.0 as usize).copied().ok_or_else(|| self.bad(format!("unknown accumulator {}", a.0)))
     }
 
     fn combine(&mut self, c: Combine, dtype: DType, a: &V, v: &V) -> Result<V, CodegenError> {
@@ -311,16 +283,8 @@ impl<'k> Emitter<'k> {
         let mut v = self.f.i64c(index.offset);
         for &(var, c) in &index.terms {
             let x = self.var_value(var);
-            let scaled = if c == 1 {
-                x
-            } else {
-                self.f.mul(&x, &self.f.i64c(c))
-            };
-            v = if v.text == "0" {
-                scaled
-            } else {
-                self.f.add(&v, &scaled)
-            };
+            let scaled = if c == 1 { x } else { self.f.mul(&x, &self.f.i64c(c)) };
+            v = if v.text == "0" { scaled } else { self.f.add(&v, &scaled) };
         }
         v
     }
@@ -328,11 +292,7 @@ impl<'k> Emitter<'k> {
     pub(super) fn extent(&mut self, extent: &Extent) -> V {
         match extent {
             Extent::Const(n) => self.f.i64c(i64::try_from(*n).unwrap_or(i64::MAX)),
-            Extent::Tail {
-                total,
-                block,
-                outer,
-            } => {
+            Extent::Tail { total, block, outer } => {
                 let o = self.index_value(outer);
                 let block = self.f.i64c(i64::try_from(*block).unwrap_or(i64::MAX));
                 let done = self.f.mul(&o, &block);
@@ -343,12 +303,7 @@ impl<'k> Emitter<'k> {
         }
     }
 
-    fn emit_loop(
-        &mut self,
-        var: VarId,
-        extent: &Extent,
-        body: &[Stmt],
-    ) -> Result<(), CodegenError> {
+    fn emit_loop(&mut self, var: VarId, extent: &Extent, body: &[Stmt]) -> Result<(), CodegenError> {
         let n = self.extent(extent);
         let max = extent.max();
         if max >= 4 && self.mode == Mode::Scalar && self.vectorizable(var, body) {
@@ -371,13 +326,7 @@ impl<'k> Emitter<'k> {
     }
 
     /// `for var in start..end { body }`.
-    fn scalar_loop(
-        &mut self,
-        var: VarId,
-        start: &V,
-        end: &V,
-        body: &[Stmt],
-    ) -> Result<(), CodegenError> {
+    fn scalar_loop(&mut self, var: VarId, start: &V, end: &V, body: &[Stmt]) -> Result<(), CodegenError> {
         let slot = self.var_slot(var);
         self.f.store(start, &slot, 8);
         let (header, block, exit) = (self.f.label(), self.f.label(), self.f.label());
@@ -514,33 +463,14 @@ impl<'k> Emitter<'k> {
     }
 
     /// Combines the lanes of `v` pairwise (halves, then quarters, ...) into one scalar.
-    fn reduce_lanes(
-        &mut self,
-        combine: Combine,
-        dtype: DType,
-        mut v: V,
-    ) -> Result<V, CodegenError> {
+    fn reduce_lanes(&mut self, combine: Combine, dtype: DType, mut v: V) -> Result<V, CodegenError> {
         while v.ty.lanes > 2 {
             let half = v.ty.lanes / 2;
             let lo: Vec<String> = (0..half).map(|i| format!("i32 {i}")).collect();
             let hi: Vec<String> = (half..2 * half).map(|i| format!("i32 {i}")).collect();
             let ty = Ty::new(v.ty.elem, half);
-            let a = self.f.inst(
-                ty,
-                &format!(
-                    "shufflevector {v}, {} poison, <{half} x i32> <{}>",
-                    v.ty,
-                    lo.join(", ")
-                ),
-            );
-            let b = self.f.inst(
-                ty,
-                &format!(
-                    "shufflevector {v}, {} poison, <{half} x i32> <{}>",
-                    v.ty,
-                    hi.join(", ")
-                ),
-            );
+            let a = self.f.inst(ty, &format!("shufflevector {v}, {} poison, <{half} x i32> <{}>", v.ty, lo.join(", ")));
+            let b = self.f.inst(ty, &format!("shufflevector {v}, {} poison, <{half} x i32> <{}>", v.ty, hi.join(", ")));
             v = self.combine(combine, dtype, &a, &b)?;
         }
         let a = self.f.extract(&v, 0);
@@ -588,12 +518,7 @@ impl<'k> Emitter<'k> {
                 }
                 continue;
             }
-            if let Some(&Expr::Binary {
-                op: BinaryOp::Div,
-                dtype,
-                rhs,
-                ..
-            }) = self.k.expr(e)
+            if let Some(&Expr::Binary { op: BinaryOp::Div, dtype, rhs, .. }) = self.k.expr(e)
                 && class(dtype) == Class::Float
                 && hoistable(self, rhs)
             {
@@ -613,11 +538,7 @@ impl<'k> Emitter<'k> {
         for (i, e) in self.k.exprs.iter().enumerate() {
             dep[i] = match e {
                 Expr::Load { index, .. } => index.coef(var) != 0,
-                _ => self
-                    .k
-                    .operands(ExprId(i as u32))
-                    .iter()
-                    .any(|o| dep.get(o.0 as usize).copied().unwrap_or(true)),
+                _ => self.k.operands(ExprId(i as u32)).iter().any(|o| dep.get(o.0 as usize).copied().unwrap_or(true)),
             };
         }
         dep
@@ -665,15 +586,8 @@ impl<'k> Emitter<'k> {
 
     /// The address of element `index` of `buf`.
     pub(super) fn address(&mut self, buf: BufId, index: &Index) -> Result<V, CodegenError> {
-        let decl = *self
-            .k
-            .buf(buf)
-            .ok_or_else(|| self.bad(format!("unknown buffer {}", buf.0)))?;
-        let base = self
-            .bases
-            .get(buf.0 as usize)
-            .cloned()
-            .ok_or_else(|| self.bad("buffer base missing"))?;
+        let decl = *self.k.buf(buf).ok_or_else(|| self.bad(format!("unknown buffer {}", buf.0)))?;
+        let base = self.bases.get(buf.0 as usize).cloned().ok_or_else(|| self.bad("buffer base missing"))?;
         let i = self.index_value(index);
         Ok(self.f.gep(storage(decl.dtype), &base, &i))
     }
@@ -706,11 +620,7 @@ impl<'k> Emitter<'k> {
     }
 
     fn compute(&mut self, e: ExprId) -> Result<V, CodegenError> {
-        let expr = self
-            .k
-            .expr(e)
-            .ok_or_else(|| self.bad("dangling expression"))?
-            .clone();
+        let expr = self.k.expr(e).ok_or_else(|| self.bad("dangling expression"))?.clone();
         let lanes = self.lanes();
         match expr {
             Expr::Const { dtype, bits } => {
@@ -732,12 +642,7 @@ impl<'k> Emitter<'k> {
                 let x = self.expr(arg)?;
                 self.unary(op, dtype, &x)
             }
-            Expr::Binary {
-                op,
-                dtype,
-                lhs,
-                rhs,
-            } => {
+            Expr::Binary { op, dtype, lhs, rhs } => {
                 let a = self.expr(lhs)?;
                 if lanes > 1
                     && let Some(r) = self.recips.get(&e).cloned()
@@ -749,22 +654,12 @@ impl<'k> Emitter<'k> {
                 let c = self.expr(rhs)?;
                 self.binary(op, dtype, &a, &c)
             }
-            Expr::Compare {
-                op,
-                operand,
-                lhs,
-                rhs,
-            } => {
+            Expr::Compare { op, operand, lhs, rhs } => {
                 let a = self.expr(lhs)?;
                 let c = self.expr(rhs)?;
                 Ok(self.compare(op, operand, &a, &c))
             }
-            Expr::Select {
-                cond,
-                on_true,
-                on_false,
-                ..
-            } => {
+            Expr::Select { cond, on_true, on_false, .. } => {
                 let c = self.expr(cond)?;
                 let t = self.expr(on_true)?;
                 let f = self.expr(on_false)?;
@@ -787,10 +682,7 @@ impl<'k> Emitter<'k> {
     }
 
     fn unsupported(op: &str, dtype: DType) -> CodegenError {
-        CodegenError::UnsupportedOp {
-            op: op.into(),
-            dtype,
-        }
+        CodegenError::UnsupportedOp { op: op.into(), dtype }
     }
 
     fn unary(&mut self, op: UnaryOp, dtype: DType, x: &V) -> Result<V, CodegenError> {
@@ -822,11 +714,7 @@ impl<'k> Emitter<'k> {
             }
             Class::Int => match op {
                 UnaryOp::Neg => Ok(f.sub(&f.ic(Elem::I32, n, 0), x)),
-                UnaryOp::Abs => Ok(f.call(
-                    x.ty,
-                    &format!("llvm.abs.{}", x.ty.suffix()),
-                    &[x, &f.bc(1, false)],
-                )),
+                UnaryOp::Abs => Ok(f.call(x.ty, &format!("llvm.abs.{}", x.ty.suffix()), &[x, &f.bc(1, false)])),
                 UnaryOp::Relu => Ok(f.intr("smax", x.ty, &[x, &f.ic(Elem::I32, n, 0)])),
                 _ => Err(Self::unsupported(op.name(), dtype)),
             },
@@ -953,10 +841,7 @@ impl<'k> Emitter<'k> {
         match self.mask.clone() {
             Some(mask) if ty.lanes > 1 => {
                 let name = format!("llvm.masked.load.{}.p0", ty.suffix());
-                let zero = V {
-                    ty,
-                    text: "zeroinitializer".into(),
-                };
+                let zero = V { ty, text: "zeroinitializer".into() };
                 let align = self.f.ic(Elem::I32, 1, i64::from(align));
                 self.f.call(ty, &name, &[p, &align, &mask, &zero])
             }
@@ -969,23 +854,15 @@ impl<'k> Emitter<'k> {
         match self.mask.clone() {
             Some(mask) if v.ty.lanes > 1 => {
                 let name = format!("llvm.masked.store.{}.p0", v.ty.suffix());
-                self.f.declare(format!(
-                    "declare void @{name}({}, ptr, i32, {})",
-                    v.ty, mask.ty
-                ));
-                self.f
-                    .line(&format!("call void @{name}({v}, {p}, i32 {align}, {mask})"));
+                self.f.declare(format!("declare void @{name}({}, ptr, i32, {})", v.ty, mask.ty));
+                self.f.line(&format!("call void @{name}({v}, {p}, i32 {align}, {mask})"));
             }
             _ => self.f.store(v, p, align),
         }
     }
 
     fn load(&mut self, buf: BufId, index: &Index) -> Result<V, CodegenError> {
-        let dtype = self
-            .k
-            .buf(buf)
-            .ok_or_else(|| self.bad("unknown buffer"))?
-            .dtype;
+        let dtype = self.k.buf(buf).ok_or_else(|| self.bad("unknown buffer"))?.dtype;
         let addr = self.address(buf, index)?;
         let n = self.lanes();
         Ok(match dtype {
@@ -1014,11 +891,7 @@ impl<'k> Emitter<'k> {
     }
 
     fn store(&mut self, buf: BufId, index: &Index, v: &V) -> Result<(), CodegenError> {
-        let dtype = self
-            .k
-            .buf(buf)
-            .ok_or_else(|| self.bad("unknown buffer"))?
-            .dtype;
+        let dtype = self.k.buf(buf).ok_or_else(|| self.bad("unknown buffer"))?.dtype;
         if v.ty.elem != elem_of(class(dtype)) {
             return Err(self.bad(format!("a {} value stored into a {dtype} buffer", v.ty)));
         }
@@ -1033,11 +906,8 @@ impl<'k> Emitter<'k> {
                 (f.bitcast(&h, Elem::I16), 2)
             }
             DType::F16 | DType::BF16 => {
-                let wide = if dtype == DType::F16 {
-                    convert::f32_to_f16_bits(f, v)
-                } else {
-                    convert::f32_to_bf16_bits(f, v)
-                };
+                let wide =
+                    if dtype == DType::F16 { convert::f32_to_f16_bits(f, v) } else { convert::f32_to_bf16_bits(f, v) };
                 (f.conv("trunc", &wide, Ty::new(Elem::I16, n)), 2)
             }
         };
@@ -1049,8 +919,5 @@ impl<'k> Emitter<'k> {
 /// The constant vector `<start, start + 1, ..., start + lanes - 1>` of i32.
 pub(super) fn iota(lanes: u32, start: u32) -> V {
     let items: Vec<String> = (0..lanes).map(|l| format!("i32 {}", start + l)).collect();
-    V {
-        ty: Ty::new(Elem::I32, lanes),
-        text: format!("<{}>", items.join(", ")),
-    }
+    V { ty: Ty::new(Elem::I32, lanes), text: format!("<{}>", items.join(", ")) }
 }

@@ -134,14 +134,9 @@ pub(super) fn micro_kernel(e: &mut Emitter<'_>, mk: &MicroKernel) -> Result<(), 
     let cols32 = f.conv("trunc", &cols, Ty::scalar(Elem::I32));
     let cols32 = f.splat(&cols32, lanes);
     let first_lanes = f.splat(&is_first, lanes);
-    let masks: Vec<V> = (0..nv)
-        .map(|v| f.icmp(IPred::Slt, &iota(lanes, v * lanes), &cols32))
-        .collect();
+    let masks: Vec<V> = (0..nv).map(|v| f.icmp(IPred::Slt, &iota(lanes, v * lanes), &cols32)).collect();
     let store_name = format!("llvm.masked.store.{}.p0", vty.suffix());
-    f.declare(format!(
-        "declare void @{store_name}({vty}, ptr, i32, {})",
-        Ty::new(Elem::I1, lanes)
-    ));
+    f.declare(format!("declare void @{store_name}({vty}, ptr, i32, {})", Ty::new(Elem::I1, lanes)));
     for i in 0..mr {
         let (row, next) = (f.label(), f.label());
         let ok = f.icmp(IPred::Slt, &f.i64c(i64::from(i)), &rows);
@@ -158,9 +153,7 @@ pub(super) fn micro_kernel(e: &mut Emitter<'_>, mk: &MicroKernel) -> Result<(), 
             );
             let base = f.select(&first_lanes, &zero, &old);
             let new = f.fadd(&base, &acc);
-            f.line(&format!(
-                "call void @{store_name}({new}, {p}, i32 4, {mask})"
-            ));
+            f.line(&format!("call void @{store_name}({new}, {p}, i32 4, {mask})"));
         }
         f.br(&next);
         f.start(&next);

@@ -31,9 +31,7 @@ pub(crate) fn init_llvm() -> Result<(), CodegenError> {
     if cfg!(target_arch = "x86_64") {
         Ok(())
     } else {
-        Err(CodegenError::UnsupportedHost(
-            "the LLVM CPU tier generates x86-64 code only".into(),
-        ))
+        Err(CodegenError::UnsupportedHost("the LLVM CPU tier generates x86-64 code only".into()))
     }
 }
 
@@ -56,13 +54,7 @@ impl HostCpu {
         } else {
             4
         };
-        HostCpu {
-            fma: has("fma"),
-            f16c: has("f16c"),
-            lanes,
-            cpu,
-            features,
-        }
+        HostCpu { fma: has("fma"), f16c: has("f16c"), lanes, cpu, features }
     }
 
     /// The same CPU seen as an older one with vectors of at most `lanes` f32 lanes: below 16,
@@ -72,8 +64,7 @@ impl HostCpu {
         let lanes = lanes.clamp(4, 16).next_power_of_two();
         if lanes < self.lanes {
             // LLVM switches off every feature that implies a switched-off one.
-            self.features
-                .push_str(if lanes < 8 { ",-avx" } else { ",-avx512f" });
+            self.features.push_str(if lanes < 8 { ",-avx" } else { ",-avx512f" });
             self.lanes = lanes;
             if lanes < 8 {
                 self.fma = false;

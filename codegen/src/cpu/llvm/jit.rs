@@ -15,11 +15,7 @@ use super::host::{HostCpu, init_llvm};
 use crate::error::CodegenError;
 
 fn fail(kernel: &str, stage: &'static str, message: impl ToString) -> CodegenError {
-    CodegenError::Llvm {
-        kernel: kernel.to_string(),
-        stage,
-        message: message.to_string(),
-    }
+    CodegenError::Llvm { kernel: kernel.to_string(), stage, message: message.to_string() }
 }
 
 /// A target machine for the host CPU (used for the optimization pipeline and assembly output).
@@ -36,13 +32,7 @@ fn host_machine(host: &HostCpu, kernel: &str) -> Result<TargetMachine, CodegenEr
             RelocMode::Default,
             CodeModel::Default,
         )
-        .ok_or_else(|| {
-            fail(
-                kernel,
-                "target",
-                format!("no target machine for {}", host.cpu),
-            )
-        })
+        .ok_or_else(|| fail(kernel, "target", format!("no target machine for {}", host.cpu)))
 }
 
 /// Parses, verifies and optimizes `text` in `context`.
@@ -53,15 +43,11 @@ fn optimized_module<'c>(
     kernel: &str,
 ) -> Result<Module<'c>, CodegenError> {
     let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), kernel);
-    let module = context
-        .create_module_from_ir(buffer)
-        .map_err(|e| fail(kernel, "parse", e))?;
+    let module = context.create_module_from_ir(buffer).map_err(|e| fail(kernel, "parse", e))?;
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     module.verify().map_err(|e| fail(kernel, "verify", e))?;
-    module
-        .run_passes("default<O3>", tm, PassBuilderOptions::create())
-        .map_err(|e| fail(kernel, "optimize", e))?;
+    module.run_passes("default<O3>", tm, PassBuilderOptions::create()).map_err(|e| fail(kernel, "optimize", e))?;
     Ok(module)
 }
 
@@ -78,12 +64,8 @@ pub fn assembly(text: &str, host: &HostCpu, kernel: &str) -> Result<String, Code
     let tm = host_machine(host, kernel)?;
     let context = Context::create();
     let module = optimized_module(&context, text, &tm, kernel)?;
-    let out = tm
-        .write_to_memory_buffer(&module, FileType::Assembly)
-        .map_err(|e| fail(kernel, "emit", e))?;
-    Ok(String::from_utf8_lossy(out.as_slice())
-        .trim_end_matches('\0')
-        .to_string())
+    let out = tm.write_to_memory_buffer(&module, FileType::Assembly).map_err(|e| fail(kernel, "emit", e))?;
+    Ok(String::from_utf8_lossy(out.as_slice()).trim_end_matches('\0').to_string())
 }
 
 /// Machine code JIT-compiled into this process: the execution engine that owns it and the LLVM
@@ -139,19 +121,14 @@ pub fn jit(
     // dropped before it, and the engine is stored in `code` and dropped first by its `Drop`.
     let context: &'static Context = unsafe { &*raw };
     let module = optimized_module(context, text, &tm, kernel)?;
-    let engine = module
-        .create_jit_execution_engine(OptimizationLevel::Aggressive)
-        .map_err(|e| fail(kernel, "jit", e))?;
+    let engine =
+        module.create_jit_execution_engine(OptimizationLevel::Aggressive).map_err(|e| fail(kernel, "jit", e))?;
     if let Some(pow) = module.get_function("tcc_powf") {
         engine.add_global_mapping(&pow, powf);
     }
     let entries = names
         .iter()
-        .map(|n| {
-            engine
-                .get_function_address(n)
-                .map_err(|e| fail(kernel, "jit", format!("{n}: {e}")))
-        })
+        .map(|n| engine.get_function_address(n).map_err(|e| fail(kernel, "jit", format!("{n}: {e}"))))
         .collect::<Result<Vec<_>, _>>();
     code.engine = Some(engine);
     let entries = entries?;

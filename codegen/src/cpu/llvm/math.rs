@@ -18,17 +18,7 @@ pub fn exp(f: &mut Func, x: &V) -> V {
     let neg_k = f.fneg(&k);
     let r = f.mul_add_c(&neg_k, 0.693_359_4, &x);
     let r = f.mul_add_c(&neg_k, -2.121_944_4e-4, &r);
-    let p = f.horner(
-        &r,
-        &[
-            1.987_569_1e-4,
-            1.398_199_9e-3,
-            8.333_452e-3,
-            4.166_579_6e-2,
-            1.666_666_5e-1,
-            0.5,
-        ],
-    );
+    let p = f.horner(&r, &[1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5]);
     let r2 = f.fmul(&r, &r);
     let y = f.mul_add(&p, &r2, &r);
     let y = f.fadd(&y, &f.fc(n, 1.0));
@@ -110,16 +100,7 @@ pub fn log(f: &mut Func, x: &V) -> V {
 pub fn tanh(f: &mut Func, x: &V) -> V {
     let n = x.ty.lanes;
     let z = f.fmul(x, x);
-    let p = f.horner(
-        &z,
-        &[
-            -0.005_704_988_7,
-            2.063_909e-2,
-            -5.373_971_6e-2,
-            1.333_144_2e-1,
-            -0.333_332_8,
-        ],
-    );
+    let p = f.horner(&z, &[-0.005_704_988_7, 2.063_909e-2, -5.373_971_6e-2, 1.333_144_2e-1, -0.333_332_8]);
     let pz = f.fmul(&p, &z);
     let small = f.mul_add(&pz, x, x);
     let ax = f.intr("fabs", x.ty, &[x]);

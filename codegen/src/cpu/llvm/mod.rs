@@ -26,9 +26,7 @@ use tcc_ir::{Bindings, Kernel, Op, Schedule, Tier};
 use crate::backend::Backend;
 use crate::cpu::cranelift::{PhaseFn, STRIP};
 use crate::error::CodegenError;
-use crate::loops::{
-    BufDecl, GemmTiles, LoopKernel, LowerOptions, lower_graph, resolve_dims, split_rows,
-};
+use crate::loops::{BufDecl, GemmTiles, LoopKernel, LowerOptions, lower_graph, resolve_dims, split_rows};
 pub use host::HostCpu;
 use jit::JitCode;
 
@@ -144,13 +142,7 @@ impl LlvmCpuBackend {
             8..=15 => (6, 16),
             _ => (4, 8),
         };
-        GemmTiles {
-            mr,
-            nr,
-            mc: mr * 43,
-            nc: 1024,
-            kc: 512,
-        }
+        GemmTiles { mr, nr, mc: mr * 43, nc: 1024, kc: 512 }
     }
 
     /// The same backend planning matmul row blocks for `threads` threads (default: every core).
@@ -174,8 +166,7 @@ impl LlvmCpuBackend {
         });
         let Some(dims) = shape else { return t };
         let r = dims.len();
-        let (Some(&m), Some(&n)) = (dims.get(r.wrapping_sub(2)), dims.get(r.wrapping_sub(1)))
-        else {
+        let (Some(&m), Some(&n)) = (dims.get(r.wrapping_sub(2)), dims.get(r.wrapping_sub(1))) else {
             return t;
         };
         let batch: u64 = dims.iter().take(r.saturating_sub(2)).product();
@@ -241,10 +232,7 @@ impl LlvmCpuBackend {
             module.push('\n');
         }
         module.push_str(&defs);
-        module.push_str(&format!(
-            "attributes #0 = {{ {} }}\n",
-            self.host.attributes()
-        ));
+        module.push_str(&format!("attributes #0 = {{ {} }}\n", self.host.attributes()));
         Ok((module, names))
     }
 
@@ -265,22 +253,9 @@ impl LlvmCpuBackend {
         let (text, names) = self.module_text(lk)?;
         let powf: extern "C" fn(f32, f32) -> f32 = tcc_powf;
         let (code, entries) = jit::jit(&text, &names, &self.host, &lk.name, powf as usize)?;
-        let phases = lk
-            .phases
-            .iter()
-            .zip(entries)
-            .map(|(p, entry)| PhaseFn {
-                entry,
-                rows: p.rows,
-                work: p.work(),
-            })
-            .collect();
-        Ok(LlvmCpuKernel {
-            name: lk.name.clone(),
-            bufs: lk.bufs.clone(),
-            phases,
-            code: Mutex::new(code),
-        })
+        let phases =
+            lk.phases.iter().zip(entries).map(|(p, entry)| PhaseFn { entry, rows: p.rows, work: p.work() }).collect();
+        Ok(LlvmCpuKernel { name: lk.name.clone(), bufs: lk.bufs.clone(), phases, code: Mutex::new(code) })
     }
 }
 

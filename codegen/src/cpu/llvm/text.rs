@@ -92,11 +92,7 @@ impl Ty {
 
     /// The overloaded-intrinsic suffix (`f32`, `v16f32`).
     pub fn suffix(self) -> String {
-        if self.lanes == 1 {
-            self.elem.suffix().to_string()
-        } else {
-            format!("v{}{}", self.lanes, self.elem.suffix())
-        }
+        if self.lanes == 1 { self.elem.suffix().to_string() } else { format!("v{}{}", self.lanes, self.elem.suffix()) }
     }
 }
 
@@ -232,14 +228,7 @@ pub struct Func {
 impl Func {
     /// An empty function body; code starts in block `start`.
     pub fn new(fma: bool) -> Func {
-        Func {
-            allocas: String::new(),
-            code: "start:\n".to_string(),
-            next: 0,
-            labels: 0,
-            decls: BTreeSet::new(),
-            fma,
-        }
+        Func { allocas: String::new(), code: "start:\n".to_string(), next: 0, labels: 0, decls: BTreeSet::new(), fma }
     }
 
     /// The function definition `define void @name(ptr %bufs, i64 %row_begin, i64 %row_end) #0`.
@@ -279,10 +268,7 @@ impl Func {
         let name = self.fresh();
         let align = ty.elem.bytes() * ty.lanes.next_power_of_two();
         let _ = writeln!(self.allocas, "  {name} = alloca {ty}, align {align}");
-        V {
-            ty: Ty::scalar(Elem::Ptr),
-            text: name,
-        }
+        V { ty: Ty::scalar(Elem::Ptr), text: name }
     }
 
     /// A new block label.
@@ -330,11 +316,7 @@ impl Func {
     }
 
     fn splat_const(ty: Ty, lit: &str) -> V {
-        let text = if ty.lanes == 1 {
-            lit.to_string()
-        } else {
-            format!("splat ({} {lit})", ty.elem.name())
-        };
+        let text = if ty.lanes == 1 { lit.to_string() } else { format!("splat ({} {lit})", ty.elem.name()) };
         V { ty, text }
     }
 
@@ -416,18 +398,12 @@ impl Func {
 
     /// `fcmp`.
     pub fn fcmp(&mut self, p: FPred, a: &V, b: &V) -> V {
-        self.inst(
-            a.ty.with(Elem::I1),
-            &format!("fcmp {} {a}, {}", p.name(), b.text),
-        )
+        self.inst(a.ty.with(Elem::I1), &format!("fcmp {} {a}, {}", p.name(), b.text))
     }
 
     /// `icmp`.
     pub fn icmp(&mut self, p: IPred, a: &V, b: &V) -> V {
-        self.inst(
-            a.ty.with(Elem::I1),
-            &format!("icmp {} {a}, {}", p.name(), b.text),
-        )
+        self.inst(a.ty.with(Elem::I1), &format!("icmp {} {a}, {}", p.name(), b.text))
     }
 
     /// `select` (the condition may be a scalar `i1` with vector operands).
@@ -518,25 +494,16 @@ impl Func {
         }
         let ty = Ty::new(s.ty.elem, lanes);
         let one = Ty::new(s.ty.elem, 1);
-        let single = self.inst(
-            Ty::new(s.ty.elem, 1),
-            &format!("insertelement <1 x {one}> poison, {s}, i64 0"),
-        );
+        let single = self.inst(Ty::new(s.ty.elem, 1), &format!("insertelement <1 x {one}> poison, {s}, i64 0"));
         self.inst(
             ty,
-            &format!(
-                "shufflevector <1 x {one}> {}, <1 x {one}> poison, <{lanes} x i32> zeroinitializer",
-                single.text
-            ),
+            &format!("shufflevector <1 x {one}> {}, <1 x {one}> poison, <{lanes} x i32> zeroinitializer", single.text),
         )
     }
 
     /// Lane `lane` of vector `v`.
     pub fn extract(&mut self, v: &V, lane: u32) -> V {
-        self.inst(
-            Ty::scalar(v.ty.elem),
-            &format!("extractelement {v}, i64 {lane}"),
-        )
+        self.inst(Ty::scalar(v.ty.elem), &format!("extractelement {v}, i64 {lane}"))
     }
 
     /// `v` with lane `lane` replaced by the scalar `s`.
@@ -548,10 +515,7 @@ impl Func {
 
     /// The address of element `index` (an i64) of an array of `elem` at `base`.
     pub fn gep(&mut self, elem: Elem, base: &V, index: &V) -> V {
-        self.inst(
-            Ty::scalar(Elem::Ptr),
-            &format!("getelementptr {}, {base}, {index}", elem.name()),
-        )
+        self.inst(Ty::scalar(Elem::Ptr), &format!("getelementptr {}, {base}, {index}", elem.name()))
     }
 
     /// `load ty, ptr p, align a`.
@@ -576,9 +540,6 @@ mod tests {
         assert_eq!(Ty::new(Elem::F32, 16).suffix(), "v16f32");
         assert_eq!(float_literal(1.0), "0x3FF0000000000000");
         let f = Func::new(true);
-        assert_eq!(
-            f.fc(8, 0.5).to_string(),
-            "<8 x float> splat (float 0x3FE0000000000000)"
-        );
+        assert_eq!(f.fc(8, 0.5).to_string(), "<8 x float> splat (float 0x3FE0000000000000)");
     }
 }
