@@ -6,11 +6,13 @@
 //! inside cudarc otherwise). Compiling programs ([`CudaDevice::compile`], `run_program`,
 //! `time_program`) needs feature `llvm`.
 
+mod ceilings;
 mod device;
 mod error;
 #[cfg(feature = "llvm")]
 mod program;
 
+pub use ceilings::GpuCeilings;
 pub use device::{CudaDevice, DeviceBuffer, DeviceInfo, LoadedKernel};
 pub use error::CudaError;
 #[cfg(feature = "llvm")]
