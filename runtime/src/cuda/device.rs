@@ -132,6 +132,16 @@ impl CudaDevice {
         &self.info
     }
 
+    /// The driver context, for runtime-internal measurements (the ceilings).
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream every launch of this device goes to.
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
     /// Loads a compiled kernel (modules are cached by a hash of their PTX).
     pub fn load(&self, kernel: &PtxKernel) -> Result<LoadedKernel, CudaError> {
         let key = *blake3::hash(kernel.ptx.as_bytes()).as_bytes();
