@@ -8,6 +8,7 @@ mod cache;
 mod child;
 mod common;
 mod concurrency;
+mod faults;
 mod process;
 #[cfg(feature = "redis-tests")]
 mod redis;

@@ -5,5 +5,6 @@
 #[cfg(feature = "llvm")]
 mod cpu_llvm;
 mod loops;
+mod loops_shared;
 #[cfg(feature = "llvm")]
 mod ptx;

@@ -2,7 +2,8 @@
 //!
 //! Design: a function and a module of the same name (they live in different namespaces).
 //! `f(x, y)` reads like the DSL call it stands for and runs on the CPU; `f::on(&device, x, y)`
-//! chooses the device; `f::kernel()`, `f::IR`, `f::PARAMS` expose the rest. A unit struct with a
+//! chooses the device; `f::on_device(&gpu, x, y)` keeps the outputs in the GPU's memory (any
+//! argument may already be there); `f::kernel()`, `f::IR`, `f::PARAMS` expose the rest. A unit struct with a
 //! `call` method was the alternative; it is rejected because a unit struct cannot be shadowed by a
 //! `let` (`let softmax = softmax.call(..)` would not compile).
 //!
@@ -87,11 +88,12 @@ fn function(g: &Graph, names: Option<&FnNames>) -> TokenStream {
     let outs: Vec<Ident> =
         (0..g.outputs.len()).map(|k| format_ident!("__tcc_out{}", k, span = Span::mixed_site())).collect();
     let n_outs = outs.len();
-    let (ret, value) = match outs.as_slice() {
-        [one] => (quote!(::tcc::HostTensor), quote!(#one)),
+    let (ret, ret_device, value) = match outs.as_slice() {
+        [one] => (quote!(::tcc::HostTensor), quote!(::tcc::device::DeviceTensor), quote!(#one)),
         _ => {
             let tys = outs.iter().map(|_| quote!(::tcc::HostTensor));
-            (quote!((#(#tys,)*)), quote!((#(#outs,)*)))
+            let dev = outs.iter().map(|_| quote!(::tcc::device::DeviceTensor));
+            (quote!((#(#tys,)*)), quote!((#(#dev,)*)), quote!((#(#outs,)*)))
         }
     };
     let device = Ident::new("device", Span::mixed_site());
@@ -125,6 +127,21 @@ fn function(g: &Graph, names: Option<&FnNames>) -> TokenStream {
             #[allow(clippy::too_many_arguments)]
             pub fn on<'a>(#device: &::tcc::Device, #args) -> ::core::result::Result<#ret, ::tcc::Error> {
                 let [#(#outs),*] = self::kernel().run_array::<#n_outs>(
+                    #device,
+                    ::std::vec![#(::tcc::IntoTensor::<'a, #types>::into_tensor(#params)),*],
+                )?;
+                ::core::result::Result::Ok(#value)
+            }
+
+            /// Runs the kernel on a CUDA `device` and leaves the outputs in its memory
+            /// (`tcc::device::DeviceTensor`, read back with `device.download`); arguments may be
+            /// host data or device tensors of the same device (used in place).
+            #[allow(clippy::too_many_arguments)]
+            pub fn on_device<'a>(
+                #device: &::tcc::Device,
+                #args
+            ) -> ::core::result::Result<#ret_device, ::tcc::Error> {
+                let [#(#outs),*] = self::kernel().run_device_array::<#n_outs>(
                     #device,
                     ::std::vec![#(::tcc::IntoTensor::<'a, #types>::into_tensor(#params)),*],
                 )?;

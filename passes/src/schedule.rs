@@ -86,6 +86,64 @@ fn vector_widths(target: &TargetModel, dtype: DType, inner: Option<u64>) -> Vec<
     widths
 }
 
+/// Tensor-core (mma.sync) tiles measured fast on an H100 by the PTX backend: (tile_m, tile_n,
+/// tile_k, warp tile m, warp tile n, stages). 64x64 warp tiles, 4 warps at 128x128.
+const TENSOR_CORE_TILES: [(u32, u32, u32, u32, u32, u32); 5] = [
+    (128, 128, 32, 64, 64, 4),
+    (128, 256, 32, 64, 64, 3),
+    (128, 128, 64, 64, 64, 3),
+    (64, 128, 32, 32, 64, 4),
+    (64, 64, 32, 32, 32, 4),
+];
+
+/// Candidates for an f16/bf16 matmul on tensor cores: the tiles above for products of more than
+/// 32 rows; for skinny ones (16 or 32 rows) one narrow tile (with a k split when it cannot
+/// fill the GPU).
+fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings, base: Schedule) -> Vec<Schedule> {
+    let out_ty = body.output_type();
+    let rank = out_ty.map_or(0, |t| t.shape.0.len());
+    let dim = |i: Option<usize>| -> Option<u64> {
+        out_ty.and_then(|t| i.and_then(|i| t.shape.0.get(i))).and_then(|d| d.resolve(bindings))
+    };
+    let m = dim(rank.checked_sub(2));
+    let n = dim(rank.checked_sub(1));
+    let k = body.input_types.first().and_then(|t| t.shape.0.last()).and_then(|d| d.resolve(bindings));
+    let mk = |tm: u32, tn: u32, tk: u32, wm: u32, wn: u32, stages: u32, split_k: u32| Schedule {
+        tile_m: tm,
+        tile_n: tn,
+        tile_k: tk,
+        micro_m: wm,
+        micro_n: wn,
+        vector_width: 8,
+        stages,
+        warps: (tm / wm) * (tn / wn),
+        split_k,
+        swizzle: if split_k == 1 { 8 } else { 1 },
+        ..base
+    };
+    let mut out = Vec::new();
+    if let (Some(m), Some(n), Some(k)) = (m, n, k)
+        && m <= 32
+    {
+        // Memory-bound: narrow blocks stream B, eight stages deep; k splits only when the
+        // blocks cannot fill half the GPU.
+        let tm = if m <= 16 { 16 } else { 32 };
+        let tiles = n.div_ceil(32);
+        let k_tiles = k.div_ceil(128);
+        let cores = u64::from(target.cores.max(1));
+        let mut split = 1u32;
+        while 2 * tiles * u64::from(split) < cores && u64::from(split) * 8 <= k_tiles && split < 32 {
+            split *= 2;
+        }
+        out.push(mk(tm, 32, 128, tm, 16, 8, split));
+    }
+    for (tm, tn, tk, wm, wn, stages) in TENSOR_CORE_TILES {
+        out.push(mk(tm, tn, tk, wm, wn, stages, 1));
+    }
+    out.retain(|s| fits(s, DType::F16, target));
+    out
+}
+
 /// The candidates for `body` on `target`, best-guess first, deterministic.
 pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec<Schedule> {
     let base = Schedule::default_for(target.tier);
@@ -97,6 +155,9 @@ pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec
     let inner = innermost(body, bindings);
     let mut out = Vec::new();
     match (body.class, target.gpu) {
+        (KernelClass::MatMul, true) if matches!(in_dtype, DType::F16 | DType::BF16) => {
+            out = tensor_core_candidates(body, target, bindings, base);
+        }
         (KernelClass::MatMul, true) => {
             let vw = (16 / u32::try_from(in_dtype.size_bytes()).unwrap_or(4)).max(1);
             for split_k in [1u32, 4] {

@@ -70,11 +70,28 @@ fn validate(input: &ReportInput) -> Result<(), ReportError> {
 
 /// Writes `bytes` to `path` through a temporary file in the same folder, flushed, then renamed.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let io = |source| ReportError::Io { path: path.to_path_buf(), source };
+    write_file_atomically(path, bytes).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a temporary file in the same folder,
+/// flushed, then renamed over `path`, so a failed write never leaves a half-written file. The
+/// file keeps the permissions of the file it replaces; a new one gets a new file's usual
+/// permissions (0666 less the umask), not the temporary file's private 0600.
+pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
+    let replaced = std::fs::metadata(path).ok().map(|m| m.permissions());
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = builder.tempfile_in(dir)?;
+    if let Some(perms) = replaced {
+        tmp.as_file().set_permissions(perms)?;
+    }
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }

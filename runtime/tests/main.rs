@@ -4,7 +4,11 @@
 
 mod common;
 mod cuda;
+mod cuda_rows;
 mod differential;
+#[cfg(feature = "gpu-tests")]
+mod faults_gpu;
+mod gemm;
 mod hand;
 mod math;
 mod tensors;

@@ -34,6 +34,50 @@ pub struct Device {
     backend: Backend,
     compiled: Mutex<HashMap<(String, Bindings), CompiledCell>>,
     compilations: AtomicU64,
+    id: u64,
+}
+
+/// Identities of devices (so a tensor is never used on a device other than its own).
+static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A tensor in a CUDA device's memory: made by [`Device::upload`] or returned by a kernel's
+/// `on_device`, passed to kernels on the same device without copies, read back with
+/// [`Device::download`]. Its dtype and shape are checked against each parameter when a kernel is
+/// called, like a [`HostTensor`]'s.
+#[derive(Debug)]
+pub struct DeviceTensor {
+    buffer: tcc_runtime::cuda::DeviceBuffer,
+    dtype: tcc_ir::DType,
+    shape: Vec<usize>,
+    device: u64,
+    device_name: String,
+}
+
+impl DeviceTensor {
+    /// The element type.
+    pub fn dtype(&self) -> tcc_ir::DType {
+        self.dtype
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The device it lives on (as [`Device::name`] says).
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    /// The device memory.
+    pub fn buffer(&self) -> &tcc_runtime::cuda::DeviceBuffer {
+        &self.buffer
+    }
+
+    /// True if it lives on `device`.
+    pub fn is_on(&self, device: &Device) -> bool {
+        self.device == device.id
+    }
 }
 
 #[derive(Debug)]
@@ -63,7 +107,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Device {
     fn with_backend(backend: Backend) -> Device {
-        Device { backend, compiled: Mutex::new(HashMap::new()), compilations: AtomicU64::new(0) }
+        Device {
+            backend,
+            compiled: Mutex::new(HashMap::new()),
+            compilations: AtomicU64::new(0),
+            id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+        }
     }
 
     /// The host CPU, using every core.
@@ -190,7 +239,8 @@ impl Device {
         match &self.backend {
             Backend::Cpu(d) => {
                 let compiled = self.compiled(fingerprint, bindings, || {
-                    let tuned = with_tuned_schedules(kernel, program, bindings);
+                    let (target, key) = (crate::tuning::TuneTarget::Cranelift, crate::tuning::host_device());
+                    let tuned = with_tuned_schedules(kernel, program, bindings, target, key);
                     d.compile(&tuned, bindings).map(Compiled::Cpu).map_err(runtime)
                 })?;
                 match compiled {
@@ -203,9 +253,8 @@ impl Device {
             Backend::Cuda(d) => {
                 let cuda =
                     |source| Error::Cuda { kernel: kernel.to_string(), device: self.name(), source: Box::new(source) };
-                let compiled = self.compiled(fingerprint, bindings, || {
-                    d.compile(program, bindings).map(|p| Compiled::Cuda(Arc::new(p))).map_err(cuda)
-                })?;
+                let compiled =
+                    self.compiled(fingerprint, bindings, || compile_cuda(self, d, kernel, program, bindings))?;
                 match compiled {
                     Compiled::Cuda(p) => d.run(&p, inputs).map_err(cuda),
                     Compiled::Cpu(_) => Err(mixed_cache(kernel)),
@@ -217,6 +266,219 @@ impl Device {
             }),
         }
     }
+}
+
+impl Device {
+    fn not_cuda(&self, what: &str) -> Error {
+        Error::DeviceUnavailable {
+            device: self.name(),
+            reason: format!("{what} needs a CUDA device (`tcc::Device::cuda`, feature `llvm`)"),
+        }
+    }
+
+    /// `Ok` on a CUDA device; else the error that `what` needs one.
+    pub(crate) fn require_cuda(&self, what: &str) -> Result<(), Error> {
+        match &self.backend {
+            #[cfg(feature = "llvm")]
+            Backend::Cuda(_) => Ok(()),
+            _ => Err(self.not_cuda(what)),
+        }
+    }
+
+    /// Copies a host tensor into this CUDA device's memory.
+    pub fn upload(&self, tensor: &HostTensor) -> Result<DeviceTensor, Error> {
+        match &self.backend {
+            #[cfg(feature = "llvm")]
+            Backend::Cuda(d) => {
+                let buffer = d.upload(tensor, "an uploaded tensor").map_err(|e| self.cuda_error("upload", e))?;
+                Ok(self.wrap(buffer, tensor.dtype(), tensor.shape().to_vec()))
+            }
+            _ => {
+                let _ = tensor;
+                Err(self.not_cuda("a device tensor"))
+            }
+        }
+    }
+
+    /// Copies a device tensor of this device back to the host.
+    pub fn download(&self, tensor: &DeviceTensor) -> Result<HostTensor, Error> {
+        if !tensor.is_on(self) {
+            return Err(Error::DeviceUnavailable {
+                device: self.name(),
+                reason: format!("the tensor lives on {}, not on this device", tensor.device_name),
+            });
+        }
+        match &self.backend {
+            #[cfg(feature = "llvm")]
+            Backend::Cuda(d) => d
+                .download(&tensor.buffer, tensor.dtype, tensor.shape.clone(), "a device tensor")
+                .map_err(|e| self.cuda_error("download", e)),
+            _ => Err(self.not_cuda("a device tensor")),
+        }
+    }
+
+    #[cfg(feature = "llvm")]
+    fn wrap(&self, buffer: tcc_runtime::cuda::DeviceBuffer, dtype: tcc_ir::DType, shape: Vec<usize>) -> DeviceTensor {
+        DeviceTensor { buffer, dtype, shape, device: self.id, device_name: self.name() }
+    }
+
+    #[cfg(feature = "llvm")]
+    fn cuda_error(&self, kernel: &str, e: tcc_runtime::cuda::CudaError) -> Error {
+        Error::Cuda { kernel: kernel.to_string(), device: self.name(), source: Box::new(e) }
+    }
+
+    /// Runs an optimized `program` on this CUDA device with arguments already bound to
+    /// `bindings`: host ones are uploaded, device ones used in place; the outputs stay in device
+    /// memory.
+    pub(crate) fn execute_resident(
+        &self,
+        kernel: &str,
+        program: &Program,
+        fingerprint: &str,
+        bindings: &Bindings,
+        args: Vec<ResidentArg<'_>>,
+    ) -> Result<Vec<DeviceTensor>, Error> {
+        match &self.backend {
+            #[cfg(feature = "llvm")]
+            Backend::Cuda(d) => self.run_resident(d, kernel, program, fingerprint, bindings, args),
+            _ => {
+                let _ = (program, fingerprint, bindings, args);
+                Err(self.not_cuda(&format!("kernel `{kernel}` with outputs in device memory")))
+            }
+        }
+    }
+
+    #[cfg(feature = "llvm")]
+    fn run_resident(
+        &self,
+        d: &tcc_runtime::cuda::CudaDevice,
+        kernel: &str,
+        program: &Program,
+        fingerprint: &str,
+        bindings: &Bindings,
+        args: Vec<ResidentArg<'_>>,
+    ) -> Result<Vec<DeviceTensor>, Error> {
+        use tcc_ir::ValueRef;
+        use tcc_runtime::cuda::DeviceBuffer;
+        let cuda = |e| self.cuda_error(kernel, e);
+        let compiled = self.compiled(fingerprint, bindings, || compile_cuda(self, d, kernel, program, bindings))?;
+        let Compiled::Cuda(gp) = compiled else { return Err(mixed_cache(kernel)) };
+        // Host arguments are uploaded; device ones are borrowed.
+        let mut uploaded: Vec<Option<DeviceBuffer>> = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            uploaded.push(match a {
+                ResidentArg::Host(t) => Some(d.upload(t, &format!("parameter {i}")).map_err(cuda)?),
+                ResidentArg::Device(_) => None,
+            });
+        }
+        let dims = |ty: &tcc_ir::TensorType, what: &str| {
+            ty.shape.resolve(bindings).ok_or_else(|| Error::Internal {
+                kernel: kernel.to_string(),
+                message: format!("{what} has an unbound shape {}", ty.shape),
+            })
+        };
+        let mut buffers: Vec<Option<DeviceBuffer>> = Vec::with_capacity(program.buffers.len());
+        for (b, ty) in program.buffers.iter().enumerate() {
+            let shape = dims(ty, &format!("buffer {b}"))?;
+            let bytes = shape.iter().map(|&x| x as u64).product::<u64>() * ty.dtype.size_bytes() as u64;
+            buffers.push(Some(d.alloc(bytes, &format!("buffer {b} of kernel `{kernel}`")).map_err(cuda)?));
+        }
+        let scratch_bytes = gp.kernels().iter().map(|k| k.ir().scratch_bytes).max().unwrap_or(0);
+        let scratch = d.alloc(scratch_bytes, &format!("the scratch memory of kernel `{kernel}`")).map_err(cuda)?;
+        {
+            let value = |v: ValueRef| -> Result<&DeviceBuffer, Error> {
+                let found = match v {
+                    ValueRef::Param(i) => match args.get(i) {
+                        Some(ResidentArg::Device(t)) => Some(&t.buffer),
+                        Some(ResidentArg::Host(_)) => uploaded.get(i).and_then(Option::as_ref),
+                        None => None,
+                    },
+                    ValueRef::Buffer(b) => buffers.get(b).and_then(Option::as_ref),
+                };
+                found.ok_or_else(|| Error::Internal {
+                    kernel: kernel.to_string(),
+                    message: format!("{v:?} does not exist"),
+                })
+            };
+            for (launch, loaded) in program.launches.iter().zip(gp.kernels()) {
+                let ins = launch.inputs.iter().map(|&v| value(v)).collect::<Result<Vec<_>, _>>()?;
+                let outs = launch.outputs.iter().map(|&v| value(v)).collect::<Result<Vec<_>, _>>()?;
+                d.launch(loaded, &ins, &outs, &scratch).map_err(cuda)?;
+            }
+        }
+        d.sync_after(kernel).map_err(cuda)?;
+        let mut outputs = Vec::with_capacity(program.outputs.len());
+        for (k, &v) in program.outputs.iter().enumerate() {
+            let (ty, taken) = match v {
+                ValueRef::Buffer(b) => (program.buffers.get(b), buffers.get_mut(b).and_then(Option::take)),
+                ValueRef::Param(i) => (program.params.get(i).map(|p| &p.ty), None),
+            };
+            let ty = ty.ok_or_else(|| Error::Internal {
+                kernel: kernel.to_string(),
+                message: format!("output {k} names {v:?}, which does not exist"),
+            })?;
+            let shape = dims(ty, &format!("output {k}"))?;
+            let buffer = match taken {
+                Some(b) => b,
+                // An output that is a parameter, or a buffer already returned: a copy through the host.
+                None => {
+                    let source = match v {
+                        ValueRef::Param(i) => match args.get(i) {
+                            Some(ResidentArg::Device(t)) => Some(&t.buffer),
+                            _ => uploaded.get(i).and_then(Option::as_ref),
+                        },
+                        ValueRef::Buffer(_) => outputs
+                            .iter()
+                            .zip(&program.outputs)
+                            .find(|&(_, &w)| w == v)
+                            .map(|(t, _): (&DeviceTensor, _)| &t.buffer),
+                    };
+                    let source = source.ok_or_else(|| Error::Internal {
+                        kernel: kernel.to_string(),
+                        message: format!("output {k}: no memory for {v:?}"),
+                    })?;
+                    let host = d.download(source, ty.dtype, shape.clone(), &format!("output {k}")).map_err(cuda)?;
+                    d.upload(&host, &format!("output {k}")).map_err(cuda)?
+                }
+            };
+            outputs.push(self.wrap(buffer, ty.dtype, shape));
+        }
+        Ok(outputs)
+    }
+}
+
+/// One argument of [`Device::execute_resident`].
+#[derive(Debug)]
+pub(crate) enum ResidentArg<'a> {
+    /// In host memory (uploaded for the call).
+    Host(HostTensor),
+    /// Already in this device's memory.
+    Device(&'a DeviceTensor),
+}
+
+impl ResidentArg<'_> {
+    /// Its dtype and shape.
+    pub(crate) fn dtype_shape(&self) -> (tcc_ir::DType, &[usize]) {
+        match self {
+            ResidentArg::Host(t) => (t.dtype(), t.shape()),
+            ResidentArg::Device(t) => (t.dtype, &t.shape),
+        }
+    }
+}
+
+/// Compiles `program` for the GPU `d` (the backend of `device`) with its kernels' locked or cached
+/// schedules for this GPU.
+#[cfg(feature = "llvm")]
+fn compile_cuda(
+    device: &Device,
+    d: &tcc_runtime::cuda::CudaDevice,
+    kernel: &str,
+    program: &Program,
+    bindings: &Bindings,
+) -> Result<Compiled, Error> {
+    let target = crate::tuning::TuneTarget::Gpu(d.info().arch);
+    let tuned = with_tuned_schedules(kernel, program, bindings, target, crate::tuning::gpu::device_key(d.info()));
+    d.compile(&tuned, bindings).map(|p| Compiled::Cuda(Arc::new(p))).map_err(|e| device.cuda_error(kernel, e))
 }
 
 #[cfg(feature = "llvm")]
@@ -244,7 +506,13 @@ pub const LOCKFILE_ENV: &str = "TCC_LOCKFILE";
 /// A copy of `program` whose kernels take the locked or cached winners for `bindings` (the tuning
 /// cache of `tcc tune`; never starting workers from a user's executable). Any cache or lockfile
 /// problem costs only speed: it is logged and the optimizer's schedules stay.
-fn with_tuned_schedules(kernel: &str, program: &Program, bindings: &Bindings) -> Program {
+pub(crate) fn with_tuned_schedules(
+    kernel: &str,
+    program: &Program,
+    bindings: &Bindings,
+    target: crate::tuning::TuneTarget,
+    device: tcc_autotune::DeviceKey,
+) -> Program {
     let mut tuned = program.clone();
     let lock_path = std::env::var_os(LOCKFILE_ENV)
         .map(std::path::PathBuf::from)
@@ -257,7 +525,7 @@ fn with_tuned_schedules(kernel: &str, program: &Program, bindings: &Bindings) ->
         }
         None => None,
     };
-    match crate::tuning::apply_cached_schedules(&mut tuned, bindings, "cpu:cranelift", lock) {
+    match crate::tuning::apply_cached_schedules_on(&mut tuned, bindings, target, device, lock) {
         Ok(report) => {
             tracing::debug!("kernel `{kernel}`: {}", report.summary());
             tuned

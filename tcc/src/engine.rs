@@ -176,10 +176,22 @@ impl Engine {
                 let start = Instant::now();
                 let mut options = OptimizeOptions::new(model.clone());
                 options.bindings = bindings.clone();
-                let optimized = optimize(graph, &options)
-                    .map_err(|e| EngineError::Optimizer { function: graph.name.clone(), message: e.to_string() })?;
-                check_buffers(&optimized.program, bindings)?;
-                device.compile(&optimized.program, bindings).map_err(|e| EngineError::Device {
+                let mut program = optimize(graph, &options)
+                    .map_err(|e| EngineError::Optimizer { function: graph.name.clone(), message: e.to_string() })?
+                    .program;
+                // Locked or cached winners of `tcc tune --target cuda` for this GPU, as on the CPU.
+                let target = crate::tuning::TuneTarget::Gpu(device.info().arch);
+                let key = crate::tuning::gpu::device_key(device.info());
+                let schedules =
+                    match crate::tuning::apply_cached_schedules_on(&mut program, bindings, target, key, None) {
+                        Ok(report) => Some(report.summary()),
+                        Err(e) => {
+                            tracing::warn!("the tuning cache is unavailable; using the optimizer's schedules: {e}");
+                            None
+                        }
+                    };
+                check_buffers(&program, bindings)?;
+                device.compile(&program, bindings).map_err(|e| EngineError::Device {
                     target: self.name().to_string(),
                     function: graph.name.clone(),
                     message: e.to_string(),
@@ -187,10 +199,10 @@ impl Engine {
                 Ok(Prepared {
                     engine: self,
                     graph: graph.clone(),
-                    program: Some(optimized.program),
+                    program: Some(program),
                     compiled: None,
                     compile_time: start.elapsed(),
-                    schedules: None,
+                    schedules,
                 })
             }
         }

@@ -19,7 +19,7 @@ pub use tcc_frontend as frontend;
 pub use tcc_ir as ir;
 pub use tcc_ir::{DType, Dim, Graph, Module, Shape};
 
-pub use device::{Device, DeviceKind};
+pub use device::{Device, DeviceKind, DeviceTensor};
 pub use error::Error;
 pub use half::{bf16, f16};
 pub use kernel::{IntoTensor, Kernel, TensorArg};

@@ -9,39 +9,43 @@
 //!        |                                                               |        |
 //!  cpu_space (proposals + knob variations)  <---------------------------+   revalidate (1 trial)
 //!        |
-//!  Tuner + CpuBenchmarker: each candidate in a `tcc worker` process (compile in parallel,
+//!  Tuner + WorkerBenchmarker: each candidate in a `tcc worker` process (compile in parallel,
 //!  validate against the interpreter's outputs on random inputs, time: warm-up + median)
 //!        |
 //!  winner -> cache record (and the lockfile with `tcc tune --lock`)
 //! ```
 
 mod bench;
+pub mod gpu;
 mod key;
 mod reference;
 mod space;
+pub mod study;
 pub mod worker;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tcc_autotune::cache::LockChoice;
-use tcc_autotune::{Plan, Provenance, Strategy, TunerOptions, plan, revalidate, tune_and_record};
+use tcc_autotune::{
+    Benchmarker, Candidate, Plan, Provenance, SearchSpace, Strategy, TunerOptions, plan, revalidate, tune_and_record,
+};
 use tcc_ir::{Bindings, Kernel, Program, Schedule};
 
-pub use bench::{CpuBenchmarker, Worker};
+pub use bench::{Worker, WorkerBenchmarker};
 // The autotuner's types this module's API takes and returns.
-pub use key::{CPU_TARGET, host_device, kernel_key, tuning_target};
-pub use reference::{Reference, compare, tolerance};
-pub use space::{cpu_space, matmul_dims, thread_choices, variations};
+pub use key::{CPU_TARGET, LLVM_CPU_TARGET, TuneTarget, host_device, kernel_key, tuning_target};
+pub use reference::{INTERP_MAX_WORK, Reference, SPOT_CHECKS, compare, interp_work, spot_check, tolerance};
+pub use space::{
+    GpuPrune, cpu_space, gpu_knob_space, gpu_knobs, gpu_space, llvm_cpu_space, matmul_dims, matmul_problem,
+    simt_admits, space_for, thread_choices, variations,
+};
 pub use tcc_autotune::cache::{LockEntry, SqliteStore};
 pub use tcc_autotune::search::WorkerCommand;
 pub use tcc_autotune::search::worker::Timing;
 pub use tcc_autotune::{
     Budget, CacheKey, CacheRecord, CacheStore, DeviceKey, HitKind, Layered, Lockfile, Lookup, Outcome, TuneReport,
 };
-
-/// The code generator recorded in the provenance of CPU measurements.
-pub const CPU_DRIVER: &str = "cranelift 0.135";
 
 /// Largest tensor the reference computation allocates (as the interpreter's f64 values).
 pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
@@ -56,8 +60,11 @@ pub enum TuningError {
     #[error("target `{0}` has no schedules to tune; use --target cpu")]
     NotTunable(String),
     /// The target has no benchmarker in this build.
-    #[error("tuning for `{0}` is not available in this build (only the CPU tier, --target cpu, can be tuned)")]
+    #[error("tuning for `{0}` is not available in this build")]
     NoBenchmarker(String),
+    /// The GPU to tune on is missing (no driver, no device, an unsupported one).
+    #[error("{0}")]
+    NoDevice(String),
     /// A shape variable is unbound.
     #[error("{0}")]
     Unbound(String),
@@ -197,21 +204,39 @@ pub struct KernelTuning {
 #[derive(Debug)]
 pub struct Tuning {
     cache: Layered,
-    target: &'static str,
+    target: TuneTarget,
     device: DeviceKey,
     lock: Option<Lockfile>,
     worker: Option<WorkerCommand>,
     timing: Timing,
     seed: u64,
     max_bytes: u64,
+    space_limit: Option<usize>,
+    interp_limit: u64,
     scratch: tempfile::TempDir,
 }
 
 impl Tuning {
-    /// Tuning for `target` (`cpu` or `cpu:cranelift`) with `cache`, measuring in workers started by
-    /// `worker` (the `tcc` binary with the argument `worker`).
+    /// Tuning for the `--target` name `target` (see [`tuning_target`]) with `cache`, measuring in
+    /// workers started by `worker` (the `tcc` binary with the argument `worker`).
     pub fn new(cache: Layered, target: &str, worker: WorkerCommand) -> Result<Tuning, TuningError> {
-        let target = tuning_target(target)?;
+        Tuning::for_target(cache, tuning_target(target)?, worker)
+    }
+
+    /// Tuning for `target`; records are keyed by this host's CPU, or for the GPU by the local
+    /// GPU (opened once to read what it is).
+    pub fn for_target(cache: Layered, target: TuneTarget, worker: WorkerCommand) -> Result<Tuning, TuningError> {
+        let device = if target.is_gpu() { gpu::device_key(&gpu::probe()?) } else { host_device() };
+        Tuning::for_device(cache, target, device, worker)
+    }
+
+    /// Tuning for `target` with records keyed by `device` (a GPU already open elsewhere).
+    pub fn for_device(
+        cache: Layered,
+        target: TuneTarget,
+        device: DeviceKey,
+        worker: WorkerCommand,
+    ) -> Result<Tuning, TuningError> {
         let scratch = tempfile::Builder::new()
             .prefix("tcc-tune-")
             .tempdir()
@@ -219,20 +244,22 @@ impl Tuning {
         Ok(Tuning {
             cache,
             target,
-            device: host_device(),
+            device,
             lock: None,
             worker: Some(worker),
             timing: Timing::default(),
             seed: 0,
             max_bytes: DEFAULT_MAX_BYTES,
+            space_limit: None,
+            interp_limit: INTERP_MAX_WORK,
             scratch,
         })
     }
 
     /// [`Tuning::new`] with the default cache ([`open_cache`]).
     pub fn open_default(target: &str, worker: WorkerCommand) -> Result<Tuning, TuningError> {
-        tuning_target(target)?;
-        Tuning::new(open_cache()?, target, worker)
+        let target = tuning_target(target)?;
+        Tuning::for_target(open_cache()?, target, worker)
     }
 
     /// Starts no worker: [`Tuning::apply`] then uses only locked and fresh cached schedules (a
@@ -277,29 +304,106 @@ impl Tuning {
         &self.device
     }
 
-    /// The target records are stored under.
-    pub fn target(&self) -> &'static str {
+    /// The target measured on; its [`TuneTarget::name`] is what records are stored under.
+    pub fn target(&self) -> TuneTarget {
         self.target
     }
 
     /// The cache key of `kernel` under `bindings`.
     pub fn key(&self, kernel: &Kernel, bindings: &Bindings) -> Result<CacheKey, TuningError> {
-        kernel_key(kernel, bindings, self.target, &self.device)
+        kernel_key(kernel, bindings, self.target.name(), &self.device)
     }
 
-    /// A benchmarker for `kernel`: computes its reference outputs once and writes them for the
-    /// workers.
-    pub fn benchmarker(&self, kernel: &Kernel, bindings: &Bindings) -> Result<CpuBenchmarker, TuningError> {
-        let reference = Reference::compute(kernel, bindings, self.seed, self.max_bytes)?;
-        let path = self.scratch.path().join(format!("{}.ref", self.key(kernel, bindings)?.hash()));
-        reference
-            .write(&path)
-            .map_err(|e| TuningError::Environment(format!("cannot write {}: {e}", path.display())))?;
-        let payload = worker::Payload { kernel: kernel.clone(), bindings: bindings.clone(), reference: path };
+    /// The search space of `kernel` for this target, the optimizer's `proposals` first (a GPU
+    /// space thinned to [`Tuning::with_space_limit`]).
+    pub fn space(&self, kernel: &Kernel, proposals: &[Schedule], bindings: &Bindings) -> SearchSpace {
+        let host_threads = u32::try_from(std::thread::available_parallelism().map_or(1, usize::from)).unwrap_or(1);
+        let sm_count = self.device.sm_count.unwrap_or(132);
+        space_for(self.target, kernel, proposals, bindings, host_threads, sm_count, self.space_limit)
+    }
+
+    /// Validates against the interpreter only kernels whose interpretation costs at most `work`
+    /// element operations (default [`INTERP_MAX_WORK`]); larger ones against a known-good kernel.
+    pub fn with_interp_limit(mut self, work: u64) -> Tuning {
+        self.interp_limit = work;
+        self
+    }
+
+    /// Thins GPU search spaces evenly along the cost model's order to at most `limit` candidates.
+    pub fn with_space_limit(mut self, limit: Option<usize>) -> Tuning {
+        self.space_limit = limit;
+        self
+    }
+
+    /// A benchmarker for `kernel`: computes its reference once and writes it for the workers: the
+    /// interpreter's outputs when that costs at most [`INTERP_MAX_WORK`] (see
+    /// [`Tuning::with_interp_limit`]), else a known-good kernel's (see [`Tuning::known_good`]).
+    pub fn benchmarker(&self, kernel: &Kernel, bindings: &Bindings) -> Result<WorkerBenchmarker, TuningError> {
+        let hash = self.key(kernel, bindings)?.hash();
+        let path = self.scratch.path().join(format!("{hash}.ref"));
+        if interp_work(kernel, bindings).is_some_and(|w| w <= self.interp_limit) {
+            let reference = Reference::compute(kernel, bindings, self.seed, self.max_bytes)?;
+            reference.write(&path).map_err(|e| write_error(&path, e))?;
+        } else {
+            let checked = self.known_good(kernel, bindings, &path)?;
+            tracing::info!(
+                "kernel `{}`: candidates are validated against the default schedule's outputs ({} entries checked against f64)",
+                kernel.name,
+                checked
+            );
+        }
+        self.worker_benchmarker(kernel, bindings, path, None)
+    }
+
+    fn worker_benchmarker(
+        &self,
+        kernel: &Kernel,
+        bindings: &Bindings,
+        reference: PathBuf,
+        produce: Option<PathBuf>,
+    ) -> Result<WorkerBenchmarker, TuningError> {
+        let payload = worker::Payload {
+            kernel: kernel.clone(),
+            bindings: bindings.clone(),
+            reference,
+            target: self.target,
+            produce,
+        };
         let worker = self.worker.clone().ok_or_else(|| {
             TuningError::Environment(format!("no worker to measure with: run `tcc`, or set {WORKER_ENV}"))
         })?;
-        Ok(CpuBenchmarker::new(worker, &payload).map_err(TuningError::Internal)?.with_timing(self.timing))
+        Ok(WorkerBenchmarker::new(worker, &payload).map_err(TuningError::Internal)?.with_timing(self.timing))
+    }
+
+    /// Writes at `path` the reference of a kernel too large for the interpreter: random inputs and
+    /// the outputs of the kernel under the target's default schedule (a simple kernel every
+    /// backend gets right), run in a worker. When the kernel is a plain matmul those outputs are
+    /// first checked at [`SPOT_CHECKS`] entries against f64 dot products. Returns the number of
+    /// entries checked that way.
+    pub fn known_good(&self, kernel: &Kernel, bindings: &Bindings, path: &Path) -> Result<usize, TuningError> {
+        let inputs = Reference::inputs(kernel, bindings, self.seed, self.max_bytes)?;
+        let inputs_path = path.with_extension("inputs");
+        Reference { inputs, expected: Vec::new() }.write(&inputs_path).map_err(|e| write_error(&inputs_path, e))?;
+        let bench = self.worker_benchmarker(kernel, bindings, inputs_path.clone(), Some(path.to_path_buf()))?;
+        let candidate = Candidate { variant: 0, schedule: Schedule::default_for(self.target.tier()), cost: 0.0 };
+        let outcome = match bench.compile(&candidate) {
+            Ok(worker) => bench.measure(&candidate, &worker),
+            Err(detail) => Outcome::Failed { detail },
+        };
+        let _ = std::fs::remove_file(&inputs_path);
+        if !matches!(outcome, Outcome::Ok { .. }) {
+            return Err(TuningError::Environment(format!(
+                "kernel `{}`: the known-good kernel ({}) that validates candidates failed: {outcome}",
+                kernel.name, candidate.schedule
+            )));
+        }
+        let reference = Reference::read(path).map_err(TuningError::Environment)?;
+        spot_check(kernel, &reference.inputs, &reference.expected, SPOT_CHECKS, self.seed).map_err(|e| {
+            TuningError::Internal(format!(
+                "kernel `{}`: the default schedule's outputs disagree with the f64 reference: {e}",
+                kernel.name
+            ))
+        })
     }
 
     /// Replaces each kernel's schedule by its locked choice, else its cached winner. A record
@@ -410,7 +514,7 @@ impl Tuning {
                         key: key.clone(),
                         time_ns,
                         runners_up: Vec::new(),
-                        provenance: Provenance::here(CPU_DRIVER),
+                        provenance: Provenance::here(self.target.driver()),
                         state: tcc_autotune::cache::RecordState::Fresh,
                         ..record.clone()
                     };
@@ -485,8 +589,7 @@ impl Tuning {
             (_, Lookup::Hit { record, .. }) => seed = Some((record.variant, record.schedule)),
             (_, Lookup::Miss) => {}
         }
-        let host_threads = u32::try_from(std::thread::available_parallelism().map_or(1, usize::from)).unwrap_or(1);
-        let mut space = cpu_space(kernel, proposals, bindings, host_threads);
+        let mut space = self.space(kernel, proposals, bindings);
         let seeds: Vec<usize> = seed.and_then(|(v, s)| space.seed(v, s)).into_iter().collect();
         let bench = self.benchmarker(kernel, bindings)?;
         let tuner_options = TunerOptions {
@@ -495,7 +598,8 @@ impl Tuning {
             compile_threads: options.jobs,
             progress: options.progress,
         };
-        let (report, record) = tune_and_record(&self.cache, &key, &space, &seeds, tuner_options, &bench, CPU_DRIVER);
+        let (report, record) =
+            tune_and_record(&self.cache, &key, &space, &seeds, tuner_options, &bench, self.target.driver());
         result.decision.trials += report.trials.iter().filter(|t| !t.resumed).count();
         if let Some(record) = record {
             result.decision.source = Source::Tuned;
@@ -506,6 +610,10 @@ impl Tuning {
         result.report = Some(report);
         Ok(result)
     }
+}
+
+fn write_error(path: &Path, e: std::io::Error) -> TuningError {
+    TuningError::Environment(format!("cannot write {}: {e}", path.display()))
 }
 
 /// The default tuning cache ([`Layered::open_default`]: `TCC_CACHE_DIR`, `TCC_CACHE_URL`,
@@ -559,16 +667,26 @@ pub fn apply_cached_schedules(
     target: &str,
     lock: Option<Lockfile>,
 ) -> Result<ApplyReport, TuningError> {
+    let target = tuning_target(target)?;
+    let device = if target.is_gpu() { gpu::device_key(&gpu::probe()?) } else { host_device() };
+    apply_cached_schedules_on(program, bindings, target, device, lock)
+}
+
+/// [`apply_cached_schedules`] for `target` with records keyed by `device` (for a GPU the caller
+/// has open: nothing is probed).
+pub fn apply_cached_schedules_on(
+    program: &mut Program,
+    bindings: &Bindings,
+    target: TuneTarget,
+    device: DeviceKey,
+    lock: Option<Lockfile>,
+) -> Result<ApplyReport, TuningError> {
     let mut tuning = match worker_command() {
-        Ok(worker) => Tuning::new(open_cache()?, target, worker)?,
+        Ok(worker) => Tuning::for_device(open_cache()?, target, device, worker)?,
         Err(e) => {
             tracing::debug!("cached schedules measured elsewhere are left unchecked and unused: {e}");
-            Tuning::new(
-                open_cache()?,
-                target,
-                WorkerCommand { program: PathBuf::new(), args: Vec::new(), env: Vec::new() },
-            )?
-            .without_validation()
+            let none = WorkerCommand { program: PathBuf::new(), args: Vec::new(), env: Vec::new() };
+            Tuning::for_device(open_cache()?, target, device, none)?.without_validation()
         }
     };
     if let Some(lock) = lock {

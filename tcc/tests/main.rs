@@ -3,7 +3,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cli;
+mod device_args;
 mod examples;
+mod faults;
 mod macro_kernel;
 mod macro_ui;
 mod tune;
+mod tune_targets;

@@ -15,6 +15,9 @@ use crate::provenance::TCC_VERSION;
 pub const CACHE_URL_ENV: &str = "TCC_CACHE_URL";
 /// Environment variable that makes the shared cache read-only when set to `1`, `true` or `yes`.
 pub const CACHE_READ_ONLY_ENV: &str = "TCC_CACHE_READONLY";
+/// Environment variable replacing the shared cache's key prefix (`tcc:` by default), so several
+/// teams or test runs can share one server without seeing each other's records.
+pub const CACHE_PREFIX_ENV: &str = "TCC_CACHE_PREFIX";
 
 /// Most warnings a [`Layered`] keeps for [`Layered::warnings`].
 const MAX_WARNINGS: usize = 32;
@@ -115,17 +118,34 @@ impl Layered {
     }
 
     /// The default cache: the local database in [`crate::cache::default_cache_dir`], plus Redis
-    /// when `TCC_CACHE_URL` is set (read-only when `TCC_CACHE_READONLY` is `1`, `true` or `yes`).
+    /// when `TCC_CACHE_URL` is set (read-only when `TCC_CACHE_READONLY` is `1`, `true` or `yes`;
+    /// keys under `TCC_CACHE_PREFIX` when set). A `rediss://` URL is refused: see [`RedisStore::open`].
     pub fn open_default() -> Result<Layered, StoreError> {
+        let remote = Layered::remote_from_env()?;
         let layered = Layered::new(SqliteStore::open_default()?);
+        Ok(match remote {
+            Some(remote) => layered.with_remote(Box::new(remote)),
+            None => layered,
+        })
+    }
+
+    /// The shared store the environment configures (`TCC_CACHE_URL`, `TCC_CACHE_READONLY`,
+    /// `TCC_CACHE_PREFIX`), or `None` when `TCC_CACHE_URL` is unset or empty. Nothing is sent to
+    /// the server yet.
+    pub fn remote_from_env() -> Result<Option<RedisStore>, StoreError> {
         match std::env::var(CACHE_URL_ENV) {
             Ok(url) if !url.trim().is_empty() => {
                 let read_only = std::env::var(CACHE_READ_ONLY_ENV)
                     .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"));
-                let remote = RedisStore::open(url.trim(), RedisOptions { read_only, ..RedisOptions::default() })?;
-                Ok(layered.with_remote(Box::new(remote)))
+                let mut options = RedisOptions { read_only, ..RedisOptions::default() };
+                if let Ok(prefix) = std::env::var(CACHE_PREFIX_ENV)
+                    && !prefix.trim().is_empty()
+                {
+                    options.prefix = prefix.trim().to_string();
+                }
+                RedisStore::open(url.trim(), options).map(Some)
             }
-            _ => Ok(layered),
+            _ => Ok(None),
         }
     }
 

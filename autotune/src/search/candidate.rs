@@ -199,6 +199,9 @@ pub enum SpaceError {
     TooManyVariants(u32),
 }
 
+/// Most knobs a move to a neighbour changes ([`SearchSpace::neighbors`]).
+pub const NEIGHBOR_KNOBS: usize = 3;
+
 /// Most combinations [`SearchSpace::enumerate`] will visit.
 pub const MAX_ENUMERATED: u64 = 4_000_000;
 
@@ -332,26 +335,41 @@ impl SearchSpace {
         self.index.get(&(variant, *schedule)).copied()
     }
 
-    /// Candidates that differ from candidate `i` in exactly one knob, moved one step to the
-    /// next smaller or larger value present in the space, or in the variant by one.
+    /// Positions of a schedule's knob values among the values present in the space.
+    fn steps(&self, s: &Schedule) -> Option<[usize; 11]> {
+        let v = knob_values(s);
+        let mut out = [0usize; 11];
+        for k in 0..11 {
+            out[k] = self.values[k].binary_search(&v[k]).ok()?;
+        }
+        Some(out)
+    }
+
+    /// The neighbourhood of candidate `i`: candidates of the same variant whose knobs are each at
+    /// most one step (to the next smaller or larger value present in the space) from its own, with
+    /// at most [`NEIGHBOR_KNOBS`] knobs changed (so a move that must change a derived knob too,
+    /// such as the block tile and the warp count, is one move), and the same schedule under the
+    /// variant one lower or higher.
     pub fn neighbors(&self, i: usize) -> Vec<usize> {
         let Some(c) = self.candidates.get(i) else {
             return Vec::new();
         };
-        let v = knob_values(&c.schedule);
+        let Some(own) = self.steps(&c.schedule) else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
-        for k in 0..11 {
-            let values = &self.values[k];
-            let Ok(pos) = values.binary_search(&v[k]) else {
+        for (j, other) in self.candidates.iter().enumerate() {
+            if j == i || other.variant != c.variant || other.schedule.tier != c.schedule.tier {
                 continue;
-            };
-            let steps = [pos.checked_sub(1), Some(pos + 1).filter(|&p| p < values.len())];
-            for p in steps.into_iter().flatten() {
-                let mut w = v;
-                w[k] = values[p];
-                if let Some(&j) = self.index.get(&(c.variant, with_knobs(c.schedule.tier, w))) {
-                    out.push(j);
-                }
+            }
+            let Some(theirs) = self.steps(&other.schedule) else { continue };
+            let mut changed = 0;
+            let near = own.iter().zip(&theirs).all(|(&a, &b)| {
+                changed += usize::from(a != b);
+                a.abs_diff(b) <= 1
+            });
+            if near && changed <= NEIGHBOR_KNOBS {
+                out.push(j);
             }
         }
         for variant in [c.variant.checked_sub(1), c.variant.checked_add(1)].into_iter().flatten() {
@@ -442,6 +460,27 @@ mod tests {
         let i64_ = space.position(0, &Schedule { tile_m: 64, ..base }).unwrap();
         let n: Vec<u32> = space.neighbors(i64_).iter().map(|&j| space.candidates()[j].schedule.tile_m).collect();
         assert_eq!(n, vec![32, 128]);
+    }
+
+    #[test]
+    fn a_move_may_change_a_derived_knob_too() {
+        let base = Schedule::default_for(Tier::Ptx);
+        // Warps follow the tile: (tile_m, warps) pairs only, as a tensor-core space lists them.
+        let mk = |tile_m: u32, warps: u32, stages: u32| Candidate {
+            variant: 0,
+            schedule: Schedule { tile_m, warps, stages, ..base },
+            cost: 0.0,
+        };
+        let space = SearchSpace::new(vec![mk(64, 2, 2), mk(128, 4, 2), mk(256, 8, 2), mk(128, 4, 3), mk(256, 8, 4)]);
+        let at = |m: u32, w: u32, st: u32| space.position(0, &mk(m, w, st).schedule).unwrap();
+        let n = space.neighbors(at(128, 4, 2));
+        assert_eq!(n, {
+            let mut v = vec![at(64, 2, 2), at(256, 8, 2), at(128, 4, 3)];
+            v.sort_unstable();
+            v
+        });
+        // Two steps away in stages is not a neighbour.
+        assert!(!space.neighbors(at(128, 4, 2)).contains(&at(256, 8, 4)));
     }
 
     #[test]

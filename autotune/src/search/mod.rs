@@ -13,7 +13,9 @@ pub mod worker;
 
 pub use bench::{Benchmarker, Outcome, Trial};
 pub use budget::{Budget, StopReason};
-pub use candidate::{Candidate, CostModel, HardwareLimits, Knobs, MAX_ENUMERATED, SearchSpace, SpaceError};
+pub use candidate::{
+    Candidate, CostModel, HardwareLimits, Knobs, MAX_ENUMERATED, NEIGHBOR_KNOBS, SearchSpace, SpaceError,
+};
 pub use journal::{Journal, MemoryJournal};
 pub use process::{Precompile, ProcessBenchmarker, WorkerCommand};
 pub use strategy::{AUTO_EXHAUSTIVE_MAX, Strategy};

@@ -11,8 +11,11 @@ pub enum Strategy {
     Auto,
     /// Every candidate, cheapest estimate first.
     Exhaustive,
-    /// The cheapest `top_fraction` of the space by the cost model, then hill-climbing: neighbours
-    /// (one knob one step away) of the best three so far, until none is left unmeasured.
+    /// The cheapest `top_fraction` of the space by the cost model, then best-first hill-climbing:
+    /// the unmeasured neighbours ([`SearchSpace::neighbors`]) of the fastest candidate so far, then
+    /// of the next fastest, and so on; when no measured candidate has an unmeasured neighbour, the
+    /// next cheapest by the model. Meant to run under a trial or time budget; without one it ends
+    /// when every candidate is measured.
     Guided {
         /// Fraction of the space measured first, in (0, 1].
         top_fraction: f64,
@@ -130,10 +133,16 @@ impl Selector {
                 let f = if top_fraction.is_finite() { top_fraction.clamp(0.0, 1.0) } else { 1.0 };
                 let initial = ((space.len() as f64 * f).ceil() as usize).max(1);
                 in_order(initial, &mut out);
-                for &(_, parent) in p.ranked.iter().take(3) {
+                for &(_, parent) in p.ranked {
+                    if out.len() >= n {
+                        break;
+                    }
                     for j in space.neighbors(parent) {
                         take(j, &mut out);
                     }
+                }
+                if out.is_empty() {
+                    in_order(space.len(), &mut out);
                 }
             }
             Strategy::Evolutionary { population, .. } => {
@@ -145,7 +154,9 @@ impl Selector {
                         take(j, &mut out);
                     }
                 }
-                in_order(space.len(), &mut out);
+                if out.is_empty() {
+                    in_order(space.len(), &mut out);
+                }
             }
         }
         out
@@ -223,7 +234,7 @@ mod tests {
     }
 
     #[test]
-    fn guided_stops_when_no_neighbour_is_left() {
+    fn guided_climbs_from_the_fastest_first_then_follows_the_model() {
         let s = space(64);
         let mut sel = Selector::new(Strategy::Guided { top_fraction: 0.05 }, vec![]);
         let mut done = vec![false; 64];
@@ -232,10 +243,24 @@ mod tests {
         for &i in &first {
             done[i] = true;
         }
-        let ranked = vec![(5, 2)];
-        let next = sel.next(&s, &Progress { done: &done, ranked: &ranked }, 100);
-        assert!(!next.is_empty());
-        assert!(next.iter().all(|j| s.neighbors(2).contains(j)));
+        // The fastest so far is candidate 2: its unmeasured neighbours come first.
+        let ranked = vec![(5, 2), (9, 0)];
+        let near: Vec<usize> = s.neighbors(2).into_iter().filter(|&j| !done[j]).collect();
+        assert!(!near.is_empty());
+        let next = sel.next(&s, &Progress { done: &done, ranked: &ranked }, near.len());
+        assert_eq!(next, near);
+        // With every neighbour measured, the next cheapest by the model follows.
+        for &i in &next {
+            done[i] = true;
+        }
+        for j in s.neighbors(0) {
+            done[j] = true;
+        }
+        let after = sel.next(&s, &Progress { done: &done, ranked: &ranked }, 1);
+        assert_eq!(after, vec![(0..64).find(|&i| !done[i]).unwrap()]);
+        // It ends only when everything is measured.
+        let all = vec![true; 64];
+        assert!(sel.next(&s, &Progress { done: &all, ranked: &ranked }, 4).is_empty());
     }
 
     #[test]

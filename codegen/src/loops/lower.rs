@@ -214,6 +214,9 @@ impl<'g> Lowerer<'g> {
                 self.mat[a.index()] = Some(self.scratch(a)?);
             }
         }
+        if !options.materialize_all {
+            self.share_output_buffers();
+        }
         let mut cost = vec![1usize; self.g.nodes.len()];
         for (i, node) in self.g.nodes.iter().enumerate() {
             if self.mat[i].is_some() {
@@ -238,6 +241,88 @@ impl<'g> Lowerer<'g> {
             }
         }
         Ok(())
+    }
+
+    /// Writes a costly operand of a kernel output (one with a transcendental: a softmax's `exp`)
+    /// into that output's buffer, once, when only reductions (one or more, whose nests run before the
+    /// output's) and the output itself read it, the output reading it elementwise at its own
+    /// position. The reductions then read it from there and the output overwrites it in place,
+    /// instead of every nest that reads it computing it again.
+    fn share_output_buffers(&mut self) {
+        let g = self.g;
+        let mut users: Vec<Vec<NodeId>> = vec![Vec::new(); g.nodes.len()];
+        for (i, node) in g.nodes.iter().enumerate() {
+            for a in node.op.operands() {
+                if let Some(u) = users.get_mut(a.index())
+                    && !u.contains(&NodeId(i as u32))
+                {
+                    u.push(NodeId(i as u32));
+                }
+            }
+        }
+        for (k, &o) in g.outputs.iter().enumerate() {
+            let Some(buf) = self.mat.get(o.index()).copied().flatten() else { continue };
+            if self.kernel.buf(buf).map(|d| d.kind) != Some(BufKind::Output(k)) {
+                continue;
+            }
+            let node = &g.nodes[o.index()];
+            if !matches!(node.op, Op::Unary(..) | Op::Binary(..) | Op::Select { .. } | Op::Cast(_)) {
+                continue;
+            }
+            let operands = node.op.operands();
+            let candidate = operands.iter().copied().find(|&e| {
+                self.mat.get(e.index()).is_some_and(Option::is_none)
+                    && self.shapes.get(e.index()) == self.shapes.get(o.index())
+                    && g.ty(e).map(|t| t.dtype) == Some(node.ty.dtype)
+                    && self.inline_reaches(e, &mut transcendental)
+                    && users[e.index()].iter().any(|&u| u != o)
+                    && users[e.index()]
+                        .iter()
+                        .all(|&u| u == o || (u < o && matches!(g.nodes[u.index()].op, Op::Reduce { .. })))
+                    && operands.iter().all(|&a| a == e || !self.reads(a, e))
+            });
+            if let Some(e) = candidate {
+                self.mat[e.index()] = Some(buf);
+            }
+        }
+    }
+
+    /// Whether the expression of `n` inlined so far (stopping at materialized nodes) holds a
+    /// node whose op satisfies `hit`.
+    fn inline_reaches(&self, n: NodeId, hit: &mut dyn FnMut(&Op) -> bool) -> bool {
+        let mut stack = vec![n];
+        let mut seen = vec![false; self.g.nodes.len()];
+        while let Some(m) = stack.pop() {
+            if std::mem::replace(&mut seen[m.index()], true) {
+                continue;
+            }
+            let op = &self.g.nodes[m.index()].op;
+            if hit(op) {
+                return true;
+            }
+            if m == n || self.mat.get(m.index()).is_some_and(Option::is_none) {
+                stack.extend(op.operands());
+            }
+        }
+        false
+    }
+
+    /// Whether `n`'s inlined expression reads `target` (stopping at materialized nodes).
+    fn reads(&self, n: NodeId, target: NodeId) -> bool {
+        let mut stack = vec![n];
+        let mut seen = vec![false; self.g.nodes.len()];
+        while let Some(m) = stack.pop() {
+            if m == target {
+                return true;
+            }
+            if std::mem::replace(&mut seen[m.index()], true) {
+                continue;
+            }
+            if self.mat.get(m.index()).is_some_and(Option::is_none) {
+                stack.extend(self.g.nodes[m.index()].op.operands());
+            }
+        }
+        false
     }
 
     /// Emits the nests in topological order, then the copies of repeated outputs.
@@ -663,6 +748,12 @@ fn broadcast_index(idx: &[Index], from: &[u64], to: &[u64]) -> Vec<Index> {
         .enumerate()
         .map(|(j, &d)| if d == 1 { Index::constant(0) } else { idx.get(j + offset).cloned().unwrap_or_default() })
         .collect()
+}
+
+/// Ops that cost a polynomial or a call per element.
+fn transcendental(op: &Op) -> bool {
+    use tcc_ir::UnaryOp::{Exp, Gelu, Log, Sigmoid, Tanh};
+    matches!(op, Op::Unary(Exp | Log | Tanh | Sigmoid | Gelu, _) | Op::Binary(BinaryOp::Pow, ..))
 }
 
 /// Wraps `body` in loops over `vars` (outermost first) with trip counts `dims`.

@@ -187,6 +187,11 @@ impl ModuleText {
         self.globals.push(format!("@{name} = internal addrspace(3) global [{count} x {elem}] undef, align 16"));
     }
 
+    /// Declares the dynamic shared-memory array `name` (its size is given at launch).
+    pub(crate) fn add_extern_shared(&mut self, name: &str) {
+        self.globals.push(format!("@{name} = external addrspace(3) global [0 x i8], align 16"));
+    }
+
     /// The module text.
     pub(crate) fn finish(&self) -> String {
         let mut out = String::from("target triple = \"nvptx64-nvidia-cuda\"\n\n");

@@ -9,7 +9,9 @@
 //!
 //! Transcendentals use no libdevice. Error bounds, for f32 results (f16/bf16 round further):
 //! - `exp`: `ex2.approx.f32` (PTX ISA: at most 2 ulp) of `x·log2(e)` split in two parts with an
-//!   FMA, the small part applied to first order: at most about 3 ulp (relative 2^-21).
+//!   FMA, the small part applied to first order: at most about 3 ulp (relative 2^-21). For f16 and
+//!   bf16 results the product is not split (relative error below 2^-15, see `exp_half`).
+//! - f16 division: `a · (1/b)`, within 2^-23 of `a / b` before the rounding to f16.
 //! - `log`: `lg2.approx.f32 · ln 2`: absolute error at most about 2^-22 for x in [0.5, 2], relative
 //!   error about 3 ulp elsewhere.
 //! - `tanh`: Cephes `tanhf` (odd polynomial for |x| < 0.625, `1 - 2/(e^{2|x|}+1)` above): a few ulp.
@@ -133,6 +135,17 @@ pub(crate) fn exp(f: &mut Func, x: &str) -> String {
     sel(f, &small, "float", &corrected, &e)
 }
 
+/// `e^x` for results rounded to f16 or bf16: `2^(x·log2 e)` with the product rounded once. Its
+/// relative error, about `(|x·log2 e| + 2)·2^-23` over the range where those results are
+/// neither 0 nor inf (|x| < 112), stays far below their rounding (2^-11, 2^-8).
+/// Flushing subnormals (one instruction instead of four) changes nothing after that rounding:
+/// `2^t` for subnormal `t` is 1 either way, and results below 2^-126 are 0 in f16 and within
+/// bf16's tolerance of it.
+fn exp_half(f: &mut Func, x: &str) -> String {
+    let t = f.v(format!("fmul float {x}, {}", fc(std::f32::consts::LOG2_E)));
+    f.call("float", "llvm.nvvm.ex2.approx.ftz.f", &[("float", &t)])
+}
+
 /// `ln x`.
 fn log(f: &mut Func, x: &str) -> String {
     let l = log2(f, x);
@@ -169,16 +182,17 @@ fn sigmoid(f: &mut Func, x: &str) -> String {
     f.v(format!("fdiv float {}, {d}", fc(1.0)))
 }
 
+/// `gelu(x) = x·sigmoid(2u) = x / (1 + e^(-2u))` with `u = √(2/π)·(x + 0.044715·x³)`: the same
+/// form as the interpreter and the CPU tiers. (The textbook `0.5·x·(1 + tanh u)` cancels to 0 for
+/// x below about -5, where the true value is a tiny negative number.)
 fn gelu(f: &mut Func, x: &str) -> String {
     let x2 = f.v(format!("fmul float {x}, {x}"));
     let x3 = f.v(format!("fmul float {x2}, {x}"));
-    let t = f.v(format!("fmul float {x3}, {}", fc(0.044_715)));
-    let s = f.v(format!("fadd float {x}, {t}"));
-    let u = f.v(format!("fmul float {s}, {}", fc(0.797_884_6)));
-    let th = tanh(f, &u);
-    let one_p = f.v(format!("fadd float {}, {th}", fc(1.0)));
-    let hx = f.v(format!("fmul float {}, {x}", fc(0.5)));
-    let r = f.v(format!("fmul float {hx}, {one_p}"));
+    let s = fma(f, &x3, &fc(0.044_715), x);
+    let m2u = f.v(format!("fmul float {s}, {}", fc(-2.0 * 0.797_884_6)));
+    let e = exp(f, &m2u);
+    let d = f.v(format!("fadd float {}, {e}", fc(1.0)));
+    let r = f.v(format!("fdiv float {x}, {d}"));
     let ninf = f.v(format!("fcmp oeq float {x}, {}", fc(f32::NEG_INFINITY)));
     sel(f, &ninf, "float", &fc(-0.0), &r)
 }
@@ -258,6 +272,7 @@ pub(crate) fn unary(f: &mut Func, caps: &GpuCaps, op: UnaryOp, dtype: DType, x: 
     let r = match op {
         UnaryOp::Neg => f.v(format!("fneg float {x}")),
         UnaryOp::Abs => fabs(f, x),
+        UnaryOp::Exp if dtype.size_bytes() == 2 => exp_half(f, x),
         UnaryOp::Exp => exp(f, x),
         UnaryOp::Log => log(f, x),
         UnaryOp::Sqrt => f.call("float", "llvm.sqrt.f32", &[("float", x)]),
@@ -318,6 +333,13 @@ pub(crate) fn binary(
         BinaryOp::Add => f.v(format!("fadd float {a}, {b}")),
         BinaryOp::Sub => f.v(format!("fsub float {a}, {b}")),
         BinaryOp::Mul => f.v(format!("fmul float {a}, {b}")),
+        // f16: `a · (1/b)` is within 2^-23 of `a / b`, far below f16's rounding, and the reciprocal
+        // of a divisor shared by many elements (a row's sum) is computed once. (Not bf16: the
+        // reciprocal of its smallest values overflows f32.)
+        BinaryOp::Div if dtype == DType::F16 => {
+            let r = f.v(format!("fdiv float {}, {b}", fc(1.0)));
+            f.v(format!("fmul float {a}, {r}"))
+        }
         BinaryOp::Div => f.v(format!("fdiv float {a}, {b}")),
         BinaryOp::Max => minmax_nan(f, true, a, b),
         BinaryOp::Min => minmax_nan(f, false, a, b),
@@ -411,8 +433,10 @@ pub(crate) fn reduce_step(f: &mut Func, op: ReduceOp, dtype: DType, acc: &str, x
             let c = f.v(format!("icmp {pred} i32 {x}, {acc}"));
             sel(f, &c, "i32", x, acc)
         }
-        ReduceOp::Max => minmax_nan(f, true, acc, x),
-        ReduceOp::Min => minmax_nan(f, false, acc, x),
+        // `max.NaN`/`min.NaN` (sm_80+): NaN if either is NaN. They order -0 below +0, which
+        // only a reduction's unspecified order could tell apart anyway.
+        ReduceOp::Max => f.call("float", "llvm.maximum.f32", &[("float", acc), ("float", x)]),
+        ReduceOp::Min => f.call("float", "llvm.minimum.f32", &[("float", acc), ("float", x)]),
     }
 }
 

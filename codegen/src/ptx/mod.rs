@@ -21,6 +21,7 @@ mod ir;
 #[cfg(feature = "llvm")]
 mod llvm;
 mod math;
+mod mma;
 mod plan;
 mod ptxas;
 mod rows;
@@ -30,6 +31,7 @@ pub use arch::{Feature, GpuArch, GpuCaps};
 pub use error::PtxError;
 #[cfg(feature = "llvm")]
 pub use llvm::{compile_kernel, compile_program, ir_to_ptx};
+pub use mma::{BLayout, MatmulProblem, default_matmul_schedule, matmul_schedule_space, validate_matmul_schedule};
 pub use ptxas::{EntryReport, PtxasError, PtxasReport, assemble, find_ptxas};
 
 use tcc_ir::{Bindings, Kernel};
@@ -49,6 +51,9 @@ pub struct LaunchConfig {
     pub blocks_per_sm: u32,
     /// Static shared memory per block, in bytes (declared in the PTX; for information).
     pub shared_bytes: u32,
+    /// Dynamic shared memory per block, in bytes: the launch must pass it (and, above 48 KiB,
+    /// raise the function's `MAX_DYNAMIC_SHARED_SIZE_BYTES` attribute to it first).
+    pub dynamic_shared_bytes: u32,
 }
 
 impl LaunchConfig {
@@ -108,7 +113,18 @@ fn symbol(name: &str) -> String {
 
 /// Plans `kernel` under `bindings` and writes its LLVM IR for `arch` (no LLVM needed).
 pub fn emit_llvm_ir(kernel: &Kernel, bindings: &Bindings, arch: GpuArch) -> Result<KernelIr, PtxError> {
-    let caps = arch.caps();
+    emit_llvm_ir_with_caps(kernel, bindings, arch, &arch.caps())
+}
+
+/// [`emit_llvm_ir`] for a target with capabilities `caps` (a subset of `arch`'s, e.g. without
+/// tensor cores, so an emulator or a comparison can take the SIMT paths).
+pub fn emit_llvm_ir_with_caps(
+    kernel: &Kernel,
+    bindings: &Bindings,
+    arch: GpuArch,
+    caps: &GpuCaps,
+) -> Result<KernelIr, PtxError> {
+    let caps = caps.clone();
     let plan = plan::plan(kernel, bindings)?;
     let g = &kernel.graph;
     let mut params: Vec<String> =
@@ -119,8 +135,18 @@ pub fn emit_llvm_ir(kernel: &Kernel, bindings: &Bindings, arch: GpuArch) -> Resu
     let mut module = ModuleText::default();
     let base = symbol(&kernel.name);
     let mut steps = Vec::new();
+    let mut scratch_bytes = plan.scratch_bytes;
     for (i, stage) in plan.stages.iter().enumerate() {
         let entry = format!("{base}_s{i}");
+        if let Stage::MatMul { node, outs } = stage
+            && let Some(low) = mma::lower(&cx, &mut module, &entry, *node, outs, plan.scratch_bytes)?
+        {
+            scratch_bytes = scratch_bytes.max(low.scratch_end);
+            for e in low.entries {
+                steps.push(PtxStep { entry: format!("{entry}{}", e.suffix), lowering: e.lowering, launch: e.launch });
+            }
+            continue;
+        }
         let (lowering, launch) = match stage {
             Stage::Elementwise { shape, outs } => {
                 ("elementwise", stages::elementwise(&cx, &mut module, &entry, shape, outs)?)
@@ -140,6 +166,6 @@ pub fn emit_llvm_ir(kernel: &Kernel, bindings: &Bindings, arch: GpuArch) -> Resu
         steps,
         inputs: g.params.len(),
         outputs: g.outputs.len(),
-        scratch_bytes: plan.scratch_bytes,
+        scratch_bytes,
     })
 }

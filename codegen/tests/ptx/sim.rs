@@ -136,6 +136,7 @@ fn host_ir(ir: &KernelIr) -> String {
         ("@llvm.nvvm.shfl.sync.bfly.f32", "@sim_shfl_f32"),
         ("@llvm.nvvm.shfl.sync.bfly.i32", "@sim_shfl_i32"),
         ("@llvm.nvvm.ex2.approx.f(", "@sim_exp2("),
+        ("@llvm.nvvm.ex2.approx.ftz.f(", "@sim_exp2("),
         ("@llvm.nvvm.lg2.approx.f(", "@sim_log2("),
         ("@llvm.fma.f32(", "@sim_fma("),
         ("@llvm.floor.f32(", "@sim_floor("),

@@ -81,7 +81,12 @@ fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 }
 
 /// Compares `actual` with the interpreter's run of `kernel` on `inputs`.
-fn compare(kernel: &tcc::Kernel, inputs: &[&HostTensor], actual: &HostTensor, tol: Tolerance) -> Result<(f64, usize), String> {
+fn compare(
+    kernel: &tcc::Kernel,
+    inputs: &[&HostTensor],
+    actual: &HostTensor,
+    tol: Tolerance,
+) -> Result<(f64, usize), String> {
     let graph = kernel.graph().map_err(|e| e.to_string())?;
     let tensors: Vec<Tensor> = inputs.iter().map(|t| t.to_interp()).collect();
     let expected = run_graph(graph, &tensors).map_err(|e| format!("interpreter: {e}"))?;
@@ -118,8 +123,7 @@ pub fn check_mlp(device: &Device, m: usize) -> Result<Report, String> {
     let b1 = HostTensor::from_vec(vec![256], values(256, 3, 0.1)).map_err(|e| e.to_string())?;
     let w2 = HostTensor::from_vec(vec![256, 64], values(256 * 64, 4, 0.0625)).map_err(|e| e.to_string())?;
     let b2 = HostTensor::from_vec(vec![64], values(64, 5, 0.1)).map_err(|e| e.to_string())?;
-    let (y, first_call, second_call) =
-        twice(|| mlp::on(device, &x, &w1, &b1, &w2, &b2)).map_err(|e| e.to_string())?;
+    let (y, first_call, second_call) = twice(|| mlp::on(device, &x, &w1, &b1, &w2, &b2)).map_err(|e| e.to_string())?;
     let (max_abs_error, mismatches) = compare(mlp::kernel(), &[&x, &w1, &b1, &w2, &b2], &y, F32)?;
     Ok(Report { kernel: "mlp", shape: y.shape().to_vec(), max_abs_error, mismatches, first_call, second_call })
 }
@@ -153,6 +157,53 @@ pub fn check_all(device: &Device) -> Result<Vec<Report>, String> {
     Ok(vec![check_mlp(device, 8)?, check_softmax(device, 16, 100)?, check_mlp_f16(device, 4)?])
 }
 
+/// On a CUDA `device`, with device memory: the MLP block's inputs uploaded once and its output
+/// left on the GPU (`on_device`), then that output fed to softmax as a device tensor; both are
+/// read back and checked against the interpreter.
+pub fn check_device_buffers(device: &Device, m: usize) -> Result<Vec<Report>, String> {
+    let e = |e: tcc::Error| e.to_string();
+    let host = |shape: Vec<usize>, seed: u64, scale: f32| {
+        let n = shape.iter().product();
+        HostTensor::from_vec(shape, values(n, seed, scale)).map_err(|e| e.to_string())
+    };
+    let x = host(vec![m, 64], 11, 1.0)?;
+    let w1 = host(vec![64, 256], 12, 0.125)?;
+    let b1 = host(vec![256], 13, 0.1)?;
+    let w2 = host(vec![256, 64], 14, 0.0625)?;
+    let b2 = host(vec![64], 15, 0.1)?;
+    let (xd, w1d, b1d, w2d, b2d) = (
+        device.upload(&x).map_err(e)?,
+        device.upload(&w1).map_err(e)?,
+        device.upload(&b1).map_err(e)?,
+        device.upload(&w2).map_err(e)?,
+        device.upload(&b2).map_err(e)?,
+    );
+    let (y, first_call, second_call) = twice(|| mlp::on_device(device, &xd, &w1d, &b1d, &w2d, &b2d)).map_err(e)?;
+    let y_host = device.download(&y).map_err(e)?;
+    let (max_abs_error, mismatches) = compare(mlp::kernel(), &[&x, &w1, &b1, &w2, &b2], &y_host, F32)?;
+    let mlp_report = Report {
+        kernel: "mlp (device)",
+        shape: y.shape().to_vec(),
+        max_abs_error,
+        mismatches,
+        first_call,
+        second_call,
+    };
+
+    // The MLP's output, still on the GPU, is softmax's input (shape variables N, D bind from it).
+    let (p, first_call, second_call) = twice(|| softmax::on(device, &y)).map_err(e)?;
+    let (max_abs_error, mismatches) = compare(softmax::kernel(), &[&y_host], &p, F32)?;
+    let softmax_report = Report {
+        kernel: "softmax (device)",
+        shape: p.shape().to_vec(),
+        max_abs_error,
+        mismatches,
+        first_call,
+        second_call,
+    };
+    Ok(vec![mlp_report, softmax_report])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,10 +233,38 @@ mod tests {
         assert_eq!(e.to_string(), "kernel `softmax`: parameter `x` has shape [N, D], got [6]");
     }
 
+    #[test]
+    fn device_tensors_need_a_cuda_device() {
+        let cpu = Device::default_cpu().unwrap();
+        let x = HostTensor::from_vec(vec![2, 64], vec![0.5f32; 128]).unwrap();
+        let e = cpu.upload(&x).unwrap_err().to_string();
+        assert!(e.contains("needs a CUDA device"), "{e}");
+        let e = softmax::on_device(cpu, &x).unwrap_err().to_string();
+        assert!(e.contains("needs a CUDA device"), "{e}");
+    }
+
     #[cfg(feature = "gpu-tests")]
     #[test]
     fn kernels_on_the_gpu_match_the_interpreter() {
         let gpu = Device::cuda(0).unwrap_or_else(|e| panic!("feature `gpu-tests` needs a CUDA device: {e}"));
         assert_all_ok(&gpu);
+    }
+
+    #[cfg(feature = "gpu-tests")]
+    #[test]
+    fn device_buffers_on_the_gpu_match_the_interpreter() {
+        let gpu = Device::cuda(0).unwrap_or_else(|e| panic!("feature `gpu-tests` needs a CUDA device: {e}"));
+        for m in [8, 33] {
+            for r in check_device_buffers(&gpu, m).unwrap() {
+                assert!(r.ok(), "{} on {}: {r:?}", r.kernel, gpu.name());
+            }
+        }
+        // A wrong shape on the device is the same error as on the host, naming the parameter.
+        let x = gpu.upload(&HostTensor::from_vec(vec![6], vec![0.0f32; 6]).unwrap()).unwrap();
+        let e = softmax::on_device(&gpu, &x).unwrap_err().to_string();
+        assert_eq!(e, "kernel `softmax`: parameter `x` has shape [N, D], got [6]");
+        // A device tensor cannot be passed to a kernel on another device.
+        let e = softmax::on(Device::default_cpu().unwrap(), &x).unwrap_err().to_string();
+        assert!(e.contains("argument `x` of kernel `softmax` is a tensor on cuda:0"), "{e}");
     }
 }

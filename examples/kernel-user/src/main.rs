@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use kernel_user::check_all;
+use kernel_user::{check_all, check_device_buffers};
 use tcc::Device;
 
 fn device(args: &[String]) -> Result<Device, String> {
@@ -33,7 +33,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let reports = match check_all(&device) {
+    let on_gpu = device.kind() == tcc::DeviceKind::Cuda;
+    let all = check_all(&device).and_then(|mut r| {
+        if on_gpu {
+            r.extend(check_device_buffers(&device, 8)?);
+        }
+        Ok(r)
+    });
+    let reports = match all {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -43,7 +50,7 @@ fn main() -> ExitCode {
     println!("on {}:", device.name());
     for r in &reports {
         println!(
-            "  {:<8} {:<10} max |error| {:.2e}  first call {:>9.3} ms, second {:>8.3} ms  {}",
+            "  {:<16} {:<10} max |error| {:.2e}  first call {:>9.3} ms, second {:>8.3} ms  {}",
             r.kernel,
             format!("{:?}", r.shape),
             r.max_abs_error,

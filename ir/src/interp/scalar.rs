@@ -35,12 +35,16 @@ pub(crate) fn min_nan(a: f64, b: f64) -> f64 {
     }
 }
 
-/// The tanh-form GELU, with its limits at the infinities (`gelu(-inf) = -0`, `gelu(inf) = inf`).
+/// The tanh-form GELU, `0.5 x (1 + tanh(u))` with `u = sqrt(2/pi) (x + 0.044715 x^3)`, computed
+/// as `x / (1 + exp(-2u))` (the same function): the tanh form cancels to exactly 0 in f64 for
+/// `x` below about -5, where the true value is a tiny negative number (`gelu(-8)` is about
+/// -3.1e-21, which f32 holds), and the compiled tiers, which use the sigmoid form, disagreed
+/// downstream (`rsqrt` of it is NaN, not inf). Limits: `gelu(-inf) = -0`, `gelu(inf) = inf`.
 pub(crate) fn gelu(x: f64) -> f64 {
     if x == f64::NEG_INFINITY {
         return -0.0;
     }
-    0.5 * x * (1.0 + (GELU_C * (x + 0.044_715 * x * x * x)).tanh())
+    x / (1.0 + (-2.0 * GELU_C * (x + 0.044_715 * x * x * x)).exp())
 }
 
 /// One element of a unary op.

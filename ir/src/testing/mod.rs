@@ -21,7 +21,8 @@ mod tests;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use proptest::strategy::Strategy;
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use crate::dtype::DType;
 use crate::graph::Graph;
@@ -52,6 +53,18 @@ impl GeneratedProgram {
 pub fn arb_graph(cfg: GenConfig) -> impl Strategy<Value = GeneratedProgram> {
     let cfg = Arc::new(cfg.normalized());
     recipe::arb_recipe(&cfg).prop_map(move |r| build::build(&cfg, &r))
+}
+
+/// The one program [`arb_graph`] draws for `seed` under `cfg`: the same seed, configuration and
+/// dependency versions (Cargo.lock pins proptest) always give the same program, so a failing seed
+/// of a long random run can be replayed alone. Fails only if the strategy rejects every attempt
+/// (it has no filters, so it does not).
+pub fn generate(cfg: &GenConfig, seed: u64) -> Result<GeneratedProgram, String> {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &key);
+    let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+    arb_graph(cfg.clone()).new_tree(&mut runner).map(|tree| tree.current()).map_err(|e| e.to_string())
 }
 
 /// How many nodes of each op kind ([`crate::Op::kind_name`]) × result dtype the graphs contain.

@@ -229,3 +229,15 @@ fn compare_outputs_applies_bounds_and_matches_nan_and_inf() {
     assert_eq!(Tolerance::default().bound(DType::F16), Tolerance::default_for(DType::F16));
     assert!(!Tolerance::exact().f32.accepts(1.0, 1.000_001));
 }
+
+#[test]
+fn generate_is_deterministic_per_seed_and_differs_between_seeds() {
+    let cfg = GenConfig::default();
+    let a = generate(&cfg, 42).unwrap();
+    let b = generate(&cfg, 42).unwrap();
+    assert_eq!(crate::text::print_graph(&a.graph), crate::text::print_graph(&b.graph));
+    assert_eq!(a.bindings, b.bindings);
+    let texts: BTreeSet<String> =
+        (0..16).map(|s| crate::text::print_graph(&generate(&cfg, s).unwrap().graph)).collect();
+    assert!(texts.len() >= 12, "only {} distinct programs in 16 seeds", texts.len());
+}

@@ -387,3 +387,16 @@ proptest! {
         prop_assert_eq!(parse_graph(&print_graph(&g)).unwrap(), g);
     }
 }
+
+#[test]
+fn a_constant_its_dtype_cannot_hold_parses_and_the_verifier_names_it() {
+    // The fuzz target `ir_text` found this (a mutated example; also in
+    // fuzz/corpus/ir_text/regression_constant_not_representable.ir). The text form keeps every f64
+    // bit of a constant (`constants_keep_every_bit`), so the parser checks types, not whether a
+    // constant's dtype holds its value; `verify` does, and names it.
+    let text = "fn f(x: f32[4]) -> (f32[4]) {\n  %0 = input 0 : f32[4]\n  %1 = const 4.999999974752427e-7 : f32[]\n  %2 = add %0, %1 : f32[4]\n  return %2\n}\n";
+    let g = parse_graph(text).unwrap();
+    assert_eq!(print_graph(&g), text);
+    let err = crate::verify::verify(&g).unwrap_err();
+    assert!(matches!(err, crate::verify::VerifyError::Constant { node: NodeId(1), dtype: DType::F32, .. }), "{err}");
+}

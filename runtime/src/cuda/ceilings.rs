@@ -108,8 +108,10 @@ impl CudaDevice {
             .context()
             .load_module(Ptx::from_src(ceiling_ptx()))
             .map_err(|e| CudaError::driver("loading the ceiling microbenchmarks", e))?;
-        let mma = module.load_function("tcc_mma_ceiling").map_err(|e| CudaError::driver("finding tcc_mma_ceiling", e))?;
-        let fma = module.load_function("tcc_fma_ceiling").map_err(|e| CudaError::driver("finding tcc_fma_ceiling", e))?;
+        let mma =
+            module.load_function("tcc_mma_ceiling").map_err(|e| CudaError::driver("finding tcc_mma_ceiling", e))?;
+        let fma =
+            module.load_function("tcc_fma_ceiling").map_err(|e| CudaError::driver("finding tcc_fma_ceiling", e))?;
         let mut best_mma = (0.0f64, 0u32);
         for warps in [4u32, 8, 16] {
             let ops_per_warp = (CHAINS * UNROLL) as f64 * f64::from(ITERS);
@@ -155,13 +157,7 @@ impl CudaDevice {
 
     /// GFLOP/s of one microbenchmark launched with 4 blocks per SM of `warps` warps each
     /// (median of 5 timed launches after a warm-up); `flops_per_warp` is one warp's work.
-    fn issue_rate(
-        &self,
-        func: &CudaFunction,
-        warps: u32,
-        flops_per_warp: f64,
-        name: &str,
-    ) -> Result<f64, CudaError> {
+    fn issue_rate(&self, func: &CudaFunction, warps: u32, flops_per_warp: f64, name: &str) -> Result<f64, CudaError> {
         let blocks = self.info().sm_count.max(1) * 4;
         let threads = warps * 32;
         let stream: &Arc<_> = self.stream();

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUresult};
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult};
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
@@ -36,7 +36,7 @@ pub struct DeviceInfo {
 /// Device memory of a known size.
 #[derive(Debug)]
 pub struct DeviceBuffer {
-    slice: CudaSlice<u8>,
+    pub(crate) slice: CudaSlice<u8>,
     bytes: u64,
 }
 
@@ -172,11 +172,16 @@ impl CudaDevice {
                 if s.entry.contains('\0') {
                     return Err(CudaError::Internal(format!("entry name {:?} contains a NUL byte", s.entry)));
                 }
-                module.load_function(&s.entry).map_err(|source| CudaError::Launch {
-                    kernel: kernel.ir.name.clone(),
-                    entry: s.entry.clone(),
-                    source,
-                })
+                let launch_error =
+                    |source| CudaError::Launch { kernel: kernel.ir.name.clone(), entry: s.entry.clone(), source };
+                let f = module.load_function(&s.entry).map_err(launch_error)?;
+                let dynamic = s.launch.dynamic_shared_bytes;
+                if dynamic > 48 * 1024 {
+                    let bytes = i32::try_from(dynamic).unwrap_or(i32::MAX);
+                    f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes)
+                        .map_err(launch_error)?;
+                }
+                Ok(f)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(LoadedKernel { functions, ir: kernel.ir.clone() })
@@ -260,7 +265,7 @@ impl CudaDevice {
             let cfg = LaunchConfig {
                 grid_dim: (step.launch.grid(self.info.sm_count), 1, 1),
                 block_dim: (step.launch.block_threads, 1, 1),
-                shared_mem_bytes: 0,
+                shared_mem_bytes: step.launch.dynamic_shared_bytes,
             };
             let mut args = self.stream.launch_builder(func);
             for b in inputs.iter().chain(outputs) {

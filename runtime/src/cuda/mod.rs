@@ -7,12 +7,16 @@
 //! `time_program`) needs feature `llvm`.
 
 mod ceilings;
+#[cfg(feature = "llvm")]
+mod cublas;
 mod device;
 mod error;
 #[cfg(feature = "llvm")]
 mod program;
 
 pub use ceilings::GpuCeilings;
+#[cfg(feature = "llvm")]
+pub use cublas::{Cublas, CublasError, GemmShape};
 pub use device::{CudaDevice, DeviceBuffer, DeviceInfo, LoadedKernel};
 pub use error::CudaError;
 #[cfg(feature = "llvm")]

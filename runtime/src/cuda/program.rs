@@ -56,6 +56,17 @@ pub struct Timing {
     pub samples_ms: Vec<f64>,
 }
 
+impl Timing {
+    /// The median and minimum of `samples` (milliseconds, in the order taken).
+    pub fn from_samples(samples: Vec<f64>) -> Timing {
+        let mut sorted = samples.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median_ms = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+        let min_ms = sorted.first().copied().unwrap_or(0.0);
+        Timing { median_ms, min_ms, samples_ms: samples }
+    }
+}
+
 /// The device memory of one run: parameters, buffers and a scratch area shared by the launches.
 struct Resident {
     params: Vec<DeviceBuffer>,
@@ -205,10 +216,6 @@ impl CudaDevice {
             samples.push(f64::from(self.elapsed_ms(&start, &end)?));
         }
         self.sync_after(&program.name)?;
-        let mut sorted = samples.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median_ms = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
-        let min_ms = sorted.first().copied().unwrap_or(0.0);
-        Ok(Timing { median_ms, min_ms, samples_ms: samples })
+        Ok(Timing::from_samples(samples))
     }
 }

@@ -2,6 +2,8 @@
 //! workload in the peers' schema (`workload`, `impl`, `median_ms`, `gflops`, `gbps`, `max_rel_err`),
 //! so ../shared/bench/compare.py and `--report` can join them with the peers' rows.
 
+#[cfg(feature = "llvm")]
+mod baseline;
 pub mod workload;
 
 use std::time::Instant;
@@ -50,6 +52,27 @@ pub enum BenchError {
 
 /// Times one workload and checks its result against the f64 reference interpreter.
 pub fn bench_workload(engine: &Engine, workload: &Workload, timing: Timing, seed: u64) -> Result<BenchRow, BenchError> {
+    Ok(bench_with_baseline(engine, workload, timing, seed)?.rows.swap_remove(0))
+}
+
+/// What [`bench_with_baseline`] measured.
+#[derive(Debug, Clone)]
+pub struct BenchResult {
+    /// tcc's row first, then cuBLAS's (GEMMs on a GPU, when libcublas loads).
+    pub rows: Vec<BenchRow>,
+    /// Checks and notes for the log: the cross-check against cuBLAS, or why it is missing.
+    pub notes: Vec<String>,
+}
+
+/// Times one workload (like [`bench_workload`]); for a GEMM on a GPU also times cuBLAS on the
+/// same inputs in the same process and compares the two results on sampled entries. A GEMM too
+/// large for the full reference is checked against the f64 interpreter on sampled rows.
+pub fn bench_with_baseline(
+    engine: &Engine,
+    workload: &Workload,
+    timing: Timing,
+    seed: u64,
+) -> Result<BenchResult, BenchError> {
     let graph = workload.graph()?;
     let bindings = tcc_ir::Bindings::new();
     let inputs = crate::cli::inputs::random_inputs(&graph, &bindings, seed, u64::MAX)
@@ -72,20 +95,56 @@ pub fn bench_workload(engine: &Engine, workload: &Workload, timing: Timing, seed
             .map_err(|e| EngineError::Interpreter(e.to_string()))?;
         let got: Vec<Tensor> = first.iter().map(HostTensor::to_interp).collect();
         Some(round_sig(reference.iter().zip(&got).map(|(r, g)| relative_norm_error(g, r)).fold(0.0, f64::max), 3))
+    } else if workload.kind == "gemm" {
+        let got = first.first().map(HostTensor::to_interp);
+        got.map(|g| sampled_rows_error(workload, &inputs, &g)).transpose()?.map(|e| round_sig(e, 3))
     } else {
         None
     };
 
     let (flops, bytes) = workload.flops_bytes()?;
-    Ok(BenchRow {
-        workload: workload.name.clone(),
-        implementation: format!("tcc:{}", engine.name()),
-        median_ms: round_to(median_ms, 5),
-        gflops: Some(round_to(flops / median_ms / 1e6, 1)),
-        gbps: Some(round_to(bytes / median_ms / 1e6, 1)),
-        max_rel_err,
-        first_call_s: Some(round_to(first_call_s, 2)),
-    })
+    #[cfg_attr(not(feature = "llvm"), allow(unused_mut))] // only the GPU adds the cuBLAS row
+    let mut result = BenchResult {
+        rows: vec![BenchRow {
+            workload: workload.name.clone(),
+            implementation: format!("tcc:{}", engine.name()),
+            median_ms: round_to(median_ms, 5),
+            gflops: Some(round_to(flops / median_ms / 1e6, 1)),
+            gbps: Some(round_to(bytes / median_ms / 1e6, 1)),
+            max_rel_err,
+            first_call_s: Some(round_to(first_call_s, 2)),
+        }],
+        notes: Vec::new(),
+    };
+    #[cfg(feature = "llvm")]
+    if let (Engine::Cuda { device, .. }, "gemm") = (engine, workload.kind.as_str()) {
+        baseline::cublas(device, workload, &host, first.first(), &mut result)?;
+    }
+    Ok(result)
+}
+
+/// Rows of a GEMM's output checked: the f64 interpreter runs the workload on these rows of A only.
+const SAMPLED_ROWS: usize = 4;
+
+/// `||got - want|| / ||want||` over a few rows of a GEMM workload's output, the reference computed
+/// by the f64 interpreter on the same rows of A (every other input whole).
+fn sampled_rows_error(workload: &Workload, inputs: &[Tensor], got: &Tensor) -> Result<f64, BenchError> {
+    let interp = |e: String| BenchError::Engine(EngineError::Interpreter(e));
+    let (Some(a), Some(&m)) = (inputs.first(), workload.m.as_ref()) else { return Ok(f64::NAN) };
+    let (m, k) = (m as usize, a.shape.last().copied().unwrap_or(0));
+    let n = got.shape.last().copied().unwrap_or(0);
+    let rows: Vec<usize> = (0..SAMPLED_ROWS.min(m)).map(|i| (i * 7919 + 13) % m).collect();
+    let mut small = workload.clone();
+    small.m = Some(rows.len() as u64);
+    let graph = small.graph()?;
+    let mut sub = inputs.to_vec();
+    let data: Vec<f64> = rows.iter().flat_map(|&r| a.data[r * k..(r + 1) * k].iter().copied()).collect();
+    sub[0] = Tensor::new(a.dtype, vec![rows.len(), k], data).map_err(|e| interp(e.to_string()))?;
+    let want = tcc_ir::interp::run_graph_with_limit(&graph, &sub, u64::MAX).map_err(|e| interp(e.to_string()))?;
+    let Some(want) = want.first() else { return Ok(f64::NAN) };
+    let got_rows: Vec<f64> = rows.iter().flat_map(|&r| got.data[r * n..(r + 1) * n].iter().copied()).collect();
+    let got = Tensor::new(got.dtype, vec![rows.len(), n], got_rows).map_err(|e| interp(e.to_string()))?;
+    Ok(relative_norm_error(&got, want))
 }
 
 fn run_once(engine: &Engine, prepared: &Prepared<'_>, host: &[HostTensor]) -> Result<Vec<HostTensor>, BenchError> {
@@ -138,7 +197,8 @@ mod tests {
             cols: Some(33),
         };
         let row = bench_workload(&engine, &w, Timing { min_reps: 3, max_reps: 3, max_seconds: 0.0 }, 1).unwrap();
-        assert_eq!(row.implementation, "tcc:cpu:cranelift");
+        // `cpu` is the best CPU tier built in: cranelift, or LLVM with feature `llvm`.
+        assert!(row.implementation.starts_with("tcc:cpu:"), "{}", row.implementation);
         assert!(row.median_ms > 0.0);
         assert!(row.max_rel_err.unwrap() < 1e-5, "{row:?}");
         let interp = Engine::for_target("interp").unwrap();

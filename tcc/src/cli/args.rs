@@ -31,8 +31,9 @@ pub enum Command {
     /// program), llvm (LLVM IR, GPU targets), ptx (GPU targets, needs the `llvm` feature), clif or
     /// asm (the CPU tier's cranelift IR or machine code).
     Compile(CompileArgs),
-    /// Measure candidate schedules of each kernel of a fn on the CPU (each in a worker process,
-    /// validated against the interpreter) and record the winners in the tuning cache.
+    /// Measure candidate schedules of each kernel of a fn on a CPU tier or the local GPU (each in a
+    /// worker process, validated against the interpreter or a known-good kernel) and record the
+    /// winners in the tuning cache; --study compares the guided search with the exhaustive sweep.
     Tune(TuneArgs),
     /// Inspect and manage the tuning cache: ls, stats, gc, show KEY, export FILE, import FILE.
     Cache(CacheArgs),
@@ -197,17 +198,21 @@ pub struct BenchArgs {
 /// Arguments of `tcc tune`.
 #[derive(Debug, Args)]
 pub struct TuneArgs {
-    /// The program.
-    #[command(flatten)]
-    pub program: ProgramArgs,
-    /// The target to tune for: cpu or cpu:cranelift (the CPU tier is the only one with a benchmarker).
+    /// The `.tc` file (with --study: not used; the workloads come from --workloads).
+    #[arg(required_unless_present = "study")]
+    pub file: Option<PathBuf>,
+    /// The fn to use (optional when the file has one fn).
+    #[arg(long = "fn", value_name = "NAME")]
+    pub function: Option<String>,
+    /// The target to tune for: cpu (the best CPU tier built in), cpu:cranelift, cpu:llvm, cuda (the
+    /// local GPU), sm_80 or sm_90a (the local GPU compiled for that target).
     #[arg(long, default_value = "cpu", value_name = "T")]
     pub target: String,
     /// Binds a shape variable, e.g. --dim M=128 (repeatable; every variable of the fn must be bound).
     #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
     pub dims: Vec<(String, u64)>,
     /// Limit of the whole run, shared by its kernels: a time (60s, 5m), a trial count (200trials)
-    /// or both (5m,200trials).
+    /// or both (5m,200trials). Not used by --study.
     #[arg(long, default_value = "60s", value_name = "BUDGET", value_parser = tcc_autotune::Budget::parse)]
     pub budget: tcc_autotune::Budget,
     /// Also write the chosen schedules to this lockfile (entries for other kernels are kept).
@@ -225,12 +230,40 @@ pub struct TuneArgs {
     /// Alternatives of the optimizer whose schedules join each kernel's candidates.
     #[arg(long, default_value_t = 4, value_name = "K")]
     pub top_k: usize,
+    /// Thin each GPU kernel's space evenly along the cost model's order to at most N candidates
+    /// (default: the whole space; with --study: 256).
+    #[arg(long, value_name = "N")]
+    pub space: Option<usize>,
+    /// Study the tuner instead of tuning: for each kernel of the chosen workloads run the guided
+    /// search (at most --guided-share of the space) and the exhaustive sweep in this process,
+    /// re-measure both winners, and write study.jsonl, trials.jsonl and study.md into --out.
+    /// The cache is neither read nor written.
+    #[arg(long)]
+    pub study: bool,
+    /// The workloads file of --study.
+    #[arg(long, default_value = "bench/workloads.json", value_name = "FILE", requires = "study")]
+    pub workloads: PathBuf,
+    /// The suite of --study: gpu or cpu (default: gpu for GPU targets, else cpu).
+    #[arg(long, value_name = "SUITE", requires = "study")]
+    pub suite: Option<String>,
+    /// Only these workloads of the suite (comma-separated; default: its gemm workloads).
+    #[arg(long = "workload", value_name = "NAMES", requires = "study")]
+    pub workload: Option<String>,
+    /// The folder --study writes its results to.
+    #[arg(long, value_name = "DIR", requires = "study")]
+    pub out: Option<PathBuf>,
+    /// The guided search's trial budget in --study, as a share of the space.
+    #[arg(long, default_value_t = 0.25, value_name = "SHARE", requires = "study")]
+    pub guided_share: f64,
 }
 
 /// Arguments of `tcc cache`.
 #[derive(Debug, Args)]
 pub struct CacheArgs {
-    /// What to do with the cache (in $TCC_CACHE_DIR, else the user's cache directory).
+    /// What to do with the cache: the local one ($TCC_CACHE_DIR, else the user's cache directory)
+    /// and, with TCC_CACHE_URL=redis://[:password@]host[:port][/db], the shared one
+    /// (TCC_CACHE_READONLY=1: never written; TCC_CACHE_PREFIX: its key prefix; rediss:// is
+    /// refused: use a TLS tunnel).
     #[command(subcommand)]
     pub command: CacheCommand,
 }

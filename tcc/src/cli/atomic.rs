@@ -27,14 +27,6 @@ pub fn write_output(path: &Path, bytes: &[u8], input: Option<&Path>) -> Result<(
             )));
         }
     }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let cannot = |e: std::io::Error| CliError::Environment(format!("cannot write `{}`: {e}", path.display()));
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(cannot)?;
-    tmp.write_all(bytes).map_err(cannot)?;
-    tmp.as_file().sync_all().map_err(cannot)?;
-    tmp.persist(path).map_err(|e| cannot(e.error))?;
-    Ok(())
+    tcc_report::write_file_atomically(path, bytes)
+        .map_err(|e| CliError::Environment(format!("cannot write `{}`: {e}", path.display())))
 }

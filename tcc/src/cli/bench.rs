@@ -8,7 +8,7 @@ use tcc_report::{BenchRow, Ceilings, ComputeCeiling, ReportInput};
 use super::args::BenchArgs;
 use super::atomic::write_output;
 use super::error::CliError;
-use crate::bench::{Timing, bench_workload, load_suite};
+use crate::bench::{Timing, bench_with_baseline, load_suite};
 use crate::engine::Engine;
 
 /// Runs `tcc bench`.
@@ -55,18 +55,25 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     let mut rows = Vec::new();
     for w in &workloads {
         progress.set_message(w.name.clone());
-        let row = bench_workload(&engine, w, Timing::default(), args.seed)
+        let result = bench_with_baseline(&engine, w, Timing::default(), args.seed)
             .map_err(|e| CliError::Environment(format!("workload `{}`: {e}", w.name)))?;
-        progress.println(format!(
-            "{:28} {:22} {:10.4} ms {:9.1} GFLOP/s {:8.1} GB/s err {:.1e}",
-            row.workload,
-            row.implementation,
-            row.median_ms,
-            row.gflops.unwrap_or(0.0),
-            row.gbps.unwrap_or(0.0),
-            row.max_rel_err.unwrap_or(0.0)
-        ));
-        rows.push(row);
+        for row in result.rows {
+            // `suspend` prints above a visible bar and plainly when stderr is not a terminal.
+            let line = format!(
+                "{:28} {:22} {:10.4} ms {:9.1} GFLOP/s {:8.1} GB/s err {}",
+                row.workload,
+                row.implementation,
+                row.median_ms,
+                row.gflops.unwrap_or(0.0),
+                row.gbps.unwrap_or(0.0),
+                row.max_rel_err.map_or_else(|| "-".to_string(), |e| format!("{e:.1e}"))
+            );
+            progress.suspend(|| eprintln!("{line}"));
+            rows.push(row);
+        }
+        for note in result.notes {
+            progress.suspend(|| eprintln!("  {note}"));
+        }
         progress.inc(1);
     }
     progress.finish_and_clear();

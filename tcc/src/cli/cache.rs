@@ -1,13 +1,28 @@
-//! `tcc cache ls|stats|gc|show KEY|export FILE|import FILE`: the local tuning cache (the SQLite
-//! database in `$TCC_CACHE_DIR`, else the user's cache directory). `-` is stdout for `export` and
-//! stdin for `import`; exports are written to a temporary file and renamed into place.
+//! `tcc cache ls|stats|gc|show KEY|export FILE|import FILE`: the tuning cache as tcc uses it, the
+//! local SQLite database (`$TCC_CACHE_DIR`, else the user's cache directory) plus, when
+//! `TCC_CACHE_URL=redis://...` is set, the shared Redis cache (`TCC_CACHE_READONLY=1`: never
+//! written; `TCC_CACHE_PREFIX`: its key prefix). `rediss://` (TLS) is refused with an error that
+//! says so: use `redis://` through a TLS tunnel. Credentials are never printed (URLs are shown
+//! redacted).
+//!
+//! - `ls`, `show`, `stats`, `export` read both caches: a key present in both shows the local record
+//!   (the one this machine uses; `export` keeps the faster measurement of the two);
+//! - `import` merges into the local cache and, unless it is read-only, the shared one;
+//! - `gc` cleans the local cache and, unless it is read-only, removes quarantined (and with
+//!   `--other-versions` other versions') records from the shared one.
+//!
+//! A shared cache that cannot be reached is a warning; the local cache is used alone. `-` is
+//! stdout for `export` and stdin for `import`; exports are written to a temporary file and renamed
+//! into place.
 
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use tcc_autotune::cache::{GcOptions, Stats, export, import, parse, to_jsonl};
+use tcc_autotune::cache::{
+    GcOptions, KeyHash, Listing, RecordState, RedisStore, Stats, StoreError, import, merge, parse, to_jsonl,
+};
 use tcc_autotune::{CacheRecord, CacheStore, SqliteStore, TCC_VERSION};
 
 use super::args::{CacheArgs, CacheCommand, CacheGcArgs};
@@ -17,32 +32,59 @@ use super::error::CliError;
 /// Shortest key prefix `tcc cache show` accepts.
 const MIN_PREFIX: usize = 6;
 
-/// Runs `tcc cache`.
-pub fn cache(args: &CacheArgs) -> Result<(), CliError> {
-    let store = open()?;
-    match &args.command {
-        CacheCommand::Ls => ls(&store),
-        CacheCommand::Stats => stats(&store),
-        CacheCommand::Gc(a) => gc(&store, a),
-        CacheCommand::Show { key } => show(&store, key),
-        CacheCommand::Export { file } => export_to(&store, file),
-        CacheCommand::Import { file } => import_from(&store, file),
+/// The caches a command works on.
+struct Caches {
+    local: SqliteStore,
+    shared: Option<RedisStore>,
+}
+
+/// Where a listed record comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Local,
+    Shared,
+    Both,
+}
+
+impl Origin {
+    fn name(self) -> &'static str {
+        match self {
+            Origin::Local => "local",
+            Origin::Shared => "shared",
+            Origin::Both => "local+shared",
+        }
     }
 }
 
-fn open() -> Result<SqliteStore, CliError> {
-    SqliteStore::open_default().map_err(|e| {
-        let dir = tcc_autotune::cache::default_cache_dir().map(|d| d.display().to_string()).unwrap_or_default();
-        CliError::Environment(format!("cannot open the tuning cache in `{dir}`: {e}"))
-    })
+/// Runs `tcc cache`.
+pub fn cache(args: &CacheArgs) -> Result<(), CliError> {
+    let caches = open()?;
+    match &args.command {
+        CacheCommand::Ls => ls(&caches),
+        CacheCommand::Stats => stats(&caches),
+        CacheCommand::Gc(a) => gc(&caches, a),
+        CacheCommand::Show { key } => show(&caches, key),
+        CacheCommand::Export { file } => export_to(&caches, file),
+        CacheCommand::Import { file } => import_from(&caches, file),
+    }
 }
 
-fn store_error(e: tcc_autotune::cache::StoreError) -> CliError {
+fn open() -> Result<Caches, CliError> {
+    // The shared cache's configuration is checked first: a refused URL (rediss://, a typo) is an
+    // error of its own, whatever the local cache's state.
+    let shared = tcc_autotune::Layered::remote_from_env().map_err(|e| CliError::Environment(e.to_string()))?;
+    let local = SqliteStore::open_default().map_err(|e| {
+        let dir = tcc_autotune::cache::default_cache_dir().map(|d| d.display().to_string()).unwrap_or_default();
+        CliError::Environment(format!("cannot open the tuning cache in `{dir}`: {e}"))
+    })?;
+    Ok(Caches { local, shared })
+}
+
+fn store_error(e: StoreError) -> CliError {
     CliError::Environment(e.to_string())
 }
 
-fn records(store: &SqliteStore) -> Result<Vec<CacheRecord>, CliError> {
-    let listing = store.list().map_err(store_error)?;
+fn warn_undecodable(listing: &Listing, store: &dyn CacheStore) {
     if listing.undecodable > 0 {
         eprintln!(
             "warning: skipped {} undecodable entr{} of {} (`tcc cache gc` removes them)",
@@ -51,86 +93,187 @@ fn records(store: &SqliteStore) -> Result<Vec<CacheRecord>, CliError> {
             store.describe()
         );
     }
-    Ok(listing.records)
 }
 
-fn ls(store: &SqliteStore) -> Result<(), CliError> {
-    let records = records(store)?;
-    if records.is_empty() {
-        println!("no records in {}", store.describe());
+impl Caches {
+    /// The shared cache's listing, or `None` (with a warning) when it cannot be read.
+    fn shared_listing(&self) -> Option<(&RedisStore, Listing)> {
+        let shared = self.shared.as_ref()?;
+        match shared.list() {
+            Ok(listing) => {
+                warn_undecodable(&listing, shared);
+                Some((shared, listing))
+            }
+            Err(e) => {
+                eprintln!("warning: {e}; showing the local cache only");
+                None
+            }
+        }
     }
-    for r in &records {
-        println!("{r} {}", r.key.device.name);
+
+    fn local_listing(&self) -> Result<Listing, CliError> {
+        let listing = self.local.list().map_err(store_error)?;
+        warn_undecodable(&listing, &self.local);
+        Ok(listing)
+    }
+
+    /// Every record by key hash with where it is: the local record wins a key present in both.
+    fn records(&self) -> Result<BTreeMap<KeyHash, (CacheRecord, Origin)>, CliError> {
+        let mut all: BTreeMap<KeyHash, (CacheRecord, Origin)> = BTreeMap::new();
+        for r in self.local_listing()?.records {
+            all.insert(r.key.hash(), (r, Origin::Local));
+        }
+        if let Some((_, listing)) = self.shared_listing() {
+            for r in listing.records {
+                match all.get_mut(&r.key.hash()) {
+                    Some((_, origin)) => *origin = Origin::Both,
+                    None => {
+                        all.insert(r.key.hash(), (r, Origin::Shared));
+                    }
+                }
+            }
+        }
+        Ok(all)
+    }
+
+    fn describe(&self) -> String {
+        match &self.shared {
+            Some(s) => format!(
+                "{} and {}{}",
+                self.local.describe(),
+                s.describe(),
+                if s.is_read_only() { " (read-only)" } else { "" }
+            ),
+            None => self.local.describe(),
+        }
+    }
+}
+
+fn ls(caches: &Caches) -> Result<(), CliError> {
+    let records = caches.records()?;
+    if records.is_empty() {
+        println!("no records in {}", caches.describe());
+    }
+    let tagged = caches.shared.is_some();
+    for (r, origin) in records.values() {
+        if tagged {
+            println!("{r} {} [{}]", r.key.device.name, origin.name());
+        } else {
+            println!("{r} {}", r.key.device.name);
+        }
     }
     Ok(())
 }
 
-fn stats(store: &SqliteStore) -> Result<(), CliError> {
-    let listing = store.list().map_err(store_error)?;
-    let stats = Stats::of(&listing);
-    let journal = store.journal_len().map_err(store_error)?;
-    println!("cache: {}", store.describe());
-    println!("records: {} ({} undecodable)", stats.records, stats.undecodable);
-    println!("journal: {journal} trials of unfinished tuning runs");
+fn stats(caches: &Caches) -> Result<(), CliError> {
     let line = |name: &str, counts: &BTreeMap<String, usize>| {
         let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
-        println!("by {name}: {}", if parts.is_empty() { "-".to_string() } else { parts.join(", ") });
+        println!("  by {name}: {}", if parts.is_empty() { "-".to_string() } else { parts.join(", ") });
     };
-    line("state", &stats.by_state);
-    line("version", &stats.by_version);
-    line("target", &stats.by_target);
-    line("device", &stats.by_device);
+    let print = |what: &str, listing: &Listing| {
+        let stats = Stats::of(listing);
+        println!("{what}");
+        println!("  records: {} ({} undecodable)", stats.records, stats.undecodable);
+        line("state", &stats.by_state);
+        line("version", &stats.by_version);
+        line("target", &stats.by_target);
+        line("device", &stats.by_device);
+    };
+    let local = caches.local.list().map_err(store_error)?;
+    println!("cache: {}", caches.local.describe());
+    println!("records: {} ({} undecodable)", local.records.len(), local.undecodable);
+    let journal = caches.local.journal_len().map_err(store_error)?;
+    println!("journal: {journal} trials of unfinished tuning runs");
+    print("local:", &local);
+    if let Some(shared) = &caches.shared {
+        match shared.list() {
+            Ok(listing) => print(
+                &format!("shared: {}{}", shared.describe(), if shared.is_read_only() { " (read-only)" } else { "" }),
+                &listing,
+            ),
+            Err(e) => eprintln!("warning: {e}; no shared statistics"),
+        }
+    }
     Ok(())
 }
 
-fn gc(store: &SqliteStore, args: &CacheGcArgs) -> Result<(), CliError> {
+fn gc(caches: &Caches, args: &CacheGcArgs) -> Result<(), CliError> {
     let options = GcOptions {
         current_version: TCC_VERSION.to_string(),
         drop_other_versions: args.other_versions,
         drop_quarantined: true,
         journal_older_than: Duration::from_secs(args.journal_days.saturating_mul(86_400)),
     };
-    let report = store.gc(&options).map_err(store_error)?;
+    let report = caches.local.gc(&options).map_err(store_error)?;
     println!(
         "removed {} undecodable, {} quarantined and {} other-version records and {} journal entries from {}",
         report.undecodable,
         report.quarantined,
         report.other_versions,
         report.journal,
-        store.describe()
+        caches.local.describe()
+    );
+    let Some(shared) = &caches.shared else {
+        return Ok(());
+    };
+    if shared.is_read_only() {
+        println!("the shared cache {} is read-only: left as it is", shared.describe());
+        return Ok(());
+    }
+    let listing = match shared.list() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("warning: {e}; the shared cache was not cleaned");
+            return Ok(());
+        }
+    };
+    let (mut quarantined, mut other_versions) = (0usize, 0usize);
+    for r in &listing.records {
+        let drop_quarantined = r.state == RecordState::Quarantined;
+        let drop_version = args.other_versions && r.provenance.tcc_version != TCC_VERSION;
+        if (drop_quarantined || drop_version) && shared.remove(&r.key.hash()).map_err(store_error)? {
+            if drop_quarantined {
+                quarantined += 1;
+            } else {
+                other_versions += 1;
+            }
+        }
+    }
+    println!(
+        "removed {quarantined} quarantined and {other_versions} other-version records from {} ({} undecodable entries left)",
+        shared.describe(),
+        listing.undecodable
     );
     Ok(())
 }
 
-fn show(store: &SqliteStore, key: &str) -> Result<(), CliError> {
+fn show(caches: &Caches, key: &str) -> Result<(), CliError> {
     let prefix = key.trim().to_ascii_lowercase();
     if prefix.len() < MIN_PREFIX || prefix.len() > 64 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(CliError::invalid(format!(
             "`{key}` is not a key: give its hash (64 hex digits, as `tcc cache ls` shows) or a prefix of at least {MIN_PREFIX}"
         )));
     }
-    let found: Vec<CacheRecord> =
-        records(store)?.into_iter().filter(|r| r.key.hash().as_str().starts_with(&prefix)).collect();
+    let found: Vec<(CacheRecord, Origin)> =
+        caches.records()?.into_values().filter(|(r, _)| r.key.hash().as_str().starts_with(&prefix)).collect();
     match found.as_slice() {
-        [] => Err(CliError::invalid(format!("no record with key `{prefix}` in {}", store.describe()))),
-        [r] => {
+        [] => Err(CliError::invalid(format!("no record with key `{prefix}` in {}", caches.describe()))),
+        [(r, origin)] => {
             let json = serde_json::to_string_pretty(r)
                 .map_err(|e| CliError::Environment(format!("internal error encoding a record: {e}")))?;
-            println!("key {}\n{}{json}", r.key.hash(), r.key.canonical_text());
+            println!("key {} ({})\n{}{json}", r.key.hash(), origin.name(), r.key.canonical_text());
             Ok(())
         }
         many => Err(CliError::invalid(format!("`{prefix}` names {} records; give more digits", many.len()))),
     }
 }
 
-fn export_to(store: &SqliteStore, file: &Path) -> Result<(), CliError> {
-    let text = if file == Path::new("-") {
-        let mut out = Vec::new();
-        export(store, &mut out).map_err(store_error)?;
-        out
-    } else {
-        to_jsonl(&records(store)?).map_err(store_error)?.into_bytes()
-    };
+fn export_to(caches: &Caches, file: &Path) -> Result<(), CliError> {
+    let mut all = caches.local_listing()?.records;
+    if let Some((_, listing)) = caches.shared_listing() {
+        all.extend(listing.records);
+    }
+    let text = to_jsonl(&merge(all)).map_err(store_error)?.into_bytes();
     let count = text.iter().filter(|&&b| b == b'\n').count();
     write_output(file, &text, None)?;
     eprintln!(
@@ -140,7 +283,7 @@ fn export_to(store: &SqliteStore, file: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-fn import_from(store: &SqliteStore, file: &Path) -> Result<(), CliError> {
+fn import_from(caches: &Caches, file: &Path) -> Result<(), CliError> {
     let name = if file == Path::new("-") { "stdin".to_string() } else { format!("`{}`", file.display()) };
     let bytes = if file == Path::new("-") {
         let mut buf = Vec::new();
@@ -162,14 +305,30 @@ fn import_from(store: &SqliteStore, file: &Path) -> Result<(), CliError> {
     if parsed.records.is_empty() && !parsed.skipped.is_empty() {
         return Err(CliError::invalid(format!("{name} holds no tuning-cache record")));
     }
-    let report = import(store, &parsed).map_err(store_error)?;
+    let report = import(&caches.local, &parsed).map_err(store_error)?;
     println!(
         "imported {name} into {}: {} added, {} replaced, {} kept, {} lines skipped (imported records are checked on this machine before first use)",
-        store.describe(),
+        caches.local.describe(),
         report.added,
         report.replaced,
         report.kept,
         report.skipped
     );
+    if let Some(shared) = &caches.shared {
+        if shared.is_read_only() {
+            println!("the shared cache {} is read-only: not written", shared.describe());
+        } else {
+            match import(shared, &parsed) {
+                Ok(r) => println!(
+                    "imported {name} into {}: {} added, {} replaced, {} kept",
+                    shared.describe(),
+                    r.added,
+                    r.replaced,
+                    r.kept
+                ),
+                Err(e) => eprintln!("warning: {e}; imported into the local cache only"),
+            }
+        }
+    }
     Ok(())
 }

@@ -11,6 +11,8 @@ use super::args::CompileArgs;
 use super::atomic::write_output;
 use super::error::CliError;
 use super::load::{bind, load, select_fn};
+use crate::device::with_tuned_schedules;
+use crate::tuning::{TuneTarget, host_device};
 
 /// Runs `tcc compile`.
 pub fn compile(args: &CompileArgs) -> Result<(), CliError> {
@@ -30,6 +32,7 @@ pub fn compile(args: &CompileArgs) -> Result<(), CliError> {
     let program = optimize(graph, &options)
         .map_err(|e| CliError::Environment(format!("the optimizer failed on `{}`: {e}", graph.name)))?
         .program;
+    let program = with_cached_schedules(&graph.name, program, &bindings, gpu);
     let text = match (args.emit.as_str(), gpu) {
         ("ir", _) => program_text(&program),
         ("llvm", Some(arch)) => gpu_llvm(&program, &bindings, arch)?,
@@ -43,6 +46,28 @@ pub fn compile(args: &CompileArgs) -> Result<(), CliError> {
         }
     };
     write_output(&args.out, text.as_bytes(), Some(&args.program.file))
+}
+
+/// `program` with the locked or cached winners of `tcc tune` for this target (no trials run with a
+/// warm cache, so the output is the same on every run). For a GPU target the records of the GPU
+/// in this machine are used when it is of that architecture; without one the optimizer's
+/// schedules stay.
+fn with_cached_schedules(name: &str, program: Program, bindings: &Bindings, gpu: Option<GpuArch>) -> Program {
+    let (target, device) = match gpu {
+        None => (TuneTarget::Cranelift, host_device()),
+        Some(arch) => match crate::tuning::gpu::probe() {
+            Ok(info) if info.arch == arch => (TuneTarget::Gpu(arch), crate::tuning::gpu::device_key(&info)),
+            Ok(info) => {
+                tracing::debug!("the GPU here is {}, not {arch}: the optimizer's schedules stay", info.arch);
+                return program;
+            }
+            Err(e) => {
+                tracing::debug!("no tuning records for {arch} without a GPU of it here: {e}");
+                return program;
+            }
+        },
+    };
+    with_tuned_schedules(name, &program, bindings, target, device)
 }
 
 /// The optimized program: each kernel's class, schedule and fused graph in canonical IR text.

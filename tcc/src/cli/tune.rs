@@ -1,6 +1,11 @@
 //! `tcc tune FILE --target T [--dim ...] [--budget 60s|200trials] [--lock FILE]`: optimize a fn, then
 //! for each kernel measure candidate schedules (each in a `tcc worker` process, validated against
-//! the interpreter) and record the winner in the tuning cache; print what was tried and chosen.
+//! the interpreter or a known-good kernel) and record the winner in the tuning cache; print what
+//! was tried and chosen.
+//!
+//! `tcc tune --study --target T [--suite gpu] [--workload NAMES] --out DIR`: the tuner's own
+//! benchmark on the suite's workloads (guided search vs exhaustive sweep, see
+//! [`crate::tuning::study`]).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -11,29 +16,41 @@ use tcc_autotune::{Budget, Lockfile, Trial};
 use tcc_ir::{Bindings, Graph, Program, Schedule};
 use tcc_passes::{OptimizeOptions, TargetModel, optimize};
 
-use super::args::TuneArgs;
+use super::args::{ProgramArgs, TuneArgs};
+use super::atomic::write_output;
 use super::error::CliError;
 use super::load::{bind, load, select_fn};
-use crate::tuning::{Decision, KernelTuning, Source, TuneOptions, Tuning, TuningError, tuning_target, worker_command};
+use crate::tuning::study::{StudyOptions, StudyResult, markdown, trials_jsonl};
+use crate::tuning::{
+    Decision, KernelTuning, Source, TuneOptions, TuneTarget, Tuning, TuningError, open_cache, tuning_target,
+    worker_command,
+};
 
 /// Runs `tcc tune`.
 pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
+    if args.study {
+        return study(args);
+    }
     let target = tuning_target(&args.target).map_err(tuning_error)?;
+    let file = args.file.clone().ok_or_else(|| CliError::invalid("`tcc tune` needs a FILE (or --study)"))?;
+    let program_args = ProgramArgs { file: file.clone(), function: args.function.clone() };
     let lock = match &args.lock {
-        Some(path) => Some((path.as_path(), read_lock(path, &args.program.file)?)),
+        Some(path) => Some((path.as_path(), read_lock(path, &file)?)),
         None => None,
     };
-    let loaded = load(&args.program.file)?;
-    let graph = select_fn(&loaded, &args.program)?;
+    let loaded = load(&file)?;
+    let graph = select_fn(&loaded, &program_args)?;
     let bindings = bind(graph, &args.dims)?;
-    let (program, alternatives) = optimize_for_tuning(graph, &bindings, args.top_k)?;
-    let tuning = Tuning::open_default(target, worker_command().map_err(tuning_error)?)
-        .map_err(tuning_error)?
-        .with_seed(args.seed);
+    let (program, alternatives) = optimize_for_tuning(target, graph, &bindings, args.top_k)?;
+    let tuning =
+        Tuning::for_target(open_cache().map_err(tuning_error)?, target, worker_command().map_err(tuning_error)?)
+            .map_err(tuning_error)?
+            .with_seed(args.seed)
+            .with_space_limit(args.space);
     println!(
         "fn {} on {} ({}): {} kernel{}, budget {}",
         graph.name,
-        target,
+        target.name(),
         tuning.device().name,
         program.launches.len(),
         if program.launches.len() == 1 { "" } else { "s" },
@@ -98,6 +115,92 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
     }
 }
 
+/// Runs `tcc tune --study`.
+fn study(args: &TuneArgs) -> Result<(), CliError> {
+    let target = tuning_target(&args.target).map_err(tuning_error)?;
+    let out = args.out.as_ref().ok_or_else(|| CliError::invalid("--study needs --out DIR"))?;
+    if !(args.guided_share > 0.0 && args.guided_share <= 1.0) {
+        return Err(CliError::invalid(format!("--guided-share {} is not in (0, 1]", args.guided_share)));
+    }
+    let suite = args.suite.clone().unwrap_or_else(|| if target.is_gpu() { "gpu" } else { "cpu" }.to_string());
+    let all = crate::bench::load_suite(&args.workloads, &suite).map_err(|e| CliError::invalid(e.to_string()))?;
+    let chosen: Vec<_> = match &args.workload {
+        Some(names) => {
+            let names: Vec<&str> = names.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+            if let Some(missing) = names.iter().find(|n| !all.iter().any(|w| w.name == **n)) {
+                let known: Vec<&str> = all.iter().map(|w| w.name.as_str()).collect();
+                return Err(CliError::invalid(format!(
+                    "suite `{suite}` has no workload `{missing}`; it has {}",
+                    known.join(", ")
+                )));
+            }
+            all.into_iter().filter(|w| names.contains(&w.name.as_str())).collect()
+        }
+        None => all.into_iter().filter(|w| w.kind == "gemm").collect(),
+    };
+    std::fs::create_dir_all(out)
+        .map_err(|e| CliError::Environment(format!("cannot create `{}`: {e}", out.display())))?;
+    let tuning = Tuning::for_target(tcc_autotune_memory_cache()?, target, worker_command().map_err(tuning_error)?)
+        .map_err(tuning_error)?
+        .with_seed(args.seed)
+        .with_space_limit(args.space.or(Some(256)));
+    let options = StudyOptions { guided_fraction: args.guided_share, jobs: args.jobs, ..StudyOptions::default() };
+    let (mut results, mut trials): (Vec<StudyResult>, String) = (Vec::new(), String::new());
+    let bindings = Bindings::new();
+    for w in &chosen {
+        let graph = w.graph().map_err(|e| CliError::invalid(e.to_string()))?;
+        let (program, alternatives) = optimize_for_tuning(target, &graph, &bindings, args.top_k)?;
+        for launch in &program.launches {
+            let kernel = &launch.kernel;
+            let proposals = proposals(&tuning, kernel, &alternatives, &bindings)?;
+            if tuning.space(kernel, &proposals, &bindings).len() < 2 {
+                println!("{} kernel {} [{}]: nothing to search", w.name, kernel.name, kernel.class.name());
+                continue;
+            }
+            let (result, guided, exhaustive) =
+                tuning.study(&w.name, kernel, &proposals, &bindings, &options).map_err(tuning_error)?;
+            println!(
+                "{} kernel {}: space {}, guided {} trials in {:.1} s, exhaustive {} trials in {:.1} s, ratio {}",
+                w.name,
+                kernel.name,
+                result.space,
+                result.guided.trials,
+                result.guided.wall_s,
+                result.exhaustive.trials,
+                result.exhaustive.wall_s,
+                result.ratio.map_or("-".to_string(), |r| format!("{r:.3}"))
+            );
+            trials.push_str(&trials_jsonl(&result, &guided, &exhaustive));
+            results.push(result);
+            // Written after every kernel, so a run cut short keeps what it measured.
+            write_study(out, &results, &trials)?;
+        }
+    }
+    write_study(out, &results, &trials)?;
+    println!("{} kernels studied; results in {}", results.len(), out.display());
+    Ok(())
+}
+
+/// An empty in-memory cache: a study neither reads nor writes the user's.
+fn tcc_autotune_memory_cache() -> Result<tcc_autotune::Layered, CliError> {
+    crate::tuning::SqliteStore::in_memory()
+        .map(tcc_autotune::Layered::new)
+        .map_err(|e| CliError::Environment(format!("cannot open an in-memory cache: {e}")))
+}
+
+fn write_study(out: &Path, results: &[StudyResult], trials: &str) -> Result<(), CliError> {
+    let mut rows = String::new();
+    for r in results {
+        let line = serde_json::to_string(r)
+            .map_err(|e| CliError::Environment(format!("internal error encoding a study row: {e}")))?;
+        rows.push_str(&line);
+        rows.push('\n');
+    }
+    write_output(&out.join("study.jsonl"), rows.as_bytes(), None)?;
+    write_output(&out.join("trials.jsonl"), trials.as_bytes(), None)?;
+    write_output(&out.join("study.md"), markdown(results).as_bytes(), None)
+}
+
 /// Reads the lockfile to update (a missing one starts empty); refuses to overwrite the program.
 fn read_lock(path: &Path, input: &Path) -> Result<Lockfile, CliError> {
     if let (Ok(a), Ok(b)) = (path.canonicalize(), input.canonicalize())
@@ -120,10 +223,15 @@ fn read_lock(path: &Path, input: &Path) -> Result<Lockfile, CliError> {
     }
 }
 
-/// Optimizes `graph` for the CPU tier as `tcc run` does, with `top_k` alternatives.
-fn optimize_for_tuning(graph: &Graph, bindings: &Bindings, top_k: usize) -> Result<(Program, Vec<Program>), CliError> {
-    let model = TargetModel::for_target_name(crate::tuning::CPU_TARGET)
-        .ok_or_else(|| CliError::Environment("internal error: no cost model for the CPU tier".into()))?;
+/// Optimizes `graph` for `target` as `tcc run` does, with `top_k` alternatives.
+fn optimize_for_tuning(
+    target: TuneTarget,
+    graph: &Graph,
+    bindings: &Bindings,
+    top_k: usize,
+) -> Result<(Program, Vec<Program>), CliError> {
+    let model = TargetModel::for_target_name(target.name())
+        .ok_or_else(|| CliError::Environment(format!("internal error: no cost model for {}", target.name())))?;
     let mut options = OptimizeOptions::new(model);
     options.bindings = bindings.clone();
     options.top_k = top_k;

@@ -5,13 +5,17 @@
 //! - `(data, shape)` pairs, where `data` is `&[E]`, `&[E; N]`, `&Vec<E>` or `Vec<E>` and `shape`
 //!   is `[usize; R]`, `&[usize; R]`, `&[usize]`, `Vec<usize>` or `&Vec<usize>` (row-major, copied once);
 //! - `&HostTensor` and `HostTensor` (any dtype: checked against the parameter when called);
-//! - with feature `ndarray`, `ndarray` arrays and views of `E` (any layout; copied in logical order).
+//! - with feature `ndarray`, `ndarray` arrays and views of `E` (any layout; copied in logical order);
+//! - `&DeviceTensor` (memory of a CUDA device, any dtype: checked when called; used in place by a
+//!   kernel on the same device, an error elsewhere).
 //!
 //! The code the `kernel!` macro generates asks for `impl IntoTensor<'a, E>` with `E` the
 //! parameter's dtype, so passing an `f16` slice where an `f32` is declared does not compile.
 
+use tcc_ir::{Bindings, DType, Dim, Param};
 use tcc_runtime::{Element, HostTensor, RuntimeError};
 
+use crate::device::{Device, DeviceTensor, ResidentArg};
 use crate::error::Error;
 
 /// One tensor argument of a kernel call: a host tensor (borrowed or owned), or the error met
@@ -23,6 +27,7 @@ pub struct TensorArg<'a>(Repr<'a>);
 enum Repr<'a> {
     Borrowed(&'a HostTensor),
     Owned(HostTensor),
+    Device(&'a DeviceTensor),
     Invalid(RuntimeError),
 }
 
@@ -50,17 +55,99 @@ impl<'a> TensorArg<'a> {
         })
     }
 
-    /// The host tensor, or the error naming `param` of `kernel`.
-    pub(crate) fn into_host(self, kernel: &str, param: &str) -> Result<HostTensor, Error> {
+    /// A tensor in a CUDA device's memory.
+    pub fn device(t: &'a DeviceTensor) -> TensorArg<'a> {
+        TensorArg(Repr::Device(t))
+    }
+
+    /// True for a tensor in device memory.
+    pub fn is_device(&self) -> bool {
+        matches!(self.0, Repr::Device(_))
+    }
+
+    /// The host tensor, or the error naming `param` of `kernel` (a device tensor is one: a kernel
+    /// that takes one runs on its device).
+    pub(crate) fn into_host(self, kernel: &str, param: &str, device: &Device) -> Result<HostTensor, Error> {
         // The runtime takes a slice of owned tensors: a borrowed one is copied here, once.
         match self.0 {
             Repr::Borrowed(t) => Ok(t.clone()),
             Repr::Owned(t) => Ok(t),
+            Repr::Device(t) => Err(elsewhere(kernel, param, t, device)),
             Repr::Invalid(source) => {
                 Err(Error::Tensor { kernel: kernel.to_string(), param: param.to_string(), source: Box::new(source) })
             }
         }
     }
+
+    /// The argument for a run on `device` with outputs in device memory: a device tensor of that
+    /// device in place, a host tensor to upload, or the error naming `param` of `kernel`.
+    pub(crate) fn into_resident(self, kernel: &str, param: &str, device: &Device) -> Result<ResidentArg<'a>, Error> {
+        match self.0 {
+            Repr::Device(t) if t.is_on(device) => Ok(ResidentArg::Device(t)),
+            Repr::Device(t) => Err(elsewhere(kernel, param, t, device)),
+            other => TensorArg(other).into_host(kernel, param, device).map(ResidentArg::Host),
+        }
+    }
+}
+
+fn elsewhere(kernel: &str, param: &str, t: &DeviceTensor, device: &Device) -> Error {
+    Error::DeviceUnavailable {
+        device: device.name(),
+        reason: format!(
+            "argument `{param}` of kernel `{kernel}` is a tensor on {}; pass a host tensor or one on this device",
+            t.device_name()
+        ),
+    }
+}
+
+/// Binds every shape variable of `params` from the arguments' dtypes and shapes, checking counts,
+/// dtypes, ranks, constant dimensions and that each variable gets one value; the error names the
+/// parameter and both shapes (what `tcc_runtime::bind::bind_inputs` does for host tensors).
+pub(crate) fn bind_shapes<'s>(
+    kernel: &str,
+    params: &[Param],
+    args: impl IntoIterator<Item = (DType, &'s [usize])>,
+) -> Result<Bindings, Error> {
+    let mut bindings = Bindings::new();
+    let mut count = 0;
+    for (p, (dtype, shape)) in params.iter().zip(args) {
+        count += 1;
+        if p.ty.dtype != dtype {
+            return Err(Error::DType {
+                kernel: kernel.to_string(),
+                param: p.name.clone(),
+                expected: p.ty.dtype,
+                got: dtype,
+            });
+        }
+        let mismatch = |b: &Bindings| Error::Shape {
+            kernel: kernel.to_string(),
+            param: p.name.clone(),
+            expected: tcc_runtime::bind::describe(&p.ty.shape, b),
+            got: shape.to_vec(),
+        };
+        if p.ty.shape.rank() != shape.len() {
+            return Err(mismatch(&bindings));
+        }
+        for (d, &n) in p.ty.shape.dims().iter().zip(shape) {
+            let n = n as u64;
+            match d {
+                Dim::Const(c) if *c != n => return Err(mismatch(&bindings)),
+                Dim::Const(_) => {}
+                Dim::Var(v) => match bindings.get(v) {
+                    Some(&bound) if bound != n => return Err(mismatch(&bindings)),
+                    Some(_) => {}
+                    None => {
+                        bindings.insert(v.clone(), n);
+                    }
+                },
+            }
+        }
+    }
+    if count != params.len() {
+        return Err(Error::InputCount { kernel: kernel.to_string(), expected: params.len(), got: count });
+    }
+    Ok(bindings)
 }
 
 /// Something that can be passed as a kernel's tensor argument whose dtype is `E`'s.
@@ -84,6 +171,12 @@ impl<'a, E: Element> IntoTensor<'a, E> for &'a HostTensor {
 impl<'a, E: Element> IntoTensor<'a, E> for HostTensor {
     fn into_tensor(self) -> TensorArg<'a> {
         TensorArg::owned(self)
+    }
+}
+
+impl<'a, E: Element> IntoTensor<'a, E> for &'a DeviceTensor {
+    fn into_tensor(self) -> TensorArg<'a> {
+        TensorArg::device(self)
     }
 }
 

@@ -29,7 +29,7 @@ use tcc_runtime::{CpuDevice, HostTensor};
 
 pub use args::{IntoTensor, TensorArg};
 
-use crate::device::Device;
+use crate::device::{Device, DeviceTensor};
 use crate::error::Error;
 
 /// A program optimized for one target, with the fingerprint its compiled forms are cached under.
@@ -138,10 +138,15 @@ impl Kernel {
                 got: args.len(),
             });
         }
+        if args.iter().any(TensorArg::is_device) {
+            // Device tensors stay where they are: run there, then copy the outputs back.
+            let outputs = self.run_device(device, args)?;
+            return outputs.iter().map(|t| device.download(t)).collect();
+        }
         let inputs = args
             .into_iter()
             .zip(&graph.params)
-            .map(|(a, p)| a.into_host(self.name, &p.name))
+            .map(|(a, p)| a.into_host(self.name, &p.name, device))
             .collect::<Result<Vec<_>, _>>()?;
         let bindings = tcc_runtime::bind::bind_inputs(self.name, &graph.params, &inputs)
             .map_err(|e| Error::from_binding(self.name, e))?;
@@ -176,6 +181,61 @@ impl Kernel {
         let outputs = self.run(device, args)?;
         let got = outputs.len();
         <[HostTensor; N]>::try_from(outputs).map_err(|_| Error::Internal {
+            kernel: self.name.to_string(),
+            message: format!("the kernel has {got} outputs, the caller expects {N}"),
+        })
+    }
+
+    /// Runs the kernel on a CUDA `device` and leaves the outputs in its memory: arguments already
+    /// in that device's memory ([`DeviceTensor`]) are used in place, host ones are uploaded for
+    /// the call. Shapes bind as in [`Kernel::run`]; a device that is not a CUDA GPU, or a device
+    /// tensor of another device, is an error naming the parameter.
+    pub fn run_device(&self, device: &Device, args: Vec<TensorArg<'_>>) -> Result<Vec<DeviceTensor>, Error> {
+        let graph = self.graph()?;
+        if args.len() != graph.params.len() {
+            return Err(Error::InputCount {
+                kernel: self.name.to_string(),
+                expected: graph.params.len(),
+                got: args.len(),
+            });
+        }
+        let resident = args
+            .into_iter()
+            .zip(&graph.params)
+            .map(|(a, p)| a.into_resident(self.name, &p.name, device))
+            .collect::<Result<Vec<_>, _>>()?;
+        let bindings = args::bind_shapes(self.name, &graph.params, resident.iter().map(|r| r.dtype_shape()))?;
+        device.require_cuda(&format!("kernel `{}` with outputs in device memory", self.name))?;
+        let target = device.target_model().ok_or_else(|| Error::Internal {
+            kernel: self.name.to_string(),
+            message: format!("{} has no target model", device.name()),
+        })?;
+        let opt = self.optimized(target)?;
+        let outputs = device.execute_resident(self.name, &opt.program, &opt.fingerprint, &bindings, resident)?;
+        if outputs.len() != graph.outputs.len() {
+            return Err(Error::Internal {
+                kernel: self.name.to_string(),
+                message: format!(
+                    "{} returned {} outputs, expected {}",
+                    device.name(),
+                    outputs.len(),
+                    graph.outputs.len()
+                ),
+            });
+        }
+        Ok(outputs)
+    }
+
+    /// [`Kernel::run_device`] for a kernel with exactly `N` outputs, as an array (what the code the
+    /// macro generates for `on_device` destructures).
+    pub fn run_device_array<const N: usize>(
+        &self,
+        device: &Device,
+        args: Vec<TensorArg<'_>>,
+    ) -> Result<[DeviceTensor; N], Error> {
+        let outputs = self.run_device(device, args)?;
+        let got = outputs.len();
+        <[DeviceTensor; N]>::try_from(outputs).map_err(|_| Error::Internal {
             kernel: self.name.to_string(),
             message: format!("the kernel has {got} outputs, the caller expects {N}"),
         })

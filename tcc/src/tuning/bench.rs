@@ -1,4 +1,4 @@
-//! The tuner's side of measuring candidates on the CPU: each candidate gets its own worker process
+//! The tuner's side of measuring candidates (CPU tiers and the GPU): each candidate gets its own worker process
 //! (`tcc worker`). `compile` starts the worker and waits until it has compiled (the tuner calls it
 //! for several candidates at once, so compilation runs in parallel); `measure` tells it to go and
 //! waits for its result. A worker past its timeout is killed (SIGKILL); one that exits, crashes or
@@ -22,7 +22,7 @@ const MAX_STDERR: usize = 4096;
 
 /// Measures candidates of one kernel in worker processes.
 #[derive(Debug, Clone)]
-pub struct CpuBenchmarker {
+pub struct WorkerBenchmarker {
     command: WorkerCommand,
     payload: serde_json::Value,
     timing: Timing,
@@ -30,11 +30,11 @@ pub struct CpuBenchmarker {
     measure_timeout: Duration,
 }
 
-impl CpuBenchmarker {
+impl WorkerBenchmarker {
     /// Workers started by `command` measure `payload`'s kernel; 3 warm-up runs, the median of 10,
     /// 120 s to compile and 60 s to measure.
-    pub fn new(command: WorkerCommand, payload: &Payload) -> Result<CpuBenchmarker, String> {
-        Ok(CpuBenchmarker {
+    pub fn new(command: WorkerCommand, payload: &Payload) -> Result<WorkerBenchmarker, String> {
+        Ok(WorkerBenchmarker {
             command,
             payload: serde_json::to_value(payload).map_err(|e| format!("encoding the worker payload: {e}"))?,
             timing: Timing::default(),
@@ -44,13 +44,13 @@ impl CpuBenchmarker {
     }
 
     /// Warm-up and timed runs of each measurement.
-    pub fn with_timing(mut self, timing: Timing) -> CpuBenchmarker {
+    pub fn with_timing(mut self, timing: Timing) -> WorkerBenchmarker {
         self.timing = timing;
         self
     }
 
     /// Time limits of the compile and the measure step.
-    pub fn with_timeouts(mut self, compile: Duration, measure: Duration) -> CpuBenchmarker {
+    pub fn with_timeouts(mut self, compile: Duration, measure: Duration) -> WorkerBenchmarker {
         self.compile_timeout = compile;
         self.measure_timeout = measure;
         self
@@ -201,7 +201,7 @@ fn describe(status: std::process::ExitStatus) -> String {
     }
 }
 
-impl Benchmarker for CpuBenchmarker {
+impl Benchmarker for WorkerBenchmarker {
     type Artifact = Worker;
 
     fn compile(&self, candidate: &Candidate) -> Result<Worker, String> {

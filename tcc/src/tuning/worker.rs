@@ -18,9 +18,10 @@ use tcc_autotune::Outcome;
 use tcc_autotune::search::worker::{
     Check, MAX_REQUEST_BYTES, PROTOCOL, RESULT_MARKER, Timing, WorkerRequest, validate_then_time,
 };
-use tcc_ir::{Bindings, Kernel, Launch, Program, Schedule, Tier, ValueRef};
+use tcc_ir::{Bindings, Kernel, Launch, Program, Schedule, ValueRef};
 use tcc_runtime::{CompiledProgram, CpuDevice, HostTensor};
 
+use super::key::TuneTarget;
 use super::reference::{Reference, compare};
 
 /// The line a worker prints once its candidate is compiled; it then waits for [`GO`].
@@ -38,6 +39,13 @@ pub struct Payload {
     pub bindings: Bindings,
     /// The reference file (inputs and expected outputs) written by the tuner.
     pub reference: PathBuf,
+    /// What to measure on.
+    #[serde(default)]
+    pub target: TuneTarget,
+    /// When set, the candidate is the known-good kernel: its outputs are not compared but written,
+    /// with the inputs, as a complete reference file at this path.
+    #[serde(default)]
+    pub produce: Option<PathBuf>,
 }
 
 /// Why a worker could not serve a request.
@@ -74,41 +82,100 @@ pub fn one_launch_program(kernel: &Kernel) -> Result<Program, String> {
     })
 }
 
-/// A candidate compiled on the CPU tier.
-pub struct Compiled {
-    program: Arc<CompiledProgram>,
-    _device: CpuDevice,
+/// A compiled candidate.
+pub enum Compiled {
+    /// On a CPU tier: the program and the device it runs on.
+    Cpu {
+        /// The compiled program.
+        program: Arc<CompiledProgram>,
+        /// Its device (owns the thread pool).
+        device: CpuDevice,
+    },
+    /// For the GPU: the PTX (loaded only when measured).
+    #[cfg(feature = "llvm")]
+    Gpu(tcc_codegen::ptx::PtxKernel),
 }
 
-/// Compiles `payload`'s kernel under `schedule` with the cranelift tier.
+/// Compiles `payload`'s kernel under `schedule` for `payload.target`.
 pub fn compile(payload: &Payload, schedule: &Schedule) -> Result<Compiled, String> {
-    if schedule.tier != Tier::Cranelift {
-        return Err(format!("schedule of tier {} on the cranelift CPU tier", schedule.tier.name()));
+    let target = payload.target;
+    if schedule.tier != target.tier() {
+        return Err(format!("schedule of tier {} on the {} target", schedule.tier.name(), target.name()));
     }
     let kernel = Kernel { schedule: *schedule, ..payload.kernel.clone() };
+    let device = match target {
+        TuneTarget::Cranelift => CpuDevice::new().map_err(|e| e.to_string())?,
+        #[cfg(feature = "llvm")]
+        TuneTarget::LlvmCpu => {
+            let threads = usize::try_from(schedule.threads).unwrap_or(0);
+            let device = CpuDevice::with_threads(threads).map_err(|e| e.to_string())?;
+            let llvm = tcc_codegen::LlvmCpuBackend::new()
+                .map_err(|e| e.to_string())?
+                .with_threads(device.threads())
+                .with_schedule_tiles(true);
+            device.with_llvm_backend(llvm)
+        }
+        #[cfg(feature = "llvm")]
+        TuneTarget::Gpu(arch) => return super::gpu::compile(&kernel, &payload.bindings, arch).map(Compiled::Gpu),
+        #[cfg(not(feature = "llvm"))]
+        TuneTarget::LlvmCpu | TuneTarget::Gpu(_) => {
+            return Err(format!("this worker has no LLVM: it cannot compile for {}", target.name()));
+        }
+    };
     let program = one_launch_program(&kernel)?;
-    let device = CpuDevice::new().map_err(|e| e.to_string())?;
     let compiled = device.compile(&program, &payload.bindings).map_err(|e| e.to_string())?;
-    Ok(Compiled { program: compiled, _device: device })
+    Ok(Compiled::Cpu { program: compiled, device })
 }
 
-/// Validates a compiled candidate against `reference`, then times it as `timing` says.
-pub fn measure(compiled: &Compiled, reference: &Reference, timing: &Timing) -> Outcome {
-    let inputs: Result<Vec<HostTensor>, _> = reference.inputs.iter().map(HostTensor::from_interp).collect();
-    let inputs = match inputs {
-        Ok(i) => i,
-        Err(e) => return Outcome::Failed { detail: format!("reference inputs: {e}") },
-    };
-    let validate = || {
-        let outputs = compiled.program.run(&inputs).map_err(|e| e.to_string())?;
-        let actual: Vec<_> = outputs.iter().map(HostTensor::to_interp).collect();
-        Ok(match compare(&reference.expected, &actual) {
+/// Validates a compiled candidate against `reference`, then times it as `timing` says. With
+/// `payload.produce` set, writes the outputs as a complete reference file instead of comparing.
+pub fn measure(compiled: &Compiled, payload: &Payload, reference: &Reference, timing: &Timing) -> Outcome {
+    match compiled {
+        Compiled::Cpu { program, .. } => {
+            let validate = || {
+                let outputs = program.run(&reference.inputs).map_err(|e| e.to_string())?;
+                check(payload, reference, outputs)
+            };
+            let run = || program.run(&reference.inputs).map(drop).map_err(|e| e.to_string());
+            validate_then_time(timing, validate, run)
+        }
+        #[cfg(feature = "llvm")]
+        Compiled::Gpu(ptx) => {
+            match super::gpu::measure(
+                &payload.kernel,
+                &payload.bindings,
+                ptx,
+                reference,
+                timing,
+                payload.produce.is_some(),
+            ) {
+                Ok((outcome, outputs)) => {
+                    if let (Outcome::Ok { .. }, Some(_)) = (&outcome, &payload.produce)
+                        && let Err(detail) = check(payload, reference, outputs)
+                    {
+                        return Outcome::Failed { detail };
+                    }
+                    outcome
+                }
+                Err(detail) => Outcome::Failed { detail },
+            }
+        }
+    }
+}
+
+/// Compares `outputs` with the reference, or writes them as the reference when producing one.
+fn check(payload: &Payload, reference: &Reference, outputs: Vec<HostTensor>) -> Result<Check, String> {
+    match &payload.produce {
+        Some(path) => {
+            let full = Reference { inputs: reference.inputs.clone(), expected: outputs };
+            full.write(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            Ok(Check::Pass)
+        }
+        None => Ok(match compare(&reference.expected, &outputs) {
             Ok(()) => Check::Pass,
             Err(detail) => Check::Wrong(detail),
-        })
-    };
-    let run = || compiled.program.run(&inputs).map(drop).map_err(|e| e.to_string());
-    validate_then_time(timing, validate, run)
+        }),
+    }
 }
 
 /// Serves one request: reads it from `input`, compiles, announces [`COMPILED_MARKER`] on `output`,
@@ -140,7 +207,7 @@ pub fn serve(mut input: impl BufRead, mut output: impl Write) -> Result<(), Work
         return Ok(());
     }
     let outcome = match Reference::read(&payload.reference) {
-        Ok(reference) => catch_unwind(AssertUnwindSafe(|| measure(&compiled, &reference, &request.timing)))
+        Ok(reference) => catch_unwind(AssertUnwindSafe(|| measure(&compiled, &payload, &reference, &request.timing)))
             .unwrap_or_else(|_| Outcome::Failed { detail: "the worker panicked while measuring".into() }),
         Err(e) => Outcome::Failed { detail: format!("reference: {e}") },
     };
@@ -168,7 +235,7 @@ fn write_result(output: &mut impl Write, outcome: &Outcome) -> Result<(), Worker
 mod tests {
     use super::*;
     use tcc_autotune::Candidate;
-    use tcc_ir::{BinaryOp, DType, Graph, KernelClass, Op, Shape, TensorType};
+    use tcc_ir::{BinaryOp, DType, Graph, KernelClass, Op, Shape, TensorType, Tier};
 
     fn payload(dir: &std::path::Path) -> Payload {
         let mut g = Graph::new("k");
@@ -183,7 +250,7 @@ mod tests {
         };
         let reference = dir.join("k.ref");
         Reference::compute(&kernel, &Bindings::new(), 1, 1 << 20).unwrap().write(&reference).unwrap();
-        Payload { kernel, bindings: Bindings::new(), reference }
+        Payload { kernel, bindings: Bindings::new(), reference, target: TuneTarget::Cranelift, produce: None }
     }
 
     fn request(payload: &Payload, schedule: Schedule) -> String {

@@ -261,11 +261,28 @@ impl<'k, 'f> Emitter<'k, 'f> {
         match (c, float) {
             (Combine::Add, true) => self.b.ins().fadd(a, v),
             (Combine::Add, false) => self.b.ins().iadd(a, v),
-            (Combine::Max, true) => self.b.ins().fmax(a, v),
+            (Combine::Max, true) => self.fminmax(true, a, v),
             (Combine::Max, false) => self.b.ins().smax(a, v),
-            (Combine::Min, true) => self.b.ins().fmin(a, v),
+            (Combine::Min, true) => self.fminmax(false, a, v),
             (Combine::Min, false) => self.b.ins().smin(a, v),
         }
+    }
+
+    /// A reduction step `a < v ? v : a` (max; `v < a ? v : a` for min) that keeps NaN: `v`
+    /// when `v` is NaN, else `a` when `a` is (a NaN accumulator never compares). The
+    /// compare-and-select becomes one `maxps`/`minps`; cranelift's IEEE `fmax` costs several
+    /// instructions on x86, and a reduction's order leaves the sign of a zero result open anyway.
+    fn fminmax(&mut self, max: bool, a: Value, v: Value) -> Value {
+        let vector = self.vector_value(a);
+        let mut s = self.simd(vector);
+        let better = if max { s.fcmp(FloatCC::LessThan, a, v) } else { s.fcmp(FloatCC::LessThan, v, a) };
+        let m = s.sel(better, v, a);
+        let nan = s.fcmp(FloatCC::Unordered, v, v);
+        s.sel(nan, v, m)
+    }
+
+    fn vector_value(&self, x: Value) -> bool {
+        self.b.func.dfg.value_type(x).is_vector()
     }
 
     /// The value of an affine index (an `i64`).
@@ -344,8 +361,9 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 updated.push((*acc, *combine));
             }
         }
-        let reduction_only = body.iter().all(|s| matches!(s, Stmt::AccUpdate { .. }));
-        let unroll = if reduction_only { 4 } else { 1 };
+        // Four vectors per iteration: reductions get separate accumulators (so the combining
+        // instruction's latency overlaps), every body spreads the loop's own cost.
+        let unroll = 4;
         let mut sets: Vec<HashMap<AccId, Variable>> = Vec::with_capacity(unroll);
         for _ in 0..unroll {
             let mut set = HashMap::new();
@@ -686,8 +704,11 @@ impl<'k, 'f> Emitter<'k, 'f> {
                     UnaryOp::Tanh => math::tanh(&mut s, x),
                     UnaryOp::Sigmoid => math::sigmoid(&mut s, x),
                     UnaryOp::Relu => {
+                        // `x <= 0 ? 0 : x` (NaN stays NaN, -0 gives +0): a compare and a mask
+                        // where `fmax` costs several instructions on x86.
                         let zero = s.fc(0.0);
-                        s.b.ins().fmax(x, zero)
+                        let c = s.fcmp(FloatCC::LessThanOrEqual, x, zero);
+                        s.sel(c, zero, x)
                     }
                     UnaryOp::Gelu => math::gelu(&mut s, x),
                 };

@@ -1,0 +1,593 @@
+//! The tensor-core main loop: each block computes `bm x bn` output tiles (grid-stride over
+//! swizzled tiles, batches and k splits); `cp.async` copies 16-byte chunks of A and B into an
+//! `stages`-deep ring of XOR-swizzled shared-memory tiles (zero-filled outside the operands);
+//! each warp loads its fragments with `ldmatrix` (`.trans` for a `[k, n]` B) and accumulates
+//! `wm x wn` outputs in f32 with `mma.sync.m16n8k16`; then the epilogue writes the accumulators
+//! (fused expressions and stores, or f32 partial sums for a k split).
+
+use tcc_ir::DType;
+
+use super::super::expr::{Em, Ix};
+use super::super::math;
+use super::super::plan::{Out, Src};
+use super::config::{BLayout, MmaConfig};
+use super::{MemRef, Operand};
+use crate::ptx::error::PtxError;
+
+/// Everything the main loop needs to know about one product.
+pub(crate) struct Gemm<'a> {
+    /// The tiling.
+    pub(crate) c: MmaConfig,
+    /// Output rows, columns, and the depth the k loop runs over (a multiple of 8).
+    pub(crate) m: u64,
+    /// Output columns.
+    pub(crate) n: u64,
+    /// Depth of the k loop (the real depth rounded up to 8; padding reads zeros).
+    pub(crate) k: u64,
+    /// Real depth (rows of a `[k, n]` B that exist).
+    pub(crate) k_real: u64,
+    /// Products.
+    pub(crate) batch: u64,
+    /// Input element type.
+    pub(crate) dtype: DType,
+    /// Operand A (`[m, k]`, k contiguous).
+    pub(crate) a: Operand,
+    /// Operand B.
+    pub(crate) b: Operand,
+    /// How B is stored.
+    pub(crate) b_layout: BLayout,
+    /// The matmul node.
+    pub(crate) node: tcc_ir::NodeId,
+    /// Batch dims of the output.
+    pub(crate) batch_dims: &'a [u64],
+    /// Output dims.
+    pub(crate) out_dims: &'a [u64],
+}
+
+/// Where the epilogue writes.
+pub(crate) enum Epilogue<'a> {
+    /// Fused expressions of the accumulator, stored to `outs`.
+    Fused(&'a [Out]),
+    /// f32 partial sums at this scratch byte offset, `[split][batch][m][n]`.
+    Partial(u64),
+}
+
+/// The XOR applied to the 16-byte chunk index of row `row` (a register or constant) in a tile
+/// whose rows hold `chunks` chunks, so that 8 consecutive rows hit 8 distinct bank groups.
+fn swz(em: &mut Em, row: &str, chunks: u32) -> String {
+    if chunks >= 8 {
+        em.f.v(format!("and i32 {row}, 7"))
+    } else {
+        let shift = (8 / chunks).trailing_zeros();
+        let s = em.f.v(format!("lshr i32 {row}, {shift}"));
+        em.f.v(format!("and i32 {s}, {}", chunks - 1))
+    }
+}
+
+fn ext64(em: &mut Em, v: &str) -> String {
+    em.f.v(format!("zext i32 {v} to i64"))
+}
+
+/// Pointer to a global operand at element offset `off` (i64).
+fn gptr(em: &mut Em, base: &str, st: &str, off: &str) -> String {
+    em.f.v(format!("getelementptr inbounds {st}, ptr addrspace(1) {base}, i64 {off}"))
+}
+
+/// The global base pointer of an operand.
+fn base_ptr(em: &mut Em, r: MemRef) -> String {
+    match r {
+        MemRef::Param(i) => format!("%in{i}"),
+        MemRef::Mat(Src::Output(k)) => format!("%out{k}"),
+        MemRef::Mat(Src::Scratch(off)) => {
+            em.f.v(format!("getelementptr inbounds i8, ptr addrspace(1) %scratch, i64 {off}"))
+        }
+    }
+}
+
+/// One thread's share of a tile copy: per chunk, its shared-memory byte offset within the tile,
+/// its row and chunk index within the tile, and whether this thread has it at all.
+struct CopyPlan {
+    chunks: Vec<(String, String, String, Option<String>)>,
+}
+
+/// Plans a copy of a tile of `rows` rows of `row_chunks` 16-byte chunks by `threads` threads.
+fn copy_plan(em: &mut Em, tid: &str, rows: u32, row_chunks: u32, threads: u32) -> CopyPlan {
+    let total = rows * row_chunks;
+    let iters = total.div_ceil(threads);
+    let mut chunks = Vec::new();
+    for i in 0..iters {
+        let q = em.f.v(format!("add i32 {tid}, {}", i * threads));
+        let guard = if (i + 1) * threads > total { Some(em.f.v(format!("icmp ult i32 {q}, {total}"))) } else { None };
+        let row = em.f.v(format!("udiv i32 {q}, {row_chunks}"));
+        let ch = em.f.v(format!("urem i32 {q}, {row_chunks}"));
+        let s = swz(em, &row, row_chunks);
+        let phys = em.f.v(format!("xor i32 {ch}, {s}"));
+        let rb = em.f.v(format!("mul i32 {row}, {}", row_chunks * 16));
+        let pb = em.f.v(format!("shl i32 {phys}, 4"));
+        let off = em.f.v(format!("add i32 {rb}, {pb}"));
+        chunks.push((off, row, ch, guard));
+    }
+    CopyPlan { chunks }
+}
+
+/// Issues one `cp.async` of 16 bytes (zero-filled when `ok` is false, from a valid address).
+fn cp_async(em: &mut Em, smem: &str, soff: &str, base: &str, st: &str, goff: &str, ok: &str) {
+    let sp = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {smem}, i32 {soff}"));
+    let real = gptr(em, base, st, goff);
+    let src = em.f.v(format!("select i1 {ok}, ptr addrspace(1) {real}, ptr addrspace(1) {base}"));
+    let size = em.f.v(format!("select i1 {ok}, i32 16, i32 0"));
+    em.f.call_void(
+        "llvm.nvvm.cp.async.cg.shared.global.16.s",
+        &[("ptr addrspace(3)", &sp), ("ptr addrspace(1)", &src), ("i32", &size)],
+    );
+}
+
+/// Emits the tensor-core kernel body into `em`; returns nothing (the caller adds the entry).
+pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Result<(), PtxError> {
+    let c = g.c;
+    let threads = c.threads();
+    let st = math::stype(g.dtype);
+    let smem = format!("@{smem_sym}");
+    let (bm, bn, bk) = (u64::from(c.bm), u64::from(c.bn), u64::from(c.bk));
+    let tiles_m = g.m.div_ceil(bm);
+    let tiles_n = g.n.div_ceil(bn);
+    let tiles = tiles_m * tiles_n;
+    let splits = u64::from(c.split_k);
+    let total = tiles * splits * g.batch;
+    let k_tiles = g.k.div_ceil(bk);
+    let per_split = k_tiles.div_ceil(splits);
+    let a_tile_bytes = bm * bk * 2;
+    let stage_bytes = (bm + bn) * bk * 2;
+
+    let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
+    let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
+    let nctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.nctaid.x", &[]);
+    let lane = em.f.v(format!("and i32 {tid}, 31"));
+    let warp = em.f.v(format!("lshr i32 {tid}, 5"));
+    let wn_count = c.bn / c.wn;
+    let warp_m = em.f.v(format!("udiv i32 {warp}, {wn_count}"));
+    let warp_n = em.f.v(format!("urem i32 {warp}, {wn_count}"));
+    let a_base = base_ptr(em, g.a.mem);
+    let b_base = base_ptr(em, g.b.mem);
+
+    // Copy plans (per thread, loop invariant).
+    let a_chunks = c.bk / 8;
+    let a_copy = copy_plan(em, &tid, c.bm, a_chunks, threads);
+    let (b_rows, b_chunks) = match g.b_layout {
+        BLayout::KN => (c.bk, c.bn / 8),
+        BLayout::NK => (c.bn, c.bk / 8),
+    };
+    let b_copy = copy_plan(em, &tid, b_rows, b_chunks, threads);
+
+    // Fragment addresses (byte offsets within a stage), per k16 step.
+    let l16 = em.f.v(format!("and i32 {lane}, 15"));
+    let hi = em.f.v(format!("lshr i32 {lane}, 4"));
+    let sa = swz(em, &l16, a_chunks);
+    let wrow = em.f.v(format!("mul i32 {warp_m}, {}", c.wm));
+    let arow = em.f.v(format!("add i32 {wrow}, {l16}"));
+    let arow_b = em.f.v(format!("mul i32 {arow}, {}", bk * 2));
+    let mut a_frag_off = Vec::new();
+    for kk in 0..c.bk / 16 {
+        let ch = em.f.v(format!("add i32 {hi}, {}", kk * 2));
+        let phys = em.f.v(format!("xor i32 {ch}, {sa}"));
+        let pb = em.f.v(format!("shl i32 {phys}, 4"));
+        a_frag_off.push(em.f.v(format!("add i32 {arow_b}, {pb}")));
+    }
+    let wcol = em.f.v(format!("mul i32 {warp_n}, {}", c.wn));
+    let mut b_frag_off = Vec::new();
+    match g.b_layout {
+        BLayout::KN => {
+            // .trans: lanes supply k rows kk*16 + lane%16, chunk (wcol + nj*16)/8 + lane/16.
+            let sb = swz(em, &l16, b_chunks);
+            let wch = em.f.v(format!("lshr i32 {wcol}, 3"));
+            let ch0 = em.f.v(format!("add i32 {wch}, {hi}"));
+            for kk in 0..c.bk / 16 {
+                let krow = em.f.v(format!("add i32 {l16}, {}", kk * 16));
+                let rb = em.f.v(format!("mul i32 {krow}, {}", bn * 2));
+                let mut per_nj = Vec::new();
+                for nj in 0..c.wn / 16 {
+                    let ch = em.f.v(format!("add i32 {ch0}, {}", nj * 2));
+                    let phys = em.f.v(format!("xor i32 {ch}, {sb}"));
+                    let pb = em.f.v(format!("shl i32 {phys}, 4"));
+                    per_nj.push(em.f.v(format!("add i32 {rb}, {pb}")));
+                }
+                b_frag_off.push(per_nj);
+            }
+        }
+        BLayout::NK => {
+            // Lanes supply n rows (lane%8) + 8*(lane/16), chunk kk*2 + (lane/8)%2.
+            let l8 = em.f.v(format!("and i32 {lane}, 7"));
+            let h8 = em.f.v(format!("shl i32 {hi}, 3"));
+            let nloc = em.f.v(format!("or i32 {l8}, {h8}"));
+            let sb = swz(em, &nloc, b_chunks);
+            let nrow = em.f.v(format!("add i32 {wcol}, {nloc}"));
+            let kh = em.f.v(format!("lshr i32 {lane}, 3"));
+            let kh = em.f.v(format!("and i32 {kh}, 1"));
+            for kk in 0..c.bk / 16 {
+                let ch = em.f.v(format!("add i32 {kh}, {}", kk * 2));
+                let phys = em.f.v(format!("xor i32 {ch}, {sb}"));
+                let pb = em.f.v(format!("shl i32 {phys}, 4"));
+                let mut per_nj = Vec::new();
+                for nj in 0..c.wn / 16 {
+                    let r = em.f.v(format!("add i32 {nrow}, {}", nj * 16));
+                    let rb = em.f.v(format!("mul i32 {r}, {}", bk * 2));
+                    per_nj.push(em.f.v(format!("add i32 {rb}, {pb}")));
+                }
+                b_frag_off.push(per_nj);
+            }
+        }
+    }
+
+    // Grid-stride loop over (batch, split, tile).
+    let saved = em.save();
+    let tl = em.f.loop_begin("i32", &ctaid, &total.to_string(), &[]);
+    let t = tl.i.clone();
+    let tile_lin = em.f.v(format!("urem i32 {t}, {tiles}"));
+    let rest = em.f.v(format!("udiv i32 {t}, {tiles}"));
+    let split = em.f.v(format!("urem i32 {rest}, {splits}"));
+    let bidx = em.f.v(format!("udiv i32 {rest}, {splits}"));
+    // Group `swizzle` tile rows: consecutive blocks walk down M inside a band of columns.
+    let gsz = u64::from(c.swizzle).min(tiles_m);
+    let group_tiles = gsz * tiles_n;
+    let group = em.f.v(format!("udiv i32 {tile_lin}, {group_tiles}"));
+    let first_m = em.f.v(format!("mul i32 {group}, {gsz}"));
+    let left = em.f.v(format!("sub i32 {tiles_m}, {first_m}"));
+    let small = em.f.v(format!("icmp ult i32 {left}, {gsz}"));
+    let gh = em.f.v(format!("select i1 {small}, i32 {left}, i32 {gsz}"));
+    let within = em.f.v(format!("urem i32 {tile_lin}, {group_tiles}"));
+    let wm_ = em.f.v(format!("urem i32 {within}, {gh}"));
+    let tm = em.f.v(format!("add i32 {first_m}, {wm_}"));
+    let tn = em.f.v(format!("udiv i32 {within}, {gh}"));
+    let row0 = em.f.v(format!("mul i32 {tm}, {bm}"));
+    let col0 = em.f.v(format!("mul i32 {tn}, {bn}"));
+    let kt0 = em.f.v(format!("mul i32 {split}, {per_split}"));
+    let kt_end_raw = em.f.v(format!("add i32 {kt0}, {per_split}"));
+    let over = em.f.v(format!("icmp ugt i32 {kt_end_raw}, {k_tiles}"));
+    let kt_end = em.f.v(format!("select i1 {over}, i32 {k_tiles}, i32 {kt_end_raw}"));
+    let empty = em.f.v(format!("icmp ugt i32 {kt0}, {kt_end}"));
+    let kt0 = em.f.v(format!("select i1 {empty}, i32 {kt_end}, i32 {kt0}"));
+    let ntiles = em.f.v(format!("sub i32 {kt_end}, {kt0}"));
+    let b64 = ext64(em, &bidx);
+
+    // Per-tile global offsets and row validity of each chunk this thread copies.
+    let a_bo = em.f.v(format!("mul i64 {b64}, {}", g.a.batch_stride));
+    let mut a_src = Vec::new();
+    for (_, row, ch, _) in &a_copy.chunks {
+        let r = em.f.v(format!("add i32 {row0}, {row}"));
+        let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.m));
+        let r64 = ext64(em, &r);
+        let ro = em.f.v(format!("mul i64 {r64}, {}", g.a.ld));
+        let ro = em.f.v(format!("add i64 {ro}, {a_bo}"));
+        let c8 = em.f.v(format!("shl i32 {ch}, 3"));
+        let c64 = ext64(em, &c8);
+        let off = em.f.v(format!("add i64 {ro}, {c64}"));
+        a_src.push((off, ok, c8));
+    }
+    let b_bo = em.f.v(format!("mul i64 {b64}, {}", g.b.batch_stride));
+    let mut b_src = Vec::new();
+    for (_, row, ch, _) in &b_copy.chunks {
+        let c8 = em.f.v(format!("shl i32 {ch}, 3"));
+        match g.b_layout {
+            BLayout::KN => {
+                // row = k within the tile, chunk = n; validity of n here, of k per k-tile.
+                let col = em.f.v(format!("add i32 {col0}, {c8}"));
+                let ok = em.f.v(format!("icmp ult i32 {col}, {}", g.n.div_ceil(8) * 8));
+                let r64 = ext64(em, row);
+                let ro = em.f.v(format!("mul i64 {r64}, {}", g.b.ld));
+                let col64 = ext64(em, &col);
+                let off = em.f.v(format!("add i64 {ro}, {col64}"));
+                let off = em.f.v(format!("add i64 {off}, {b_bo}"));
+                b_src.push((off, ok, row.clone()));
+            }
+            BLayout::NK => {
+                let r = em.f.v(format!("add i32 {col0}, {row}"));
+                let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.n));
+                let r64 = ext64(em, &r);
+                let ro = em.f.v(format!("mul i64 {r64}, {}", g.b.ld));
+                let ro = em.f.v(format!("add i64 {ro}, {b_bo}"));
+                let c64 = ext64(em, &c8);
+                let off = em.f.v(format!("add i64 {ro}, {c64}"));
+                b_src.push((off, ok, c8));
+            }
+        }
+    }
+
+    // Loads k-tile `kt` into stage `stage` (registers), guarded by `pred` (uniform).
+    let load_tile = |em: &mut Em, kt: &str, stage: &str| {
+        let sbase = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
+        let k0 = em.f.v(format!("mul i32 {kt}, {bk}"));
+        let k064 = ext64(em, &k0);
+        for ((soff, _, _, guard), (off, ok, c8)) in a_copy.chunks.iter().zip(&a_src) {
+            let cont = guard.as_ref().map(|gd| em.f.if_begin(gd));
+            let kc = em.f.v(format!("add i32 {k0}, {c8}"));
+            let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.k));
+            let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
+            let so = em.f.v(format!("add i32 {sbase}, {soff}"));
+            let go = em.f.v(format!("add i64 {off}, {k064}"));
+            cp_async(em, &smem, &so, &a_base, st, &go, &ok2);
+            if let Some(cont) = cont {
+                em.f.if_end(&cont);
+            }
+        }
+        let bsbase = em.f.v(format!("add i32 {sbase}, {a_tile_bytes}"));
+        for ((soff, _, _, guard), (off, ok, x)) in b_copy.chunks.iter().zip(&b_src) {
+            let cont = guard.as_ref().map(|gd| em.f.if_begin(gd));
+            let (go, ok2) = match g.b_layout {
+                BLayout::KN => {
+                    let kr = em.f.v(format!("add i32 {k0}, {x}"));
+                    let kok = em.f.v(format!("icmp ult i32 {kr}, {}", g.k_real));
+                    let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
+                    let kofs = em.f.v(format!("mul i64 {k064}, {}", g.b.ld));
+                    (em.f.v(format!("add i64 {off}, {kofs}")), ok2)
+                }
+                BLayout::NK => {
+                    let kc = em.f.v(format!("add i32 {k0}, {x}"));
+                    let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.k));
+                    let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
+                    (em.f.v(format!("add i64 {off}, {k064}")), ok2)
+                }
+            };
+            let so = em.f.v(format!("add i32 {bsbase}, {soff}"));
+            cp_async(em, &smem, &so, &b_base, st, &go, &ok2);
+            if let Some(cont) = cont {
+                em.f.if_end(&cont);
+            }
+        }
+    };
+
+    // Prologue: stages 0..S-1.
+    for s in 0..c.stages - 1 {
+        let p = em.f.v(format!("icmp ult i32 {s}, {ntiles}"));
+        let cont = em.f.if_begin(&p);
+        let kt = em.f.v(format!("add i32 {kt0}, {s}"));
+        load_tile(em, &kt, &s.to_string());
+        em.f.if_end(&cont);
+        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+    }
+
+    em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(c.stages - 2).to_string())]);
+    em.f.call_void("llvm.nvvm.barrier0", &[]);
+
+    // Fragments of one k16 step: mi_n x4 loads of A, then (wn/16) x4 loads of B, 4 registers each.
+    let mi_n = (c.wm / 16) as usize;
+    let ni_n = (c.wn / 8) as usize;
+    let nj_n = (c.wn / 16) as usize;
+    let kk_n = (c.bk / 16) as usize;
+    let nfrag = (mi_n + nj_n) * 4;
+    let ldm = |em: &mut Em, off: &str, trans: bool| -> Vec<String> {
+        let p = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {smem}, i32 {off}"));
+        let name = if trans {
+            "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16.p3"
+        } else {
+            "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16.p3"
+        };
+        let r = em.f.call("{i32, i32, i32, i32}", name, &[("ptr addrspace(3)", &p)]);
+        (0..4).map(|i| em.f.v(format!("extractvalue {{i32, i32, i32, i32}} {r}, {i}"))).collect::<Vec<_>>()
+    };
+    let frags = |em: &mut Em, stage: &str, kk: usize| -> Vec<String> {
+        let abase = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
+        let bbase = em.f.v(format!("add i32 {abase}, {a_tile_bytes}"));
+        let mut out = Vec::with_capacity(nfrag);
+        for mi in 0..mi_n {
+            let o = em.f.v(format!("add i32 {abase}, {}", a_frag_off[kk]));
+            let o = em.f.v(format!("add i32 {o}, {}", mi as u64 * 16 * bk * 2));
+            out.extend(ldm(em, &o, false));
+        }
+        for off in &b_frag_off[kk] {
+            let o = em.f.v(format!("add i32 {bbase}, {off}"));
+            out.extend(ldm(em, &o, g.b_layout == BLayout::KN));
+        }
+        out
+    };
+    let first = frags(em, "0", 0);
+    let mut accs: Vec<(String, String)> = (0..mi_n * ni_n * 4).map(|_| ("float".into(), math::fc(0.0))).collect();
+    accs.extend(first.iter().map(|v| ("i32".to_string(), v.clone())));
+    accs.push(("i32".into(), "0".into()));
+    accs.push(("i32".into(), (c.stages - 1).to_string()));
+    // Main loop: at k16 step 0 the copy of k-tile i+S-1 goes out (into the stage every warp
+    // finished reading before the last barrier); before the last step the next stage is waited
+    // for, so the next tile's first fragments load while the last step's mma run.
+    let kl = em.f.loop_begin("i32", "0", &ntiles, &accs);
+    let nacc = mi_n * ni_n * 4;
+    let rs = kl.accs[nacc + nfrag].clone();
+    let ws = kl.accs[nacc + nfrag + 1].clone();
+    let mut acc: Vec<String> = kl.accs[..nacc].to_vec();
+    let mut cur: Vec<String> = kl.accs[nacc..nacc + nfrag].to_vec();
+    let bump = |em: &mut Em, v: &str| -> String {
+        let v1 = em.f.v(format!("add i32 {v}, 1"));
+        let wrap = em.f.v(format!("icmp eq i32 {v1}, {}", c.stages));
+        em.f.v(format!("select i1 {wrap}, i32 0, i32 {v1}"))
+    };
+    let rs_next = bump(em, &rs);
+    let ws_next = bump(em, &ws);
+    for kk in 0..kk_n {
+        if kk == 0 {
+            let j = em.f.v(format!("add i32 {}, {}", kl.i, c.stages - 1));
+            let p = em.f.v(format!("icmp ult i32 {j}, {ntiles}"));
+            let cont = em.f.if_begin(&p);
+            let kt = em.f.v(format!("add i32 {kt0}, {j}"));
+            load_tile(em, &kt, &ws);
+            em.f.if_end(&cont);
+            em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+        }
+        let next = if kk + 1 == kk_n {
+            em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(c.stages - 2).to_string())]);
+            em.f.call_void("llvm.nvvm.barrier0", &[]);
+            frags(em, &rs_next, 0)
+        } else {
+            frags(em, &rs, kk + 1)
+        };
+        let bf: Vec<[String; 2]> =
+            (0..ni_n).map(|ni| [cur[mi_n * 4 + ni * 2].clone(), cur[mi_n * 4 + ni * 2 + 1].clone()]).collect();
+        for mi in 0..mi_n {
+            let a = cur[mi * 4..mi * 4 + 4].to_vec();
+            for (ni, b) in bf.iter().enumerate() {
+                let base = (mi * ni_n + ni) * 4;
+                let out = mma(em, g.dtype, &a, b, &acc[base..base + 4]);
+                acc[base..base + 4].clone_from_slice(&out);
+            }
+        }
+        cur = next;
+    }
+    let mut next = acc;
+    next.extend(cur);
+    next.push(rs_next);
+    next.push(ws_next);
+    em.f.loop_end(&kl, "1", &next);
+    em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
+    em.f.call_void("llvm.nvvm.barrier0", &[]);
+    let tile_saved = em.save();
+
+    // Epilogue.
+    let gq = em.f.v(format!("lshr i32 {lane}, 2"));
+    let tq = em.f.v(format!("and i32 {lane}, 3"));
+    let t2 = em.f.v(format!("shl i32 {tq}, 1"));
+    let r_base = em.f.v(format!("add i32 {row0}, {wrow}"));
+    let r_base = em.f.v(format!("add i32 {r_base}, {gq}"));
+    let c_base = em.f.v(format!("add i32 {col0}, {wcol}"));
+    let c_base = em.f.v(format!("add i32 {c_base}, {t2}"));
+    let bmulti = {
+        let bi = em.widen(&bidx);
+        em.delinearize(&bi, g.batch_dims)
+    };
+    for mi in 0..mi_n {
+        for ni in 0..ni_n {
+            for h in 0..2usize {
+                let row = em.f.v(format!("add i32 {r_base}, {}", mi * 16 + h * 8));
+                let col = em.f.v(format!("add i32 {c_base}, {}", ni * 8));
+                let vals =
+                    [kl.accs[(mi * ni_n + ni) * 4 + 2 * h].clone(), kl.accs[(mi * ni_n + ni) * 4 + 2 * h + 1].clone()];
+                match epi {
+                    Epilogue::Partial(off) => partial_store(em, g, *off, &split, &bidx, &row, &col, &vals),
+                    Epilogue::Fused(outs) => fused_store(em, g, outs, &bmulti, &row, &col, &vals)?,
+                }
+                em.restore(tile_saved.clone());
+            }
+        }
+    }
+    em.f.loop_end(&tl, &nctaid, &[]);
+    em.restore(saved);
+    Ok(())
+}
+
+/// `mma.sync.m16n8k16` with f32 accumulators `c`; returns the four results.
+fn mma(em: &mut Em, dtype: DType, a: &[String], b: &[String; 2], c: &[String]) -> Vec<String> {
+    let ret = "{float, float, float, float}";
+    let r = if dtype == DType::BF16 {
+        let args: Vec<(&str, &str)> = a
+            .iter()
+            .chain(b.iter())
+            .map(|v| ("i32", v.as_str()))
+            .chain(c.iter().map(|v| ("float", v.as_str())))
+            .collect();
+        em.f.call(ret, "llvm.nvvm.mma.m16n8k16.row.col.bf16", &args)
+    } else {
+        let h: Vec<String> =
+            a.iter().chain(b.iter()).map(|v| em.f.v(format!("bitcast i32 {v} to <2 x half>"))).collect();
+        let args: Vec<(&str, &str)> =
+            h.iter().map(|v| ("<2 x half>", v.as_str())).chain(c.iter().map(|v| ("float", v.as_str()))).collect();
+        em.f.call(ret, "llvm.nvvm.mma.m16n8k16.row.col.f32.f32", &args)
+    };
+    (0..4).map(|i| em.f.v(format!("extractvalue {ret} {r}, {i}"))).collect()
+}
+
+/// Stores two adjacent f32 partial sums (row, col) and (row, col+1) of split `split`.
+#[allow(clippy::too_many_arguments)]
+fn partial_store(em: &mut Em, g: &Gemm, off: u64, split: &str, bidx: &str, row: &str, col: &str, vals: &[String; 2]) {
+    let per = g.batch * g.m * g.n;
+    let s64 = ext64(em, split);
+    let b64 = ext64(em, bidx);
+    let r64 = ext64(em, row);
+    let c64 = ext64(em, col);
+    let a = em.f.v(format!("mul i64 {s64}, {per}"));
+    let b = em.f.v(format!("mul i64 {b64}, {}", g.m * g.n));
+    let r = em.f.v(format!("mul i64 {r64}, {}", g.n));
+    let f = em.f.v(format!("add i64 {a}, {b}"));
+    let f = em.f.v(format!("add i64 {f}, {r}"));
+    let f = em.f.v(format!("add i64 {f}, {c64}"));
+    let base = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(1) %scratch, i64 {off}"));
+    let p = em.f.v(format!("getelementptr inbounds float, ptr addrspace(1) {base}, i64 {f}"));
+    let rok = em.f.v(format!("icmp ult i32 {row}, {}", g.m));
+    if g.n.is_multiple_of(2) {
+        let cok = em.f.v(format!("icmp ult i32 {col}, {}", g.n));
+        let ok = em.f.v(format!("and i1 {rok}, {cok}"));
+        let v = em.f.v(format!("insertelement <2 x float> poison, float {}, i32 0", vals[0]));
+        let v = em.f.v(format!("insertelement <2 x float> {v}, float {}, i32 1", vals[1]));
+        let cont = em.f.if_begin(&ok);
+        em.f.op(format!("store <2 x float> {v}, ptr addrspace(1) {p}, align 8"));
+        em.f.if_end(&cont);
+    } else {
+        for (e, v) in vals.iter().enumerate() {
+            let ce = em.f.v(format!("add i32 {col}, {e}"));
+            let cok = em.f.v(format!("icmp ult i32 {ce}, {}", g.n));
+            let ok = em.f.v(format!("and i1 {rok}, {cok}"));
+            let pe = em.f.v(format!("getelementptr inbounds float, ptr addrspace(1) {p}, i64 {e}"));
+            let cont = em.f.if_begin(&ok);
+            em.f.op(format!("store float {v}, ptr addrspace(1) {pe}, align 4"));
+            em.f.if_end(&cont);
+        }
+    }
+}
+
+/// Clamps an i32 index to `size - 1` and converts it to the index type.
+fn clamp_ix(em: &mut Em, v: &str, size: u64) -> String {
+    let last = size.saturating_sub(1);
+    let over = em.f.v(format!("icmp ugt i32 {v}, {last}"));
+    let c = em.f.v(format!("select i1 {over}, i32 {last}, i32 {v}"));
+    em.widen(&c)
+}
+
+/// The fused epilogue of two adjacent accumulators (row, col) and (row, col+1): rounds each to
+/// the matmul's dtype, evaluates every output at it and stores what lies inside the output.
+fn fused_store(
+    em: &mut Em,
+    g: &Gemm,
+    outs: &[Out],
+    bmulti: &[String],
+    row: &str,
+    col: &str,
+    vals: &[String; 2],
+) -> Result<(), PtxError> {
+    let out_dtype = em.dtype(g.node);
+    let rc = clamp_ix(em, row, g.m);
+    let rok = em.f.v(format!("icmp ult i32 {row}, {}", g.m));
+    let mut per_elem: Vec<(String, String, Vec<String>)> = Vec::new();
+    for (e, acc) in vals.iter().enumerate() {
+        let ce = if e == 0 { col.to_string() } else { em.f.v(format!("add i32 {col}, {e}")) };
+        let cok = em.f.v(format!("icmp ult i32 {ce}, {}", g.n));
+        let ok = em.f.v(format!("and i1 {rok}, {cok}"));
+        let cc = clamp_ix(em, &ce, g.n);
+        let mut multi = bmulti.to_vec();
+        multi.push(rc.clone());
+        multi.push(cc);
+        let flat = em.linearize(&multi, g.out_dims);
+        let value = math::round(&mut em.f, em.caps, out_dtype, acc)?;
+        em.env.insert(g.node, value);
+        let at = Ix { flat: flat.clone(), multi: Some(multi), vec: None };
+        let mut vs = Vec::new();
+        for o in outs {
+            vs.push(em.eval_out(o, &at)?);
+        }
+        em.env.remove(&g.node);
+        per_elem.push((ok, flat, vs));
+    }
+    if g.n.is_multiple_of(2) {
+        // Both elements lie inside or outside together; the pair is 2-element aligned.
+        let cont = em.f.if_begin(&per_elem[0].0);
+        for (k, o) in outs.iter().enumerate() {
+            let dt = em.dtype(o.node);
+            em.store_vec(o.dest, dt, &per_elem[0].1, &[per_elem[0].2[k].clone(), per_elem[1].2[k].clone()])?;
+        }
+        em.f.if_end(&cont);
+    } else {
+        for (ok, flat, vs) in &per_elem {
+            let cont = em.f.if_begin(ok);
+            for (o, v) in outs.iter().zip(vs) {
+                let dt = em.dtype(o.node);
+                em.store(o.dest, dt, flat, v)?;
+            }
+            em.f.if_end(&cont);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,398 @@
+//! Tensor-core matmul (`mma.sync.m16n8k16`, f16/bf16 in, f32 accumulation) for the matmul stage.
+//!
+//! ```text
+//!  operands ──(direct: a parameter or materialized value, rows 16-byte aligned)──┐
+//!           ──(anything else: pack entry → zero-padded [k, n] / [m, k] scratch)──┤
+//!                                                                               ▼
+//!  main loop (kernel.rs): cp.async ring → ldmatrix → mma.sync, swizzled tiles and blocks
+//!        ──split_k = 1──▶ fused epilogue (bias, activation, residual, scale, cast) and stores
+//!        ──split_k > 1──▶ f32 partials in scratch ──reduce entry──▶ fused epilogue
+//! ```
+//!
+//! The knobs come from the kernel's [`tcc_ir::Schedule`] (see [`config`]); a schedule this
+//! lowering cannot run is replaced by [`default_matmul_schedule`] (the optimizer's default
+//! schedules are chosen for every backend; the autotuner draws from [`matmul_schedule_space`]).
+
+mod config;
+mod kernel;
+
+pub use config::{BLayout, MatmulProblem, default_matmul_schedule, matmul_schedule_space, validate_matmul_schedule};
+
+use tcc_ir::{DType, NodeId, Op};
+
+use super::LaunchConfig;
+use super::arch::Feature;
+use super::error::PtxError;
+use super::expr::{Em, Ix};
+use super::ir::ModuleText;
+use super::math;
+use super::plan::{Out, Src, numel};
+use super::stages::{StageCx, launch};
+use config::MmaConfig;
+use kernel::{Epilogue, Gemm};
+
+/// Scratch regions of this lowering start at multiples of this many bytes.
+const ALIGN: u64 = 256;
+/// Threads per block of the pack and reduce entries.
+const AUX_THREADS: u32 = 256;
+
+/// Where an operand's elements are read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MemRef {
+    /// Kernel parameter `i`.
+    Param(usize),
+    /// A materialized value (an output or scratch).
+    Mat(Src),
+}
+
+/// An operand in memory: row pitch and batch stride in elements (0: shared by every batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Operand {
+    /// Where it is.
+    pub(crate) mem: MemRef,
+    /// Elements between consecutive rows.
+    pub(crate) ld: u64,
+    /// Elements between consecutive batches.
+    pub(crate) batch_stride: u64,
+}
+
+/// One entry of a lowered matmul stage.
+pub(crate) struct Entry {
+    /// Entry name suffix (appended to the stage's name).
+    pub(crate) suffix: &'static str,
+    /// Lowering name.
+    pub(crate) lowering: &'static str,
+    /// Its launch.
+    pub(crate) launch: LaunchConfig,
+}
+
+/// A lowered matmul stage: its entries in launch order and the scratch bytes it needs from
+/// `scratch_base` on.
+pub(crate) struct Lowered {
+    /// Entries in launch order.
+    pub(crate) entries: Vec<Entry>,
+    /// End of the scratch it uses (bytes from the start of scratch).
+    pub(crate) scratch_end: u64,
+}
+
+/// Where a value node lives in memory as a row-major tensor, if it does.
+fn memory_of(cx: &StageCx, n: NodeId) -> Option<MemRef> {
+    if let Some(&src) = cx.plan.loc.get(&n) {
+        return Some(MemRef::Mat(src));
+    }
+    match cx.g.nodes[n.index()].op {
+        Op::Input { index } => Some(MemRef::Param(index)),
+        _ => None,
+    }
+}
+
+/// The batch stride of an operand with dims `dims` under output batch dims `out_batch`: the
+/// operand's own when its batch dims equal the output's, 0 when it has none (or all are 1).
+fn batch_stride(dims: &[u64], out_batch: &[u64]) -> Option<u64> {
+    let own = &dims[..dims.len() - 2];
+    let rc = dims[dims.len() - 2] * dims[dims.len() - 1];
+    if own.iter().all(|&d| d == 1) {
+        Some(0)
+    } else if own == out_batch {
+        Some(rc)
+    } else {
+        None
+    }
+}
+
+/// The matmul problem of node `node` (None when tensor cores cannot run it).
+pub(crate) fn problem_of(cx: &StageCx, node: NodeId) -> Option<MatmulProblem> {
+    let Op::MatMul(a, b) = cx.g.nodes[node.index()].op else { return None };
+    let dtype = cx.g.nodes[a.index()].ty.dtype;
+    if !matches!(dtype, DType::F16 | DType::BF16) || cx.g.nodes[b.index()].ty.dtype != dtype {
+        return None;
+    }
+    let od = &cx.plan.dims[node.index()];
+    let ad = &cx.plan.dims[a.index()];
+    let rank = od.len();
+    if rank < 2 || ad.len() < 2 {
+        return None;
+    }
+    let b_layout = if transposed_source(cx, b).is_some() { BLayout::NK } else { BLayout::KN };
+    Some(MatmulProblem {
+        m: od[rank - 2],
+        n: od[rank - 1],
+        k: ad[ad.len() - 1],
+        batch: numel(&od[..rank - 2]),
+        dtype,
+        b_layout,
+    })
+}
+
+/// `Some(x)` when `b` is `x` with its last two axes swapped and `x` is in memory.
+fn transposed_source(cx: &StageCx, b: NodeId) -> Option<NodeId> {
+    if cx.plan.loc.contains_key(&b) {
+        return None;
+    }
+    let Op::Permute { input, perm } = &cx.g.nodes[b.index()].op else { return None };
+    let r = perm.len();
+    let swaps = r >= 2
+        && perm[r - 2] == r - 1
+        && perm[r - 1] == r - 2
+        && perm[..r - 2].iter().enumerate().all(|(i, &p)| i == p);
+    (swaps && memory_of(cx, *input).is_some()).then_some(*input)
+}
+
+/// Lowers matmul `node` to tensor cores when it can (f16/bf16 operands on a target with
+/// `mma.sync` and `cp.async`); `Ok(None)` leaves it to the SIMT matmul.
+pub(crate) fn lower(
+    cx: &StageCx,
+    module: &mut ModuleText,
+    name: &str,
+    node: NodeId,
+    outs: &[Out],
+    scratch_base: u64,
+) -> Result<Option<Lowered>, PtxError> {
+    let Some(mut problem) = problem_of(cx, node) else { return Ok(None) };
+    let empty = problem.m == 0 || problem.n == 0 || problem.k == 0 || problem.batch == 0;
+    if empty || !cx.caps.has(Feature::MmaM16N8K16) || !cx.caps.has(Feature::CpAsync) {
+        return Ok(None);
+    }
+    let Op::MatMul(a, b) = cx.g.nodes[node.index()].op else { return Ok(None) };
+    let od = cx.plan.dims[node.index()].clone();
+    let rank = od.len();
+    let batch_dims = od[..rank - 2].to_vec();
+    let (m, n, k) = (problem.m, problem.n, problem.k);
+    let kr = k.div_ceil(8) * 8;
+    let nr = n.div_ceil(8) * 8;
+    let mut scratch = scratch_base.div_ceil(ALIGN) * ALIGN;
+    let mut entries = Vec::new();
+    let elem = problem.dtype.size_bytes() as u64;
+
+    // A: direct when it is in memory, its rows are 16-byte aligned and its batch maps.
+    let ad = cx.plan.dims[a.index()].clone();
+    let a_direct = memory_of(cx, a)
+        .filter(|_| k.is_multiple_of(8))
+        .and_then(|mem| batch_stride(&ad, &batch_dims).map(|bs| Operand { mem, ld: k, batch_stride: bs }));
+    let mut packs: Vec<(&'static str, NodeId, u64, u64, u64, u64, bool)> = Vec::new();
+    let a_op = match a_direct {
+        Some(op) => op,
+        None => {
+            let shared = ad[..ad.len() - 2].iter().all(|&d| d == 1);
+            let nb = if shared { 1 } else { problem.batch };
+            let off = scratch;
+            scratch = (off + nb * m * kr * elem).div_ceil(ALIGN) * ALIGN;
+            packs.push(("_pack_a", a, off, m, k, kr, shared));
+            Operand { mem: MemRef::Mat(Src::Scratch(off)), ld: kr, batch_stride: if shared { 0 } else { m * kr } }
+        }
+    };
+    // B: [k, n] or [n, k] in memory, else packed as [k, n].
+    let bd = cx.plan.dims[b.index()].clone();
+    let b_direct = match transposed_source(cx, b) {
+        Some(src) => memory_of(cx, src)
+            .filter(|_| k.is_multiple_of(8))
+            .and_then(|mem| batch_stride(&cx.plan.dims[src.index()], &batch_dims).map(|bs| (mem, k, bs))),
+        None => memory_of(cx, b)
+            .filter(|_| n.is_multiple_of(8))
+            .and_then(|mem| batch_stride(&bd, &batch_dims).map(|bs| (mem, n, bs))),
+    };
+    let b_op = match b_direct {
+        Some((mem, ld, bs)) => Operand { mem, ld, batch_stride: bs },
+        None => {
+            problem.b_layout = BLayout::KN;
+            let shared = bd[..bd.len() - 2].iter().all(|&d| d == 1);
+            let nb = if shared { 1 } else { problem.batch };
+            let off = scratch;
+            scratch = (off + nb * k * nr * elem).div_ceil(ALIGN) * ALIGN;
+            packs.push(("_pack_b", b, off, k, n, nr, shared));
+            Operand { mem: MemRef::Mat(Src::Scratch(off)), ld: nr, batch_stride: if shared { 0 } else { k * nr } }
+        }
+    };
+
+    let c = match config::config(&problem, cx.schedule, cx.caps) {
+        Ok(c) => c,
+        Err(_) => config::config(&problem, &default_matmul_schedule(&problem, arch_of(cx)), cx.caps)?,
+    };
+    let ix_limit: u64 = if cx.plan.index64 { u64::MAX } else { 1 << 31 };
+    for &(suffix, operand, off, rows, cols, pitch, shared) in &packs {
+        let nb = if shared { 1 } else { problem.batch };
+        if (off + nb * rows * pitch * elem) / elem >= ix_limit {
+            return Err(PtxError::TooLarge {
+                kernel: cx.g.name.clone(),
+                what: "a packed matmul operand needs 64-bit indexing".into(),
+            });
+        }
+        let entry = format!("{name}{suffix}");
+        let launch = pack(cx, module, &entry, operand, &batch_dims, off, rows, cols, pitch, nb)?;
+        entries.push(Entry { suffix, lowering: "matmul-pack", launch });
+    }
+
+    let partial = if c.split_k > 1 {
+        let off = scratch;
+        scratch = (off + u64::from(c.split_k) * problem.batch * m * n * 4).div_ceil(ALIGN) * ALIGN;
+        Some(off)
+    } else {
+        None
+    };
+    let g = Gemm {
+        c,
+        m,
+        n,
+        k: kr,
+        k_real: k,
+        batch: problem.batch,
+        dtype: problem.dtype,
+        a: a_op,
+        b: b_op,
+        b_layout: problem.b_layout,
+        node,
+        batch_dims: &batch_dims,
+        out_dims: &od,
+    };
+    let entry = format!("{name}_mma");
+    let smem_sym = format!("{entry}_smem");
+    module.add_extern_shared(&smem_sym);
+    let mut em = Em::new(cx.g, cx.plan, cx.caps);
+    let epi = match partial {
+        Some(off) => Epilogue::Partial(off),
+        None => Epilogue::Fused(outs),
+    };
+    kernel::emit(&mut em, &g, &smem_sym, &epi)?;
+    module.add_kernel(&entry, cx.params, em.f, c.threads());
+    let tiles = m.div_ceil(u64::from(c.bm)) * n.div_ceil(u64::from(c.bn));
+    entries.push(Entry { suffix: "_mma", lowering: "matmul-mma", launch: mma_launch(cx, &c, tiles * problem.batch) });
+    if let Some(off) = partial {
+        let entry = format!("{name}_reduce");
+        let launch = reduce(cx, module, &entry, node, outs, off, c.split_k, problem.batch * m * n)?;
+        entries.push(Entry { suffix: "_reduce", lowering: "matmul-reduce", launch });
+    }
+    Ok(Some(Lowered { entries, scratch_end: scratch }))
+}
+
+fn arch_of(cx: &StageCx) -> super::GpuArch {
+    super::GpuArch::ALL.into_iter().find(|a| a.name() == cx.caps.name).unwrap_or(super::GpuArch::Sm80)
+}
+
+fn mma_launch(cx: &StageCx, c: &MmaConfig, tiles: u64) -> LaunchConfig {
+    LaunchConfig {
+        block_threads: c.threads(),
+        max_blocks: (tiles * u64::from(c.split_k)).max(1),
+        // Every tile gets its own block (the hardware schedules them in waves).
+        blocks_per_sm: cx.caps.max_blocks_per_sm,
+        shared_bytes: 0,
+        dynamic_shared_bytes: c.shared_bytes(),
+    }
+}
+
+/// Pack entry: writes operand `node` (any fused expression) as a zero-padded row-major
+/// `[nb, rows, pitch]` tensor of its dtype at scratch byte `off`; element (r, c) of batch `b`
+/// is the operand's element at the output batch `b`, row r, column c.
+#[allow(clippy::too_many_arguments)]
+fn pack(
+    cx: &StageCx,
+    module: &mut ModuleText,
+    name: &str,
+    node: NodeId,
+    out_batch: &[u64],
+    off: u64,
+    rows: u64,
+    cols: u64,
+    pitch: u64,
+    nb: u64,
+) -> Result<LaunchConfig, PtxError> {
+    let mut em = Em::new(cx.g, cx.plan, cx.caps);
+    let ix = em.ix;
+    let dims = em.dims(node).to_vec();
+    let dtype = em.dtype(node);
+    let rank = dims.len();
+    let chunks_per_row = pitch / 8;
+    let total = nb * rows * chunks_per_row;
+    let tid = em.sreg("tid.x");
+    let ctaid = em.sreg("ctaid.x");
+    let ntid = em.sreg("ntid.x");
+    let nctaid = em.sreg("nctaid.x");
+    let gid = em.f.v(format!("mul nuw {ix} {ctaid}, {ntid}"));
+    let gid = em.f.v(format!("add nuw {ix} {gid}, {tid}"));
+    let stride = em.f.v(format!("mul nuw {ix} {nctaid}, {ntid}"));
+    let saved = em.save();
+    let lp = em.f.loop_begin(ix, &gid, &total.to_string(), &[]);
+    let ch = em.f.v(format!("urem {ix} {}, {chunks_per_row}", lp.i));
+    let rest = em.f.v(format!("udiv {ix} {}, {chunks_per_row}", lp.i));
+    let r = em.f.v(format!("urem {ix} {rest}, {rows}"));
+    let bi = em.f.v(format!("udiv {ix} {rest}, {rows}"));
+    let bmulti = em.delinearize(&bi, if nb == 1 { &[] } else { out_batch });
+    let offset = out_batch.len().saturating_sub(rank - 2);
+    let mut vals = Vec::new();
+    for j in 0..8u64 {
+        let c0 = em.f.v(format!("mul nuw {ix} {ch}, 8"));
+        let cj = em.f.v(format!("add nuw {ix} {c0}, {j}"));
+        let ok = em.f.v(format!("icmp ult {ix} {cj}, {cols}"));
+        let over = em.f.v(format!("icmp ugt {ix} {cj}, {}", cols - 1));
+        let cc = em.f.v(format!("select i1 {over}, {ix} {}, {ix} {cj}", cols - 1));
+        let mut multi: Vec<String> = (0..rank - 2)
+            .map(|i| {
+                if dims[i] == 1 || nb == 1 {
+                    "0".to_string()
+                } else {
+                    bmulti.get(offset + i).cloned().unwrap_or_default()
+                }
+            })
+            .collect();
+        // Operand dims are [.., rows, cols] for A and [.., k, n] for B: (r, c) maps directly.
+        multi.push(r.clone());
+        multi.push(cc);
+        let flat = em.linearize(&multi, &dims);
+        let v = em.eval(node, &Ix { flat, multi: Some(multi), vec: None })?;
+        vals.push(em.f.v(format!("select i1 {ok}, float {v}, float {}", math::fc(0.0))));
+    }
+    let base = em.f.v(format!("mul nuw {ix} {}, 8", lp.i));
+    em.store_vec(Src::Scratch(off), dtype, &base, &vals)?;
+    em.f.loop_end(&lp, &stride, &[]);
+    em.restore(saved);
+    module.add_kernel(name, cx.params, em.f, AUX_THREADS);
+    Ok(launch(cx.caps, AUX_THREADS, total.div_ceil(u64::from(AUX_THREADS)), 0))
+}
+
+/// Reduce entry of a k split: sums the f32 partials of each output element in split order,
+/// rounds to the matmul's dtype and evaluates and stores the fused epilogue.
+#[allow(clippy::too_many_arguments)]
+fn reduce(
+    cx: &StageCx,
+    module: &mut ModuleText,
+    name: &str,
+    node: NodeId,
+    outs: &[Out],
+    off: u64,
+    splits: u32,
+    count: u64,
+) -> Result<LaunchConfig, PtxError> {
+    let mut em = Em::new(cx.g, cx.plan, cx.caps);
+    let ix = em.ix;
+    let tid = em.sreg("tid.x");
+    let ctaid = em.sreg("ctaid.x");
+    let ntid = em.sreg("ntid.x");
+    let nctaid = em.sreg("nctaid.x");
+    let gid = em.f.v(format!("mul nuw {ix} {ctaid}, {ntid}"));
+    let gid = em.f.v(format!("add nuw {ix} {gid}, {tid}"));
+    let stride = em.f.v(format!("mul nuw {ix} {nctaid}, {ntid}"));
+    let base = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(1) %scratch, i64 {off}"));
+    let saved = em.save();
+    let lp = em.f.loop_begin(ix, &gid, &count.to_string(), &[]);
+    let i64v = if ix == "i64" { lp.i.clone() } else { em.f.v(format!("zext i32 {} to i64", lp.i)) };
+    let mut sum = math::fc(0.0);
+    for s in 0..u64::from(splits) {
+        let o = em.f.v(format!("add i64 {i64v}, {}", s * count));
+        let p = em.f.v(format!("getelementptr inbounds float, ptr addrspace(1) {base}, i64 {o}"));
+        let v = em.f.v(format!("load float, ptr addrspace(1) {p}, align 4"));
+        sum = if s == 0 { v } else { em.f.v(format!("fadd float {sum}, {v}")) };
+    }
+    let out_dtype = em.dtype(node);
+    let value = math::round(&mut em.f, cx.caps, out_dtype, &sum)?;
+    em.env.insert(node, value);
+    let at = Ix::flat(lp.i.clone());
+    for o in outs {
+        let v = em.eval_out(o, &at)?;
+        let dt = em.dtype(o.node);
+        em.store(o.dest, dt, &lp.i, &v)?;
+    }
+    em.env.remove(&node);
+    em.f.loop_end(&lp, &stride, &[]);
+    em.restore(saved);
+    module.add_kernel(name, cx.params, em.f, AUX_THREADS);
+    Ok(launch(cx.caps, AUX_THREADS, count.div_ceil(u64::from(AUX_THREADS)), 0))
+}

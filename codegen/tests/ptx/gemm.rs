@@ -1,0 +1,142 @@
+//! Tensor-core GEMMs (feature `llvm`): every variant the tests generate (both B layouts, f16 and
+//! bf16, aligned and ragged shapes, batches, fused epilogues, k splits, sampled schedules of the
+//! space) compiles for sm_80 and sm_90a and assembles with ptxas without spills; and schedule
+//! validation.
+
+use tcc_codegen::ptx::{self, BLayout, GpuArch, MatmulProblem};
+use tcc_ir::{BinaryOp, Bindings, DType, Graph, Kernel, KernelClass, Op, Schedule, UnaryOp};
+
+use super::{check_kernel, lowerings, t};
+
+/// `act(a @ b + bias)` with B stored `[k, n]` or `[n, k]`, optional batch, bias and gelu.
+pub(super) fn gemm_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk: bool, epilogue: bool) -> Graph {
+    let mut g = Graph::new("gemm");
+    let dims = |r: u64, c: u64| -> Vec<u64> { batch.iter().copied().chain([r, c]).collect() };
+    let a = g.add_param("a", t(dtype, &dims(m, k))).unwrap();
+    let b = if nk {
+        let raw = g.add_param("b", t(dtype, &dims(n, k))).unwrap();
+        let r = batch.len() + 2;
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        g.push(Op::Permute { input: raw, perm }).unwrap()
+    } else {
+        g.add_param("b", t(dtype, &dims(k, n))).unwrap()
+    };
+    let mut y = g.push(Op::MatMul(a, b)).unwrap();
+    if epilogue {
+        let bias = g.add_param("bias", t(dtype, &[n])).unwrap();
+        y = g.push(Op::Binary(BinaryOp::Add, y, bias)).unwrap();
+        y = g.push(Op::Unary(UnaryOp::Gelu, y)).unwrap();
+    }
+    g.outputs.push(y);
+    g
+}
+
+fn gemm_kernel(g: Graph, schedule: Option<Schedule>) -> Kernel {
+    let mut k = Kernel {
+        name: g.name.clone(),
+        class: KernelClass::MatMul,
+        graph: g,
+        schedule: Schedule::default_for(tcc_ir::Tier::Ptx),
+    };
+    if let Some(s) = schedule {
+        k.schedule = s;
+    }
+    k
+}
+
+fn problem(dtype: DType, m: u64, n: u64, k: u64, nk: bool) -> MatmulProblem {
+    MatmulProblem { m, n, k, batch: 1, dtype, b_layout: if nk { BLayout::NK } else { BLayout::KN } }
+}
+
+#[test]
+fn gemm_variants_use_tensor_cores_and_assemble_without_spills() {
+    let shapes: [(u64, u64, u64); 4] = [(256, 256, 256), (77, 50, 33), (1, 1, 1), (16, 512, 1024)];
+    for dtype in [DType::F16, DType::BF16] {
+        for (m, n, k) in shapes {
+            for nk in [false, true] {
+                for epilogue in [false, true] {
+                    let g = gemm_graph(dtype, &[], m, n, k, nk, epilogue);
+                    let s = ptx::default_matmul_schedule(&problem(dtype, m, n, k, nk), GpuArch::Sm90a);
+                    for c in check_kernel(&gemm_kernel(g, Some(s)), &Bindings::new()) {
+                        let l = lowerings(&c);
+                        assert!(l.contains(&"matmul-mma"), "{l:?}");
+                        let aligned = k % 8 == 0 && (nk || n % 8 == 0);
+                        assert_eq!(l.contains(&"matmul-pack"), !aligned, "{m}x{n}x{k} nk={nk}: {l:?}");
+                        assert_eq!(l.contains(&"matmul-reduce"), s.split_k > 1, "{l:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn batched_gemms_and_broadcast_operands_assemble() {
+    for nk in [false, true] {
+        let g = gemm_graph(DType::F16, &[3], 40, 24, 64, nk, true);
+        for c in check_kernel(&gemm_kernel(g, None), &Bindings::new()) {
+            assert!(lowerings(&c).contains(&"matmul-mma"));
+        }
+    }
+}
+
+#[test]
+fn sampled_schedules_of_the_space_assemble_without_spills() {
+    for arch in GpuArch::ALL {
+        let p = problem(DType::F16, 512, 512, 512, false);
+        let space = ptx::matmul_schedule_space(&p, arch);
+        assert!(space.len() >= 200, "{}", space.len());
+        // The largest warp tiles (most registers) and a spread of the rest.
+        let mut picks: Vec<Schedule> =
+            space.iter().filter(|s| s.micro_m * s.micro_n >= 64 * 64).take(2).copied().collect();
+        picks.extend(space.iter().step_by(space.len() / 4).copied());
+        for s in picks {
+            for nk in [false, true] {
+                let g = gemm_graph(DType::F16, &[], 512, 512, 512, nk, true);
+                check_kernel(&gemm_kernel(g, Some(s)), &Bindings::new());
+            }
+        }
+    }
+}
+
+#[test]
+fn split_k_schedules_add_a_reduce_entry() {
+    let p = problem(DType::BF16, 16, 256, 2048, true);
+    let s = Schedule { split_k: 8, ..ptx::default_matmul_schedule(&p, GpuArch::Sm80) };
+    ptx::validate_matmul_schedule(&p, &s, GpuArch::Sm80).unwrap();
+    let g = gemm_graph(DType::BF16, &[], 16, 256, 2048, true, true);
+    for c in check_kernel(&gemm_kernel(g, Some(s)), &Bindings::new()) {
+        assert_eq!(lowerings(&c), ["matmul-mma", "matmul-reduce"]);
+        assert!(c.ir.scratch_bytes >= 8 * 16 * 256 * 4);
+    }
+}
+
+#[test]
+fn invalid_schedules_fall_back_to_the_default_and_validation_names_the_reason() {
+    let p = problem(DType::F16, 128, 128, 128, false);
+    let bad = Schedule { tile_m: 96, ..ptx::default_matmul_schedule(&p, GpuArch::Sm90a) };
+    let e = ptx::validate_matmul_schedule(&p, &bad, GpuArch::Sm90a).unwrap_err();
+    assert!(e.to_string().contains("powers of two"), "{e}");
+    let g = gemm_graph(DType::F16, &[], 128, 128, 128, false, false);
+    for c in check_kernel(&gemm_kernel(g, Some(bad)), &Bindings::new()) {
+        assert_eq!(lowerings(&c), ["matmul-mma"]);
+    }
+    let f32p = problem(DType::F32, 128, 128, 128, false);
+    assert!(ptx::matmul_schedule_space(&f32p, GpuArch::Sm90a).is_empty());
+}
+
+#[test]
+fn benchmark_shapes_assemble_with_their_default_schedules() {
+    for (m, n, k, nk, epilogue) in
+        [(4096, 4096, 4096, false, true), (4096, 4096, 4096, true, false), (16, 4096, 4096, false, false)]
+    {
+        let p = problem(DType::F16, m, n, k, nk);
+        let s = ptx::default_matmul_schedule(&p, GpuArch::Sm90a);
+        let g = gemm_graph(DType::F16, &[], m, n, k, nk, epilogue);
+        let mut kern = gemm_kernel(g, Some(s));
+        kern.name =
+            format!("bench_{m}x{n}x{k}_{}{}", if nk { "nk" } else { "kn" }, if epilogue { "_gelu" } else { "" });
+        check_kernel(&kern, &Bindings::new());
+    }
+}

@@ -1,0 +1,264 @@
+//! Tensor-core GEMMs on a CUDA device (feature `gpu-tests`): tcc's matmuls against the
+//! interpreter on random shapes (1, off the tile grid, rows not 16-byte aligned), both B layouts,
+//! f16 and bf16, batches, fused epilogues, k splits and sampled schedules; and (ignored unless
+//! asked) a timing sweep of the benchmark shapes against cuBLAS in the same process.
+
+#![cfg(feature = "gpu-tests")]
+
+use std::sync::OnceLock;
+
+use tcc_codegen::ptx::{self, BLayout, GpuArch, MatmulProblem};
+use tcc_ir::interp::{Tensor, run_graph};
+use tcc_ir::testing::{Tolerance, compare_outputs, random_inputs};
+use tcc_ir::{BinaryOp, Bindings, DType, Graph, KernelClass, Op, Program, Schedule, Shape, TensorType, UnaryOp};
+use tcc_runtime::HostTensor;
+use tcc_runtime::cuda::{Cublas, CudaDevice, GemmShape, TimingOptions};
+
+use crate::common::whole;
+
+fn device() -> &'static CudaDevice {
+    static D: OnceLock<CudaDevice> = OnceLock::new();
+    D.get_or_init(|| match CudaDevice::open(0) {
+        Ok(d) => d,
+        Err(e) => panic!("feature `gpu-tests` needs a CUDA device: {e}"),
+    })
+}
+
+fn t(dtype: DType, dims: &[u64]) -> TensorType {
+    TensorType { dtype, shape: Shape::from_consts(dims) }
+}
+
+/// `gelu(a @ b + bias)` (or the plain product) with B stored `[k, n]` or `[n, k]`.
+fn gemm_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk: bool, epilogue: bool) -> Graph {
+    let mut g = Graph::new("gemm");
+    let dims = |r: u64, c: u64| -> Vec<u64> { batch.iter().copied().chain([r, c]).collect() };
+    let a = g.add_param("a", t(dtype, &dims(m, k))).unwrap();
+    let b = if nk {
+        let raw = g.add_param("b", t(dtype, &dims(n, k))).unwrap();
+        let r = batch.len() + 2;
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        g.push(Op::Permute { input: raw, perm }).unwrap()
+    } else {
+        g.add_param("b", t(dtype, &dims(k, n))).unwrap()
+    };
+    let mut y = g.push(Op::MatMul(a, b)).unwrap();
+    if epilogue {
+        let bias = g.add_param("bias", t(dtype, &[n])).unwrap();
+        y = g.push(Op::Binary(BinaryOp::Add, y, bias)).unwrap();
+        y = g.push(Op::Unary(UnaryOp::Gelu, y)).unwrap();
+    }
+    g.outputs.push(y);
+    g
+}
+
+fn program(g: &Graph, schedule: Option<Schedule>) -> Program {
+    let mut p = whole(g, KernelClass::MatMul);
+    if let Some(s) = schedule {
+        p.launches[0].kernel.schedule = s;
+    }
+    p
+}
+
+fn arch() -> GpuArch {
+    device().info().arch
+}
+
+fn problem(dtype: DType, m: u64, n: u64, k: u64, nk: bool) -> MatmulProblem {
+    MatmulProblem { m, n, k, batch: 1, dtype, b_layout: if nk { BLayout::NK } else { BLayout::KN } }
+}
+
+fn check(g: &Graph, schedule: Option<Schedule>, seed: u64) -> Result<(), String> {
+    let inputs = random_inputs(g, &Bindings::new(), seed).map_err(|e| e.to_string())?;
+    let expected = run_graph(g, &inputs).map_err(|e| format!("interp: {e}"))?;
+    let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+    let out = device().run_program(&program(g, schedule), &host).map_err(|e| e.to_string())?;
+    let actual: Vec<Tensor> = out.iter().map(HostTensor::to_interp).collect();
+    let tol = Tolerance { outlier_fraction: 0.001, ..Tolerance::default() }.scaled(4.0);
+    compare_outputs(&expected, &actual, &tol).map_err(|m| m.to_string())
+}
+
+#[test]
+fn tensor_core_gemms_match_the_interpreter() {
+    let shapes: [(u64, u64, u64); 7] =
+        [(1, 1, 1), (1, 8, 16), (77, 50, 33), (128, 256, 64), (200, 136, 520), (16, 512, 1024), (129, 257, 31)];
+    let mut failures = Vec::new();
+    let mut case = 0u64;
+    for dtype in [DType::F16, DType::BF16] {
+        for (m, n, k) in shapes {
+            for nk in [false, true] {
+                for epilogue in [false, true] {
+                    case += 1;
+                    let g = gemm_graph(dtype, &[], m, n, k, nk, epilogue);
+                    let p = problem(dtype, m, n, k, nk);
+                    let mut schedules = vec![None, Some(ptx::default_matmul_schedule(&p, arch()))];
+                    let space = ptx::matmul_schedule_space(&p, arch());
+                    if !space.is_empty() {
+                        // Two more from the space, split-k ones included when there are any.
+                        schedules.push(space.get((case as usize * 7919) % space.len()).copied());
+                        schedules.push(space.iter().rev().find(|s| s.split_k > 1).copied());
+                    }
+                    for s in schedules.into_iter().flatten().map(Some).chain([None]) {
+                        if let Err(e) = check(&g, s, case) {
+                            failures.push(format!("{dtype} {m}x{n}x{k} nk={nk} epi={epilogue} {s:?}: {e}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for nk in [false, true] {
+        let g = gemm_graph(DType::F16, &[3], 40, 24, 64, nk, true);
+        if let Err(e) = check(&g, None, 5) {
+            failures.push(format!("batched nk={nk}: {e}"));
+        }
+        let g = gemm_graph(DType::BF16, &[2], 33, 17, 9, nk, false);
+        if let Err(e) = check(&g, None, 6) {
+            failures.push(format!("batched ragged nk={nk}: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// `||got - want|| / ||want||` over sampled entries of two `[m, n]` results.
+fn sampled_rel_err(got: &Tensor, want: &[(usize, f64)]) -> f64 {
+    let (mut d, mut w) = (0.0, 0.0);
+    for &(i, v) in want {
+        d += (got.data[i] - v) * (got.data[i] - v);
+        w += v * v;
+    }
+    (d / w.max(1e-30)).sqrt()
+}
+
+/// The f64 product at sampled entries.
+fn reference(a: &Tensor, b: &Tensor, m: usize, n: usize, k: usize, nk: bool, samples: usize) -> Vec<(usize, f64)> {
+    (0..samples)
+        .map(|s| {
+            let i = (s * 7919 + 13) % m;
+            let j = (s * 104_729 + 7) % n;
+            let v: f64 =
+                (0..k).map(|p| a.data[i * k + p] * if nk { b.data[j * k + p] } else { b.data[p * n + j] }).sum();
+            (i * n + j, v)
+        })
+        .collect()
+}
+
+/// Times the benchmark shapes with tcc's default and alternative schedules and with cuBLAS;
+/// prints one line per measurement. Run with `--ignored --nocapture` on the GPU machine.
+#[test]
+#[ignore]
+fn gemm_sweep_against_cublas() {
+    let dev = device();
+    let blas = Cublas::new(dev).unwrap();
+    let opts = TimingOptions { warmup: 3, repetitions: 20, flush_l2: true };
+    let shapes: &[(&str, DType, u64, u64, u64, bool, bool)] = &[
+        ("gemm_f16_4096", DType::F16, 4096, 4096, 4096, false, false),
+        ("gemm_bf16_4096", DType::BF16, 4096, 4096, 4096, false, false),
+        ("gemm_f16_4096_bt", DType::F16, 4096, 4096, 4096, true, false),
+        ("gemm_bias_gelu_f16_4096", DType::F16, 4096, 4096, 4096, false, true),
+        ("gemm_f16_skinny_m16", DType::F16, 16, 4096, 4096, false, false),
+        ("gemm_f16_ragged", DType::F16, 1999, 3001, 997, false, false),
+        ("gemm_f16_8192", DType::F16, 8192, 8192, 8192, false, false),
+        ("gemm_f16_llm_up", DType::F16, 8192, 14336, 4096, false, false),
+        ("gemm_f32_4096", DType::F32, 4096, 4096, 4096, false, false),
+    ];
+    let only = std::env::var("TCC_SWEEP_ONLY").ok();
+    for &(name, dtype, m, n, k, nk, epi) in shapes {
+        if only.as_ref().is_some_and(|o| !o.split(',').any(|x| x == name)) {
+            continue;
+        }
+        let g = gemm_graph(dtype, &[], m, n, k, nk, epi);
+        let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
+        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+        let flops = 2.0 * (m * n * k) as f64;
+        let want = reference(&inputs[0], &inputs[1], m as usize, n as usize, k as usize, nk, 256);
+        let shape = GemmShape { m: m as usize, n: n as usize, k: k as usize, dtype, b_nk: nk };
+        let (ct, cout) = blas.time_gemm(dev, shape, &host[0], &host[1], opts).unwrap();
+        let cout = cout.to_interp();
+        let cub_tf = flops / ct.median_ms / 1e9;
+        println!(
+            "SWEEP {name} cublas median_ms={:.4} tflops={cub_tf:.1} ref_err={:.2e}",
+            ct.median_ms,
+            sampled_rel_err(&cout, &want)
+        );
+        let mut schedules: Vec<(String, Option<Schedule>)> = vec![("default".into(), None)];
+        if dtype != DType::F32 && !epi && std::env::var("TCC_SWEEP_ALT").is_ok() {
+            let p = problem(dtype, m, n, k, nk);
+            let base = ptx::default_matmul_schedule(&p, arch());
+            let alts: &[(u32, u32, u32, u32, u32, u32, u32)] = if m <= 32 {
+                &[
+                    (16, 64, 64, 16, 16, 6, 4),
+                    (16, 128, 128, 16, 32, 4, 4),
+                    (16, 256, 64, 16, 64, 4, 8),
+                    (16, 64, 128, 16, 16, 4, 2),
+                    (16, 32, 128, 16, 16, 8, 1),
+                    (16, 128, 64, 16, 32, 6, 4),
+                    (16, 64, 64, 16, 16, 8, 8),
+                    (16, 128, 64, 16, 32, 4, 16),
+                ]
+            } else {
+                &[
+                    (128, 256, 32, 64, 64, 3, 1),
+                    (128, 256, 32, 64, 64, 4, 1),
+                    (256, 128, 32, 64, 64, 3, 1),
+                    (128, 128, 64, 64, 64, 3, 1),
+                    (64, 128, 32, 32, 64, 4, 1),
+                ]
+            };
+            for &(bm, bn, bk, wm, wn, st, sk) in alts {
+                let s = Schedule {
+                    tile_m: bm,
+                    tile_n: bn,
+                    tile_k: bk,
+                    micro_m: wm,
+                    micro_n: wn,
+                    stages: st,
+                    split_k: sk,
+                    warps: (bm / wm) * (bn / wn),
+                    ..base
+                };
+                if ptx::validate_matmul_schedule(&p, &s, arch()).is_ok() && s != base {
+                    schedules.push((format!("{s}"), Some(s)));
+                }
+            }
+        }
+        if dtype == DType::F32 && std::env::var("TCC_SWEEP_ALT").is_ok() {
+            // SIMT tiles: (tile_m, tile_n, tile_k, per-thread m, per-thread n).
+            for (bm, bn, bk, tm, tn) in
+                [(128, 128, 8, 8, 8), (128, 64, 8, 8, 4), (64, 128, 8, 4, 8), (64, 64, 16, 4, 4)]
+            {
+                let s = Schedule {
+                    tile_m: bm,
+                    tile_n: bn,
+                    tile_k: bk,
+                    micro_m: tm,
+                    micro_n: tn,
+                    ..Schedule::default_for(tcc_ir::Tier::Ptx)
+                };
+                schedules.push((format!("{s}"), Some(s)));
+            }
+        }
+        for (label, s) in schedules {
+            let prog = program(&g, s);
+            let tt = match dev.time_program(&prog, &host, opts) {
+                Ok(t) => t,
+                Err(e) => {
+                    println!("SWEEP {name} tcc [{label}] error: {e}");
+                    continue;
+                }
+            };
+            let out = dev.run_program(&prog, &host).unwrap()[0].to_interp();
+            let vs_cublas: f64 = {
+                let picks: Vec<(usize, f64)> = want.iter().map(|&(i, _)| (i, cout.data[i])).collect();
+                sampled_rel_err(&out, &picks)
+            };
+            let tf = flops / tt.median_ms / 1e9;
+            println!(
+                "SWEEP {name} tcc [{label}] median_ms={:.4} tflops={tf:.1} vs_cublas={:.3} ref_err={:.2e} cublas_diff={vs_cublas:.2e}",
+                tt.median_ms,
+                tf / cub_tf,
+                sampled_rel_err(&out, &want)
+            );
+        }
+    }
+}
