@@ -102,12 +102,14 @@ fn function(g: &Graph, names: Option<&FnNames>) -> TokenStream {
 
     quote! {
         #[doc = #doc_fn]
+        // Reason: keeps the DSL fn's name, may be unused, and takes one argument per DSL parameter.
         #[allow(non_snake_case, dead_code, clippy::too_many_arguments)]
         pub fn #name<'a>(#args) -> ::core::result::Result<#ret, ::tcc::Error> {
             #name::on(::tcc::Device::default_cpu()?, #(#params),*)
         }
 
         #[doc = #doc_mod]
+        // Reason: the module shares the fn's DSL name, and a kernel may use only some of its items.
         #[allow(non_snake_case, dead_code)]
         pub mod #name {
             /// The function's name.
@@ -124,6 +126,7 @@ fn function(g: &Graph, names: Option<&FnNames>) -> TokenStream {
             }
 
             /// Runs the kernel on `device`; the first call for a device and set of shapes compiles.
+            // Reason: one argument per DSL parameter, plus the device.
             #[allow(clippy::too_many_arguments)]
             pub fn on<'a>(#device: &::tcc::Device, #args) -> ::core::result::Result<#ret, ::tcc::Error> {
                 let [#(#outs),*] = self::kernel().run_array::<#n_outs>(
@@ -136,6 +139,7 @@ fn function(g: &Graph, names: Option<&FnNames>) -> TokenStream {
             /// Runs the kernel on a CUDA `device` and leaves the outputs in its memory
             /// (`tcc::device::DeviceTensor`, read back with `device.download`); arguments may be
             /// host data or device tensors of the same device (used in place).
+            // Reason: one argument per DSL parameter, plus the device.
             #[allow(clippy::too_many_arguments)]
             pub fn on_device<'a>(
                 #device: &::tcc::Device,

@@ -57,7 +57,8 @@ fn run_executes_every_example_on_each_target() {
 fn the_default_target_is_the_cpu_jit() {
     let out = tcc(&["run", "examples/softmax.tc", "--dim", "N=3", "--dim", "D=5"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("on cpu:cranelift"), "{}", text(&out.stdout));
+    let tier = if cfg!(feature = "llvm") { "on cpu:llvm" } else { "on cpu:cranelift" };
+    assert!(text(&out.stdout).contains(tier), "{}", text(&out.stdout));
 }
 
 #[test]
@@ -262,7 +263,9 @@ fn bench_writes_rows_and_a_report() {
     assert_eq!(written.lines().count(), 3, "{written}");
     for line in written.lines() {
         let row: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert_eq!(row["impl"], "tcc:cpu:cranelift");
+        // `cpu` is the best tier built in: the LLVM tier with feature `llvm`.
+        let tier = if cfg!(feature = "llvm") { "tcc:cpu:llvm" } else { "tcc:cpu:cranelift" };
+        assert_eq!(row["impl"], tier);
         assert!(row["median_ms"].as_f64().unwrap() > 0.0);
         assert!(row["max_rel_err"].as_f64().unwrap() < 1e-5, "{line}");
     }

@@ -78,7 +78,7 @@ impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, in WAL mode with a busy timeout.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir { path: dir.to_path_buf(), source })?;
         }
         let conn = Connection::open(path).map_err(db_err)?;
         SqliteStore::setup(conn, path.to_path_buf(), true)

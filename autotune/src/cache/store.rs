@@ -33,6 +33,14 @@ pub enum StoreError {
     /// A file could not be read or written.
     #[error("tuning cache I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// The cache's folder could not be created.
+    #[error("cannot create the tuning cache folder `{}`: {source}", path.display())]
+    CreateDir {
+        /// The folder.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// Every decodable record of a store, and how many entries could not be decoded.

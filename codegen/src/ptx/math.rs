@@ -185,14 +185,21 @@ fn sigmoid(f: &mut Func, x: &str) -> String {
 /// `gelu(x) = x·sigmoid(2u) = x / (1 + e^(-2u))` with `u = √(2/π)·(x + 0.044715·x³)`: the same
 /// form as the interpreter and the CPU tiers. (The textbook `0.5·x·(1 + tanh u)` cancels to 0 for
 /// x below about -5, where the true value is a tiny negative number.)
-fn gelu(f: &mut Func, x: &str) -> String {
+/// For results rounded to f16 or bf16 (`half`), `e^(-2u)` is [`exp_half`] and the quotient is
+/// `x·(1/d)`: a few f32 ulp, far below their rounding, and cheap enough for a GEMM epilogue.
+fn gelu(f: &mut Func, x: &str, half: bool) -> String {
     let x2 = f.v(format!("fmul float {x}, {x}"));
     let x3 = f.v(format!("fmul float {x2}, {x}"));
     let s = fma(f, &x3, &fc(0.044_715), x);
     let m2u = f.v(format!("fmul float {s}, {}", fc(-2.0 * 0.797_884_6)));
-    let e = exp(f, &m2u);
+    let e = if half { exp_half(f, &m2u) } else { exp(f, &m2u) };
     let d = f.v(format!("fadd float {}, {e}", fc(1.0)));
-    let r = f.v(format!("fdiv float {x}, {d}"));
+    let r = if half {
+        let inv = f.v(format!("fdiv float {}, {d}", fc(1.0)));
+        f.v(format!("fmul float {x}, {inv}"))
+    } else {
+        f.v(format!("fdiv float {x}, {d}"))
+    };
     let ninf = f.v(format!("fcmp oeq float {x}, {}", fc(f32::NEG_INFINITY)));
     sel(f, &ninf, "float", &fc(-0.0), &r)
 }
@@ -286,7 +293,7 @@ pub(crate) fn unary(f: &mut Func, caps: &GpuCaps, op: UnaryOp, dtype: DType, x: 
             let c = f.v(format!("fcmp ole float {x}, {}", fc(0.0)));
             sel(f, &c, "float", &fc(0.0), x)
         }
-        UnaryOp::Gelu => gelu(f, x),
+        UnaryOp::Gelu => gelu(f, x, dtype.size_bytes() == 2),
     };
     round(f, caps, dtype, &r)
 }

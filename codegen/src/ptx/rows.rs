@@ -547,6 +547,7 @@ fn tree(em: &mut Em, op: ReduceOp, dtype: DType, mut vals: Vec<String>) -> Strin
 /// reduction is computed from registers in dependency order (each exactly as the interpreter
 /// does, over values it already computed: `max` then `sum(exp(x - max))`, `mean` then
 /// `mean((x - mean)^2)`), and outputs of the row's length are computed from the same registers.
+// Reason: the same inputs as `rows` (stage context, module, name, row layout, reductions, outputs) plus the geometry.
 #[allow(clippy::too_many_arguments)]
 fn resident(
     cx: &StageCx,

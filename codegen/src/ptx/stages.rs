@@ -405,6 +405,7 @@ fn clamp(em: &mut Em, v: &str, size: u64) -> String {
 
 /// Element `(row, col)` of a matmul operand (its last two axes) in the batch given by the output's
 /// batch indices, as f32; 0 outside the operand.
+// Reason: an operand's dims plus the IR names and bounds of one (batch, row, col) site, each a plain value.
 #[allow(clippy::too_many_arguments)]
 fn operand_at(
     em: &mut Em,

@@ -20,11 +20,6 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         ("gpu", false) => return Err(CliError::invalid("the gpu suite runs on a GPU target (--target cuda)")),
         (other, _) => return Err(CliError::invalid(format!("unknown suite `{other}`; suites are cpu and gpu"))),
     }
-    if gpu_target && args.report.is_some() {
-        return Err(CliError::invalid(
-            "--report on a GPU needs the GPU ceilings (copy and mma.sync issue rate), which tcc does not measure yet",
-        ));
-    }
     let engine = Engine::for_target(&args.target).map_err(|e| match e {
         crate::engine::EngineError::UnknownTarget(_) => CliError::invalid(e.to_string()),
         other => CliError::Environment(other.to_string()),
@@ -88,20 +83,16 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     write_output(&args.out, jsonl.as_bytes(), Some(&args.workloads))?;
 
     if let Some(dir) = &args.report {
-        eprintln!("measuring the CPU's ceilings (copy bandwidth, FMA issue rate)...");
-        let c = tcc_runtime::ceilings::measure_cpu_ceilings();
-        let device = cpu_name(c.threads);
-        let date = tcc_autotune::provenance::format_utc(tcc_autotune::provenance::unix_now());
+        let (ceilings, device) = measure_ceilings(&engine)?;
+        let date = ceilings.measured_at.clone();
+        // Baselines measured in this process (cuBLAS) are peers in the report, not tcc's rows.
+        let (rows, baselines): (Vec<BenchRow>, Vec<BenchRow>) =
+            rows.into_iter().partition(|r| r.implementation.starts_with("tcc"));
+        let peers = baselines.into_iter().chain(peers).collect();
         let input = ReportInput {
             rows,
             peers,
-            ceilings: Ceilings {
-                bandwidth_gbps: c.copy_gbps,
-                bandwidth_method: format!("memory copy of {} MiB on {} threads", c.copy_bytes >> 20, c.threads),
-                compute: vec![ComputeCeiling { label: format!("FMA f32 ({})", c.fma_isa), gflops: c.fma_gflops }],
-                device: device.clone(),
-                measured_at: date.clone(),
-            },
+            ceilings,
             device,
             date,
             command_line: std::env::args().collect::<Vec<_>>().join(" "),
@@ -112,6 +103,50 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     }
     Ok(())
 }
+
+/// The ceilings of the device `engine` runs on, measured now, and the device's name.
+fn measure_ceilings(engine: &Engine) -> Result<(Ceilings, String), CliError> {
+    let date = tcc_autotune::provenance::format_utc(tcc_autotune::provenance::unix_now());
+    #[cfg(feature = "llvm")]
+    if let Engine::Cuda { device, .. } = engine {
+        eprintln!("measuring the GPU's ceilings (device copy bandwidth, mma.sync and FMA issue rates)...");
+        let c = device
+            .measure_ceilings(GPU_COPY_BYTES)
+            .map_err(|e| CliError::Environment(format!("measuring the GPU's ceilings: {e}")))?;
+        let info = device.info();
+        let name = format!(
+            "{} ({} SMs, sm_{}{})",
+            info.name, info.sm_count, info.compute_capability.0, info.compute_capability.1
+        );
+        let ceilings = Ceilings {
+            bandwidth_gbps: c.copy_gbps,
+            bandwidth_method: format!("device-to-device copy of {} MiB", c.copy_bytes >> 20),
+            compute: vec![
+                ComputeCeiling { label: "mma.sync m16n8k16 f16→f32".to_string(), gflops: c.mma_f16_gflops },
+                ComputeCeiling { label: "FMA f32".to_string(), gflops: c.fma_f32_gflops },
+            ],
+            device: name.clone(),
+            measured_at: date,
+        };
+        return Ok((ceilings, name));
+    }
+    let _ = engine; // only a GPU engine is looked at, and only with feature `llvm`
+    eprintln!("measuring the CPU's ceilings (copy bandwidth, FMA issue rate)...");
+    let c = tcc_runtime::ceilings::measure_cpu_ceilings();
+    let device = cpu_name(c.threads);
+    let ceilings = Ceilings {
+        bandwidth_gbps: c.copy_gbps,
+        bandwidth_method: format!("memory copy of {} MiB on {} threads", c.copy_bytes >> 20, c.threads),
+        compute: vec![ComputeCeiling { label: format!("FMA f32 ({})", c.fma_isa), gflops: c.fma_gflops }],
+        device: device.clone(),
+        measured_at: date,
+    };
+    Ok((ceilings, device))
+}
+
+/// Bytes of the GPU's copy-bandwidth measurement: far beyond any L2.
+#[cfg(feature = "llvm")]
+const GPU_COPY_BYTES: u64 = 1 << 30;
 
 fn read_peers(args: &BenchArgs) -> Result<Vec<BenchRow>, CliError> {
     let mut peers = Vec::new();

@@ -492,6 +492,7 @@ fn mma(em: &mut Em, dtype: DType, a: &[String], b: &[String; 2], c: &[String]) -
 }
 
 /// Stores two adjacent f32 partial sums (row, col) and (row, col+1) of split `split`.
+// Reason: the IR value names of one store site (split, batch, row, col, values); a struct would be rebuilt per store.
 #[allow(clippy::too_many_arguments)]
 fn partial_store(em: &mut Em, g: &Gemm, off: u64, split: &str, bidx: &str, row: &str, col: &str, vals: &[String; 2]) {
     let per = g.batch * g.m * g.n;

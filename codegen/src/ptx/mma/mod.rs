@@ -282,6 +282,7 @@ fn mma_launch(cx: &StageCx, c: &MmaConfig, tiles: u64) -> LaunchConfig {
 /// Pack entry: writes operand `node` (any fused expression) as a zero-padded row-major
 /// `[nb, rows, pitch]` tensor of its dtype at scratch byte `off`; element (r, c) of batch `b`
 /// is the operand's element at the output batch `b`, row r, column c.
+// Reason: the pack's geometry (offset, rows, cols, pitch, batches) is plain scalars from its one caller.
 #[allow(clippy::too_many_arguments)]
 fn pack(
     cx: &StageCx,
@@ -350,6 +351,7 @@ fn pack(
 
 /// Reduce entry of a k split: sums the f32 partials of each output element in split order,
 /// rounds to the matmul's dtype and evaluates and stores the fused epilogue.
+// Reason: stage context, module, entry name and the split's scratch layout, all from its one caller.
 #[allow(clippy::too_many_arguments)]
 fn reduce(
     cx: &StageCx,
