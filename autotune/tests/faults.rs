@@ -58,7 +58,7 @@ fn the_default_cache_in_an_uncreatable_directory_is_an_error() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("child error: tuning cache"), "{stdout}");
+    assert!(stdout.contains("child error: cannot create the tuning cache folder"), "{stdout}");
 }
 
 #[test]
