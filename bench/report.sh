@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Regenerates a benchmark report in one command: the peers (peers.py), then tcc on the same suite
+# with the device's ceilings measured in the same run, into OUT (JSONL rows, report.md, charts).
+#
+#   bench/report.sh cpu OUT [TCC] [extra tcc bench args...]   # numpy on this CPU, cpu target
+#   bench/report.sh gpu OUT [TCC] [extra tcc bench args...]   # PyTorch on the GPU, cuda target
+#
+# TCC defaults to target/release/tcc (the GPU needs a build with `--features llvm`). peers.py is
+# taken from $PEERS, else ../shared/bench/peers.py. Extra args go to `tcc bench` (e.g. --only W).
+set -euo pipefail
+suite=${1:?usage: bench/report.sh cpu|gpu OUT [TCC] [args...]}
+out=${2:?usage: bench/report.sh cpu|gpu OUT [TCC] [args...]}
+tcc=${3:-target/release/tcc}
+shift $(( $# < 3 ? $# : 3 ))
+here=$(cd "$(dirname "$0")" && pwd)
+peers=${PEERS:-$here/../../shared/bench/peers.py}
+case "$suite" in
+    cpu) target=cpu ;;
+    gpu) target=cuda ;;
+    *) echo "suite must be cpu or gpu, not $suite" >&2; exit 1 ;;
+esac
+only=()
+for ((i = 1; i <= $#; i++)); do
+    if [[ ${!i} == --only ]]; then j=$((i + 1)); only=(--only "${!j}"); fi
+done
+mkdir -p "$out"
+# numpy's OpenBLAS must not be told about another machine's cores (see BENCHMARKS.md).
+(unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+ python3 "$peers" --suite "$suite" --workloads "$here/workloads.json" "${only[@]}" --out "$out/peers.jsonl")
+"$tcc" bench --workloads "$here/workloads.json" --suite "$suite" --target "$target" \
+    --out "$out/tcc.jsonl" --report "$out" --peers "$out/peers.jsonl" "$@"
