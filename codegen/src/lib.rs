@@ -12,6 +12,10 @@
 //!        v
 //!  cpu::cranelift::CpuKernel       JIT'd fn(bufs, row_begin, row_end) + buffer list
 //! ```
+//!
+//! With feature `llvm` the same loop kernels also go to `cpu::llvm` (wide vectors, an AVX-512
+//! GEMM micro-kernel), and `ptx` lowers kernels to PTX for sm_80/sm_90a: pointwise and row stages,
+//! and the tensor-core (`mma.sync`) GEMM family in `ptx::mma` (see ARCHITECTURE.md).
 
 #![warn(missing_docs)]
 

@@ -1,4 +1,4 @@
-//! Where a program runs: the reference interpreter or a compiled CPU tier. The command line and the
+//! Where a program runs: the reference interpreter, a compiled CPU tier, or a CUDA GPU. The command line and the
 //! benchmarks go through this one place, so every target is prepared the same way: optimize for the
 //! target's cost model, compile once per shape binding, then run.
 

@@ -7,10 +7,11 @@
 //!        |                                   |
 //!        |        Lockfile::choose / Layered::lookup  -->  plan()  -->  Use | Validate | Tune | Default
 //!        |                                                               |        |
-//!  cpu_space (proposals + knob variations)  <---------------------------+   revalidate (1 trial)
+//!  space: cpu_space / gpu_space (proposals + knobs)  <-----------------+   revalidate (1 trial)
 //!        |
 //!  Tuner + WorkerBenchmarker: each candidate in a `tcc worker` process (compile in parallel,
-//!  validate against the interpreter's outputs on random inputs, time: warm-up + median)
+//!  validate against the interpreter's outputs on random inputs, or for large kernels against a
+//!  known-good kernel's; time: warm-up + median, CUDA events on a GPU)
 //!        |
 //!  winner -> cache record (and the lockfile with `tcc tune --lock`)
 //! ```

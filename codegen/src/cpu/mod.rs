@@ -1,4 +1,4 @@
-//! CPU backends: the cranelift JIT tier (default build) and, later, the LLVM x86 tier.
+//! CPU backends: the cranelift JIT tier (default build) and the LLVM x86 tier (feature `llvm`).
 
 pub mod cranelift;
 /// The LLVM x86 tier (wide vectors, O3, MCJIT).

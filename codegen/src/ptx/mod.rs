@@ -71,7 +71,8 @@ impl LaunchConfig {
 pub struct PtxStep {
     /// The entry's name in the PTX module.
     pub entry: String,
-    /// Which lowering it uses (`elementwise`, `rows`, `reduce`, `matmul`).
+    /// Which lowering it uses (`elementwise`, `rows`, `reduce`, `matmul`, or one of the tensor-core
+    /// GEMM's `matmul-pack`, `matmul-mma`, `matmul-reduce`).
     pub lowering: &'static str,
     /// How to launch it.
     pub launch: LaunchConfig,

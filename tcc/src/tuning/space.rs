@@ -1,5 +1,7 @@
-//! The search space of one kernel on the CPU tier: the optimizer's proposals first, then
-//! variations of the knobs the cranelift tier obeys.
+//! The search space of one kernel: the optimizer's proposals first, then variations of the knobs
+//! the target's code generator obeys (cranelift and the LLVM CPU tier here; on a GPU, the
+//! tensor-core schedules of `tcc_codegen::ptx::matmul_schedule_space` or a pruned SIMT knob space).
+//! For the CPU tiers:
 //!
 //! - matmul kernels: the register tile (`micro_m x micro_n`, only shapes the emitter builds without
 //!   rounding: `micro_n` of 4, 8, 12 or 16 and at most 12 f32x4 accumulators), the cache blocks
