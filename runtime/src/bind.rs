@@ -21,6 +21,30 @@ pub fn describe(shape: &Shape, bindings: &Bindings) -> String {
     format!("[{}]", dims.join(", "))
 }
 
+/// Binds the variables of a declared `shape` from an actual one: `false` when the ranks differ, a
+/// constant dimension differs, or a variable already bound gets another value. Variables bound
+/// before such a mismatch stay in `bindings` (error messages show them).
+pub fn bind_dims(shape: &Shape, actual: &[usize], bindings: &mut Bindings) -> bool {
+    if shape.rank() != actual.len() {
+        return false;
+    }
+    for (d, &n) in shape.dims().iter().zip(actual) {
+        let n = n as u64;
+        match d {
+            Dim::Const(c) if *c != n => return false,
+            Dim::Const(_) => {}
+            Dim::Var(v) => match bindings.get(v) {
+                Some(&bound) if bound != n => return false,
+                Some(_) => {}
+                None => {
+                    bindings.insert(v.clone(), n);
+                }
+            },
+        }
+    }
+    true
+}
+
 /// Binds every shape variable of `params` from `inputs`, checking counts, dtypes, ranks,
 /// constant dimensions and that each variable gets one value.
 pub fn bind_inputs(function: &str, params: &[Param], inputs: &[HostTensor]) -> Result<Bindings, RuntimeError> {
@@ -41,22 +65,8 @@ pub fn bind_inputs(function: &str, params: &[Param], inputs: &[HostTensor]) -> R
             expected: describe(&p.ty.shape, b),
             got: t.shape().to_vec(),
         };
-        if p.ty.shape.rank() != t.shape().len() {
+        if !bind_dims(&p.ty.shape, t.shape(), &mut bindings) {
             return Err(mismatch(&bindings));
-        }
-        for (d, &n) in p.ty.shape.dims().iter().zip(t.shape()) {
-            let n = n as u64;
-            match d {
-                Dim::Const(c) if *c != n => return Err(mismatch(&bindings)),
-                Dim::Const(_) => {}
-                Dim::Var(v) => match bindings.get(v) {
-                    Some(&bound) if bound != n => return Err(mismatch(&bindings)),
-                    Some(_) => {}
-                    None => {
-                        bindings.insert(v.clone(), n);
-                    }
-                },
-            }
         }
     }
     Ok(bindings)

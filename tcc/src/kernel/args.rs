@@ -12,7 +12,7 @@
 //! The code the `kernel!` macro generates asks for `impl IntoTensor<'a, E>` with `E` the
 //! parameter's dtype, so passing an `f16` slice where an `f32` is declared does not compile.
 
-use tcc_ir::{Bindings, DType, Dim, Param};
+use tcc_ir::{Bindings, DType, Param};
 use tcc_runtime::{Element, HostTensor, RuntimeError};
 
 use crate::device::{Device, DeviceTensor, ResidentArg};
@@ -126,22 +126,8 @@ pub(crate) fn bind_shapes<'s>(
             expected: tcc_runtime::bind::describe(&p.ty.shape, b),
             got: shape.to_vec(),
         };
-        if p.ty.shape.rank() != shape.len() {
+        if !tcc_runtime::bind::bind_dims(&p.ty.shape, shape, &mut bindings) {
             return Err(mismatch(&bindings));
-        }
-        for (d, &n) in p.ty.shape.dims().iter().zip(shape) {
-            let n = n as u64;
-            match d {
-                Dim::Const(c) if *c != n => return Err(mismatch(&bindings)),
-                Dim::Const(_) => {}
-                Dim::Var(v) => match bindings.get(v) {
-                    Some(&bound) if bound != n => return Err(mismatch(&bindings)),
-                    Some(_) => {}
-                    None => {
-                        bindings.insert(v.clone(), n);
-                    }
-                },
-            }
         }
     }
     if count != params.len() {
