@@ -157,17 +157,7 @@ impl Kernel {
             }
             None => self.interpret(graph, &inputs)?,
         };
-        if outputs.len() != graph.outputs.len() {
-            return Err(Error::Internal {
-                kernel: self.name.to_string(),
-                message: format!(
-                    "{} returned {} outputs, expected {}",
-                    device.name(),
-                    outputs.len(),
-                    graph.outputs.len()
-                ),
-            });
-        }
+        self.check_output_count(device, outputs.len(), graph.outputs.len())?;
         Ok(outputs)
     }
 
@@ -179,11 +169,7 @@ impl Kernel {
         args: Vec<TensorArg<'_>>,
     ) -> Result<[HostTensor; N], Error> {
         let outputs = self.run(device, args)?;
-        let got = outputs.len();
-        <[HostTensor; N]>::try_from(outputs).map_err(|_| Error::Internal {
-            kernel: self.name.to_string(),
-            message: format!("the kernel has {got} outputs, the caller expects {N}"),
-        })
+        self.outputs_array(outputs)
     }
 
     /// Runs the kernel on a CUDA `device` and leaves the outputs in its memory: arguments already
@@ -212,17 +198,7 @@ impl Kernel {
         })?;
         let opt = self.optimized(target)?;
         let outputs = device.execute_resident(self.name, &opt.program, &opt.fingerprint, &bindings, resident)?;
-        if outputs.len() != graph.outputs.len() {
-            return Err(Error::Internal {
-                kernel: self.name.to_string(),
-                message: format!(
-                    "{} returned {} outputs, expected {}",
-                    device.name(),
-                    outputs.len(),
-                    graph.outputs.len()
-                ),
-            });
-        }
+        self.check_output_count(device, outputs.len(), graph.outputs.len())?;
         Ok(outputs)
     }
 
@@ -234,8 +210,24 @@ impl Kernel {
         args: Vec<TensorArg<'_>>,
     ) -> Result<[DeviceTensor; N], Error> {
         let outputs = self.run_device(device, args)?;
+        self.outputs_array(outputs)
+    }
+
+    /// An error unless the device returned as many outputs as the kernel has.
+    fn check_output_count(&self, device: &Device, got: usize, expected: usize) -> Result<(), Error> {
+        if got == expected {
+            return Ok(());
+        }
+        Err(Error::Internal {
+            kernel: self.name.to_string(),
+            message: format!("{} returned {got} outputs, expected {expected}", device.name()),
+        })
+    }
+
+    /// The outputs as an array of the `N` the caller expects.
+    fn outputs_array<T, const N: usize>(&self, outputs: Vec<T>) -> Result<[T; N], Error> {
         let got = outputs.len();
-        <[DeviceTensor; N]>::try_from(outputs).map_err(|_| Error::Internal {
+        <[T; N]>::try_from(outputs).map_err(|_| Error::Internal {
             kernel: self.name.to_string(),
             message: format!("the kernel has {got} outputs, the caller expects {N}"),
         })
