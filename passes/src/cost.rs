@@ -93,19 +93,43 @@ fn matmul_dims(body: &Body, b: &Bindings) -> Option<(f64, f64, f64, f64)> {
     })
 }
 
+/// For each value of `body`: is it computed before a matmul and read by it (a prologue op, run
+/// again for every tile that loads it)? Epilogue ops, after the matmul, run once per output element.
+fn matmul_prologue(body: &Body) -> Vec<bool> {
+    let mut feeds = vec![false; body.nodes.len()];
+    for (i, node) in body.nodes.iter().enumerate().rev() {
+        if let BodyNode::Op(op, kids) = node {
+            if *op == TOp::MatMul || feeds[i] {
+                for &k in kids {
+                    if let Some(f) = feeds.get_mut(k) {
+                        *f = true;
+                    }
+                }
+            }
+        }
+    }
+    feeds
+}
+
 /// The estimate of `body` run under `schedule` on `target`.
 pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b: &Bindings) -> Estimate {
     let out_ty = body.output_type();
     let out_bytes = out_ty.map_or(0.0, |t| bytes(t, b));
     let in_bytes: f64 = body.input_types.iter().map(|t| bytes(t, b)).sum();
-    let mut flops_other = 0.0;
+    let prologue = matmul_prologue(body);
+    let (mut flops_prologue, mut flops_other) = (0.0, 0.0);
     for (i, node) in body.nodes.iter().enumerate() {
         if let BodyNode::Op(op, kids) = node {
             let elems = match op {
                 TOp::Reduce { .. } => kids.first().and_then(|k| body.types.get(*k)).map_or(0.0, |t| numel(&t.shape, b)),
                 _ => body.types.get(i).map_or(0.0, |t| numel(&t.shape, b)),
             };
-            flops_other += elems * op_weight(op);
+            let flops = elems * op_weight(op);
+            if prologue.get(i).copied().unwrap_or(false) {
+                flops_prologue += flops;
+            } else {
+                flops_other += flops;
+            }
         }
     }
     let dtype = out_ty.map_or(DType::F32, |t| t.dtype);
@@ -139,8 +163,8 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
             let stage_eff = if schedule.stages >= 3 { 1.0 } else { 0.85 };
             efficiency *= stage_eff;
         }
-        // Prologue ops run once per tile load.
-        flops_other *= (n / tn).clamp(1.0, 64.0);
+        // Prologue ops run once per tile load; epilogue ops once per output element.
+        flops_prologue *= (n / tn).clamp(1.0, 64.0);
     } else {
         let vec_bytes = f64::from(schedule.vector_width.max(1)) * dtype.size_bytes() as f64;
         let vec_eff = (vec_bytes / f64::from(target.vector_bytes.max(1))).min(1.0);
@@ -154,6 +178,7 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
         }
     }
     let t_mem = moved / target.bandwidth;
+    let flops_other = flops_other + flops_prologue;
     let t_flop = flops_mm / target.matmul_flops(dtype) + flops_other / target.flops_f32;
     let seconds = t_mem.max(t_flop) / efficiency.max(1e-3) + target.launch_overhead;
     Estimate { seconds, bytes: moved, flops: flops_mm + flops_other, memory_bound: t_mem >= t_flop }

@@ -2,7 +2,7 @@
 //! original computes on the interpreter.
 
 use tcc_ir::{BinaryOp, DType, Graph, KernelClass, Op, ReduceOp, Shape, TensorType, UnaryOp, ValueRef};
-use tcc_passes::TargetModel;
+use tcc_passes::{OptimizeOptions, TargetModel, optimize};
 
 use crate::common::*;
 
@@ -123,6 +123,27 @@ fn gelu_of_linear_plus_residual_is_one_matmul_kernel() {
     let k = &out.report.kernels[0];
     assert_eq!(k.ops, ["matmul", "add", "gelu", "add"]);
     assert!(k.rules.iter().any(|r| r == "fuse-matmul-epilogue"), "{:?}", k.rules);
+}
+
+/// The suite's gemm_bias_gelu at 4096³: the epilogue is charged once per output element, not once
+/// per tile load like a prologue, so every target fuses bias and gelu into the matmul.
+#[test]
+fn large_gemm_with_bias_and_gelu_is_one_matmul_kernel_on_every_target() {
+    let n = 4096;
+    for target in [TargetModel::cpu_host(), TargetModel::cpu_llvm(), TargetModel::sm_80(), TargetModel::sm_90a()] {
+        for dtype in [DType::F16, DType::F32] {
+            let mut b = B::new("gemm_bias_gelu");
+            let x = b.param("a", ty(dtype, &[n, n]));
+            let w = b.param("b", ty(dtype, &[n, n]));
+            let bias = b.param("bias", ty(dtype, &[n]));
+            let mm = b.matmul(x, w);
+            let a = b.bin(BinaryOp::Add, mm, bias);
+            let y = b.un(UnaryOp::Gelu, a);
+            let out = optimize(&b.out(&[y]), &OptimizeOptions::new(target.clone())).unwrap();
+            assert_eq!(out.program.launches.len(), 1, "{:?} {dtype:?}: {}", target.tier, out.report);
+            assert_eq!(out.report.kernels[0].ops, ["matmul", "add", "gelu"]);
+        }
+    }
 }
 
 #[test]
