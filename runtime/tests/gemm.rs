@@ -10,7 +10,9 @@ use std::sync::OnceLock;
 use tcc_codegen::ptx::{self, BLayout, GpuArch, MatmulProblem};
 use tcc_ir::interp::{Tensor, run_graph};
 use tcc_ir::testing::{Tolerance, compare_outputs, random_inputs};
-use tcc_ir::{BinaryOp, Bindings, DType, Graph, KernelClass, Op, Program, Schedule, Shape, TensorType, UnaryOp};
+use tcc_ir::{
+    BinaryOp, Bindings, DType, Graph, KernelClass, Op, Program, ReduceOp, Schedule, Shape, TensorType, UnaryOp,
+};
 use tcc_runtime::HostTensor;
 use tcc_runtime::cuda::{Cublas, CudaDevice, GemmShape, TimingOptions};
 
@@ -120,6 +122,43 @@ fn tensor_core_gemms_match_the_interpreter() {
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
+/// One-warp-tile blocks whose warps split k (each warp its own ring, sums through shared memory),
+/// the skinny default: against the interpreter for 1, 7, 16 and 33 rows, n and k off the tile
+/// grid (and rows of B not 16-byte aligned), both layouts, with and without an epilogue, 2, 4
+/// and 8 warps and k splits across blocks.
+#[test]
+fn skinny_gemms_with_warps_splitting_k_match_the_interpreter() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    let shapes: [(u64, u64, u64); 6] =
+        [(1, 1000, 1000), (7, 520, 4104), (16, 1000, 999), (16, 264, 2056), (33, 136, 1000), (16, 1001, 300)];
+    for (case, (m, n, k)) in shapes.into_iter().enumerate() {
+        for nk in [false, true] {
+            let epilogue = case % 2 == 1;
+            let dtype = if case == 3 { DType::BF16 } else { DType::F16 };
+            let g = gemm_graph(dtype, &[], m, n, k, nk, epilogue);
+            let p = problem(dtype, m, n, k, nk);
+            let sliced: Vec<Schedule> = ptx::matmul_schedule_space(&p, arch())
+                .into_iter()
+                .filter(|s| s.tile_m == s.micro_m && s.tile_n == s.micro_n && s.warps > 1)
+                .collect();
+            let mut schedules = vec![ptx::default_matmul_schedule(&p, arch())];
+            for kw in [2, 4, 8] {
+                schedules.extend(sliced.iter().filter(|s| s.warps == kw).nth(case * 5 + usize::from(nk)).copied());
+            }
+            schedules.extend(sliced.iter().rev().find(|s| s.split_k > 1).copied());
+            for s in schedules {
+                checked += 1;
+                if let Err(e) = check(&g, Some(s), 100 + case as u64) {
+                    failures.push(format!("{dtype} {m}x{n}x{k} nk={nk} epi={epilogue} {s}: {e}"));
+                }
+            }
+        }
+    }
+    assert!(checked >= 30, "{checked}");
+    assert!(failures.is_empty(), "{} of {checked} failed:\n{}", failures.len(), failures.join("\n"));
+}
+
 /// `||got - want|| / ||want||` over sampled entries of two `[m, n]` results.
 fn sampled_rel_err(got: &Tensor, want: &[(usize, f64)]) -> f64 {
     let (mut d, mut w) = (0.0, 0.0);
@@ -142,6 +181,29 @@ fn reference(a: &Tensor, b: &Tensor, m: usize, n: usize, k: usize, nk: bool, sam
         })
         .collect()
 }
+
+/// Times reading a `[k, n]` operand once with tcc's row reduction (its sum over rows), the same
+/// way as the GEMMs: what streaming B costs after an L2 flush without any cache policy.
+fn read_floor(dev: &CudaDevice, b: &HostTensor, opts: TimingOptions) {
+    let dims: Vec<u64> = b.shape().iter().map(|&d| d as u64).collect();
+    let mut g = Graph::new("read_floor");
+    let x = g.add_param("b", t(b.dtype(), &dims)).unwrap();
+    let y = g.push(Op::Reduce { op: ReduceOp::Sum, input: x, axes: vec![1], keepdim: false }).unwrap();
+    g.outputs.push(y);
+    match dev.time_program(&whole(&g, KernelClass::RowReduction), std::slice::from_ref(b), opts) {
+        Ok(t) => println!(
+            "SWEEP read_floor {:?} median_ms={:.4} gbps={:.1}",
+            dims,
+            t.median_ms,
+            (dims.iter().product::<u64>() * b.dtype().size_bytes() as u64) as f64 / t.median_ms / 1e6
+        ),
+        Err(e) => println!("SWEEP read_floor error: {e}"),
+    }
+}
+
+/// An alternative schedule of the sweep: (tile m, n, k, warp tile m, n, stages, split_k, warps);
+/// warps beyond the warp tiles of a one-warp-tile block split k inside it.
+type Alt = (u32, u32, u32, u32, u32, u32, u32, u32);
 
 /// Times the benchmark shapes with tcc's default and alternative schedules and with cuBLAS;
 /// prints one line per measurement. Run with `--ignored --nocapture` on the GPU machine.
@@ -181,31 +243,41 @@ fn gemm_sweep_against_cublas() {
             ct.median_ms,
             sampled_rel_err(&cout, &want)
         );
+        if m <= 32 && std::env::var("TCC_SWEEP_ALT").is_ok() {
+            read_floor(dev, &host[1], opts);
+        }
         let mut schedules: Vec<(String, Option<Schedule>)> = vec![("default".into(), None)];
         if dtype != DType::F32 && !epi && std::env::var("TCC_SWEEP_ALT").is_ok() {
             let p = problem(dtype, m, n, k, nk);
             let base = ptx::default_matmul_schedule(&p, arch());
-            let alts: &[(u32, u32, u32, u32, u32, u32, u32)] = if m <= 32 {
+            let alts: &[Alt] = if m <= 32 {
                 &[
-                    (16, 64, 64, 16, 16, 6, 4),
-                    (16, 128, 128, 16, 32, 4, 4),
-                    (16, 256, 64, 16, 64, 4, 8),
-                    (16, 64, 128, 16, 16, 4, 2),
-                    (16, 32, 128, 16, 16, 8, 1),
-                    (16, 128, 64, 16, 32, 6, 4),
-                    (16, 64, 64, 16, 16, 8, 8),
-                    (16, 128, 64, 16, 32, 4, 16),
+                    (16, 32, 128, 16, 16, 8, 1, 2),
+                    (16, 32, 64, 16, 32, 4, 1, 4),
+                    (16, 32, 64, 16, 32, 6, 1, 4),
+                    (16, 32, 32, 16, 32, 6, 1, 4),
+                    (16, 32, 32, 16, 32, 4, 1, 8),
+                    (16, 32, 64, 16, 32, 3, 1, 8),
+                    (16, 32, 64, 16, 32, 6, 1, 2),
+                    (16, 32, 128, 16, 32, 3, 1, 4),
+                    (16, 16, 64, 16, 16, 4, 1, 4),
+                    (16, 16, 128, 16, 16, 4, 1, 4),
+                    (16, 64, 32, 16, 64, 4, 1, 4),
+                    (16, 64, 32, 16, 64, 6, 1, 4),
+                    (16, 64, 32, 16, 64, 3, 1, 8),
+                    (16, 64, 64, 16, 64, 4, 2, 4),
+                    (16, 128, 32, 16, 64, 4, 4, 2),
                 ]
             } else {
                 &[
-                    (128, 256, 32, 64, 64, 3, 1),
-                    (128, 256, 32, 64, 64, 4, 1),
-                    (256, 128, 32, 64, 64, 3, 1),
-                    (128, 128, 64, 64, 64, 3, 1),
-                    (64, 128, 32, 32, 64, 4, 1),
+                    (128, 256, 32, 64, 64, 3, 1, 8),
+                    (128, 256, 32, 64, 64, 4, 1, 8),
+                    (256, 128, 32, 64, 64, 3, 1, 8),
+                    (128, 128, 64, 64, 64, 3, 1, 4),
+                    (64, 128, 32, 32, 64, 4, 1, 4),
                 ]
             };
-            for &(bm, bn, bk, wm, wn, st, sk) in alts {
+            for &(bm, bn, bk, wm, wn, st, sk, warps) in alts {
                 let s = Schedule {
                     tile_m: bm,
                     tile_n: bn,
@@ -214,11 +286,13 @@ fn gemm_sweep_against_cublas() {
                     micro_n: wn,
                     stages: st,
                     split_k: sk,
-                    warps: (bm / wm) * (bn / wn),
+                    warps,
                     ..base
                 };
-                if ptx::validate_matmul_schedule(&p, &s, arch()).is_ok() && s != base {
-                    schedules.push((format!("{s}"), Some(s)));
+                match ptx::validate_matmul_schedule(&p, &s, arch()) {
+                    Ok(()) if s != base => schedules.push((format!("{s}"), Some(s))),
+                    Ok(()) => {}
+                    Err(e) => println!("SWEEP {name} skipped: {e}"),
                 }
             }
         }
@@ -237,6 +311,10 @@ fn gemm_sweep_against_cublas() {
                 };
                 schedules.push((format!("{s}"), Some(s)));
             }
+        }
+        // TCC_SWEEP_PICK=i times only the i-th alternative (a fault then names its schedule).
+        if let Some(i) = std::env::var("TCC_SWEEP_PICK").ok().and_then(|v| v.parse::<usize>().ok()) {
+            schedules = schedules.into_iter().skip(1).nth(i).into_iter().collect();
         }
         for (label, s) in schedules {
             let prog = program(&g, s);

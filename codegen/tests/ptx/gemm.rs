@@ -140,3 +140,37 @@ fn benchmark_shapes_assemble_with_their_default_schedules() {
         check_kernel(&kern, &Bindings::new());
     }
 }
+
+#[test]
+fn k_split_inside_the_block_assembles_for_skinny_products() {
+    // (m, n, k, nk, epilogue): on and off the tile grid, both layouts.
+    let cases: [(u64, u64, u64, bool, bool); 5] = [
+        (16, 4096, 4096, false, false),
+        (7, 1000, 1000, false, true),
+        (1, 136, 520, true, false),
+        (32, 200, 333, true, true),
+        (16, 512, 1024, false, true),
+    ];
+    for (m, n, k, nk, epilogue) in cases {
+        let p = problem(DType::F16, m, n, k, nk);
+        let space = ptx::matmul_schedule_space(&p, GpuArch::Sm80);
+        let sliced: Vec<Schedule> =
+            space.iter().filter(|s| s.tile_m == s.micro_m && s.tile_n == s.micro_n && s.warps > 1).copied().collect();
+        assert!(!sliced.is_empty(), "{m}x{n}x{k}");
+        // The default, the widest tiles (most registers) and a spread of the rest, one with a k split.
+        let mut picks = vec![ptx::default_matmul_schedule(&p, GpuArch::Sm80)];
+        picks.extend(sliced.iter().filter(|s| s.tile_n * s.tile_k >= 128 * 64).take(2).copied());
+        picks.extend(sliced.iter().step_by(sliced.len().div_ceil(3)).copied());
+        picks.extend(sliced.iter().find(|s| s.split_k > 1).copied());
+        for (i, s) in picks.into_iter().enumerate() {
+            let g = gemm_graph(DType::F16, &[], m, n, k, nk, epilogue);
+            let mut kern = gemm_kernel(g, Some(s));
+            kern.name = format!("sliced_{m}x{n}x{k}_{i}");
+            for c in check_kernel(&kern, &Bindings::new()) {
+                let l = lowerings(&c);
+                assert!(l.contains(&"matmul-mma"), "{l:?}");
+                assert_eq!(l.contains(&"matmul-reduce"), s.split_k > 1, "{s}: {l:?}");
+            }
+        }
+    }
+}

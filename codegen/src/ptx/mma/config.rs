@@ -1,6 +1,7 @@
 //! The tensor-core matmul's knobs: the shared [`Schedule`] read as block tile, warp tile, k-tile,
-//! pipeline stages, split-k and block swizzle; validation before codegen; the valid schedule space
-//! for a problem; and a default pick.
+//! pipeline stages, split-k, block swizzle and (warps beyond the warp tiles of a one-warp-tile
+//! block of at most 32 rows) warps splitting k inside the block; validation before codegen; the
+//! valid schedule space for a problem; and a default pick.
 
 use tcc_ir::{DType, Schedule, Tier};
 
@@ -52,12 +53,26 @@ pub(crate) struct MmaConfig {
     pub(crate) split_k: u32,
     /// Block-index swizzle group (along M).
     pub(crate) swizzle: u32,
+    /// Warps splitting the block's k-tiles among themselves (1: none). With more than one, the
+    /// block tile is one warp tile: each warp runs its own `cp.async` ring over every `kw`-th
+    /// k-tile, and the warps' accumulators are summed in warp order through shared memory.
+    pub(crate) kw: u32,
 }
 
 impl MmaConfig {
+    /// Warps sharing one ring (and one set of k-tiles): the warp tiles of the block tile.
+    pub(crate) fn group_warps(&self) -> u32 {
+        (self.bm / self.wm) * (self.bn / self.wn)
+    }
+
+    /// Threads sharing one ring.
+    pub(crate) fn group_threads(&self) -> u32 {
+        self.group_warps() * 32
+    }
+
     /// Warps per block.
     pub(crate) fn warps(&self) -> u32 {
-        (self.bm / self.wm) * (self.bn / self.wn)
+        self.group_warps() * self.kw
     }
 
     /// Threads per block.
@@ -65,17 +80,31 @@ impl MmaConfig {
         self.warps() * 32
     }
 
+    /// Bytes of one ring: `stages` A and B tiles.
+    pub(crate) fn ring_bytes(&self) -> u32 {
+        self.stages * (self.bm + self.bn) * self.bk * 2
+    }
+
+    /// Bytes of shared memory each ring owns: its tiles, and with a k split inside the block at
+    /// least one warp tile of f32 accumulators (written there for the final sum).
+    pub(crate) fn ring_region_bytes(&self) -> u32 {
+        if self.kw > 1 { self.ring_bytes().max(self.wm * self.wn * 4) } else { self.ring_bytes() }
+    }
+
     /// Dynamic shared memory per block, bytes.
     pub(crate) fn shared_bytes(&self) -> u32 {
-        self.stages * (self.bm + self.bn) * self.bk * 2
+        self.kw * self.ring_region_bytes()
     }
 
     /// A rough count of the registers a thread needs: accumulators, two sets of fragments (the
     /// main loop loads the next step's while the current one multiplies), about three per 16-byte
     /// chunk the thread copies (source offset, predicate, shared offset), and a fixed reserve.
+    /// With a k split inside the block one warp copies a whole tile, and ptxas keeps about seven
+    /// registers per chunk (measured on sm_90a: 162 at 16x32x64, 194 at 16x64x32, 240 at 32x32x64).
     pub(crate) fn registers(&self) -> u32 {
-        let chunks = ((self.bm + self.bn) * self.bk / 8).div_ceil(self.threads());
-        self.wm * self.wn / 32 + 2 * ((self.wm / 16) * 4 + (self.wn / 16) * 4) + 3 * chunks + 16
+        let chunks = ((self.bm + self.bn) * self.bk / 8).div_ceil(self.group_threads());
+        let (per_chunk, reserve) = if self.kw > 1 { (7, 40) } else { (3, 16) };
+        self.wm * self.wn / 32 + 2 * ((self.wm / 16) * 4 + (self.wn / 16) * 4) + per_chunk * chunks + reserve
     }
 }
 
@@ -83,6 +112,10 @@ impl MmaConfig {
 const REGISTER_BUDGET: u32 = 240;
 /// Most k splits.
 const MAX_SPLIT_K: u32 = 64;
+/// Most warps splitting k inside a block.
+const MAX_K_WARPS: u32 = 8;
+/// Most rows of a block whose warps split k.
+const MAX_K_SPLIT_ROWS: u32 = 32;
 
 fn reject(caps: &GpuCaps, s: &Schedule, why: &str) -> PtxError {
     PtxError::Unsupported { target: caps.name, what: format!("tensor-core schedule `{s}`: {why}") }
@@ -112,6 +145,7 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
         stages: s.stages,
         split_k: s.split_k,
         swizzle: s.swizzle,
+        kw: 1,
     };
     let pow2_in = |v: u32, lo: u32, hi: u32| v.is_power_of_two() && (lo..=hi).contains(&v);
     if !pow2_in(c.bm, 16, 256) || !pow2_in(c.bn, 16, 256) {
@@ -123,9 +157,18 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
     if !pow2_in(c.wm, 16, 128) || !pow2_in(c.wn, 16, 128) || c.wm > c.bm || c.wn > c.bn {
         return Err(reject(caps, s, "warp tiles must be powers of two from 16 up to the block tile"));
     }
+    // Warps beyond the warp tiles split k inside the block; only when the block tile is one warp
+    // tile of at most 32 rows (every warp then owns its ring; wgmma's encoding has 64 rows).
+    let sliced = c.group_warps() == 1 && c.bm <= MAX_K_SPLIT_ROWS;
+    let c = MmaConfig { kw: if sliced { s.warps.max(1) } else { 1 }, ..c };
     // At most 8 warps: a block of 256 threads can still give each thread 255 registers.
-    if c.warps() != s.warps || c.threads() > caps.max_threads_per_block.min(256) {
-        return Err(reject(caps, s, "warps must equal (tile_m/micro_m)*(tile_n/micro_n), at most 8"));
+    if c.warps() != s.warps || c.threads() > caps.max_threads_per_block.min(256) || !pow2_in(c.kw, 1, MAX_K_WARPS) {
+        return Err(reject(
+            caps,
+            s,
+            "warps must equal (tile_m/micro_m)*(tile_n/micro_n), at most 8 (or, when the block tile is one \
+             warp tile of at most 32 rows, 1, 2, 4 or 8 warps splitting k)",
+        ));
     }
     if !(2..=8).contains(&c.stages) {
         return Err(reject(caps, s, "stages must be 2 to 8"));
@@ -169,17 +212,26 @@ fn schedule_of(c: &MmaConfig, dtype: DType) -> Schedule {
 
 /// Every schedule worth measuring for `problem` on `arch`, each valid: block tiles no larger
 /// than the problem needs, warp tiles, k-tiles, stages, swizzle, and k splits when the tiles
-/// alone cannot fill the GPU. Deterministic; empty when the problem cannot use tensor cores.
+/// alone cannot fill the GPU; for skinny products (at most 32 rows) also one-warp-tile blocks
+/// whose 2, 4 or 8 warps split k. Deterministic; empty when the problem cannot use tensor cores.
 pub fn matmul_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Schedule> {
     let caps = arch.caps();
     let fit = |v: u64| v.next_power_of_two().clamp(16, 256) as u32;
     let (max_bm, max_bn) = (fit(problem.m), fit(problem.n));
+    let fills = |bm: u32, bn: u32| {
+        problem.m.div_ceil(u64::from(bm)) * problem.n.div_ceil(u64::from(bn)) * problem.batch
+            >= u64::from(caps.typical_sm_count)
+    };
     let mut out = Vec::new();
+    let mut push = |c: MmaConfig| {
+        let s = schedule_of(&c, problem.dtype);
+        if c.warps() >= 2 && config(problem, &s, &caps).is_ok() {
+            out.push(s);
+        }
+    };
     for bm in [16u32, 32, 64, 128, 256].into_iter().filter(|&b| b <= max_bm) {
         for bn in [16u32, 32, 64, 128, 256].into_iter().filter(|&b| b <= max_bn) {
-            let tiles = problem.m.div_ceil(u64::from(bm)) * problem.n.div_ceil(u64::from(bn)) * problem.batch;
-            let fills = tiles >= u64::from(caps.typical_sm_count);
-            let splits: &[u32] = if fills { &[1] } else { &[1, 2, 4, 8, 16, 32] };
+            let splits: &[u32] = if fills(bm, bn) { &[1] } else { &[1, 2, 4, 8, 16, 32] };
             for bk in [32u32, 64] {
                 for wm in [16u32, 32, 64] {
                     for wn in [16u32, 32, 64] {
@@ -189,12 +241,24 @@ pub fn matmul_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sche
                                     if swizzle > 1 && problem.m.div_ceil(u64::from(bm)) <= 1 {
                                         continue;
                                     }
-                                    let c = MmaConfig { bm, bn, bk, wm, wn, stages, split_k, swizzle };
-                                    let s = schedule_of(&c, problem.dtype);
-                                    if c.warps() >= 2 && config(problem, &s, &caps).is_ok() {
-                                        out.push(s);
-                                    }
+                                    push(MmaConfig { bm, bn, bk, wm, wn, stages, split_k, swizzle, kw: 1 });
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if problem.m <= 32 {
+        for bm in [16u32, 32].into_iter().filter(|&b| b <= max_bm) {
+            for bn in [16u32, 32, 64, 128].into_iter().filter(|&b| b <= max_bn) {
+                let splits: &[u32] = if fills(bm, bn) { &[1] } else { &[1, 2, 4, 8] };
+                for bk in [32u32, 64, 128] {
+                    for kw in [2u32, 4, 8] {
+                        for stages in [2u32, 3, 4, 6] {
+                            for &split_k in splits {
+                                push(MmaConfig { bm, bn, bk, wm: bm, wn: bn, stages, split_k, swizzle: 1, kw });
                             }
                         }
                     }
@@ -206,20 +270,22 @@ pub fn matmul_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sche
 }
 
 /// A good schedule for `problem` without tuning: 128x128 blocks of four 64x64 warps (two blocks
-/// per SM) for large products, narrower tiles for small ones, and k splits when the tiles cannot fill the GPU.
+/// per SM) for large products, narrower tiles for small ones, one-warp-tile blocks whose four
+/// warps split k for skinny ones (at most 32 rows), and k splits when the tiles cannot fill the GPU.
 pub fn default_matmul_schedule(problem: &MatmulProblem, arch: GpuArch) -> Schedule {
     let caps = arch.caps();
     let sms = u64::from(caps.typical_sm_count);
     let tiles = |bm: u64, bn: u64| problem.m.div_ceil(bm) * problem.n.div_ceil(bn) * problem.batch;
     let skinny = problem.m <= 32;
     let mut c = if skinny {
-        // Memory-bound: stream B through narrow blocks, one per SM, eight stages deep.
+        // Memory-bound: stream B through narrow blocks, one per SM, each of whose four warps
+        // keeps its own four-stage ring of every fourth k-tile in flight.
         let bm = if problem.m <= 16 { 16 } else { 32 };
-        MmaConfig { bm, bn: 32, bk: 128, wm: bm, wn: 16, stages: 8, split_k: 1, swizzle: 1 }
+        MmaConfig { bm, bn: 32, bk: 64, wm: bm, wn: 32, stages: 4, split_k: 1, swizzle: 1, kw: 4 }
     } else if tiles(128, 128) >= sms {
-        MmaConfig { bm: 128, bn: 128, bk: 32, wm: 64, wn: 64, stages: 4, split_k: 1, swizzle: 8 }
+        MmaConfig { bm: 128, bn: 128, bk: 32, wm: 64, wn: 64, stages: 4, split_k: 1, swizzle: 8, kw: 1 }
     } else {
-        MmaConfig { bm: 64, bn: 64, bk: 32, wm: 32, wn: 32, stages: 4, split_k: 1, swizzle: 1 }
+        MmaConfig { bm: 64, bn: 64, bk: 32, wm: 32, wn: 32, stages: 4, split_k: 1, swizzle: 1, kw: 1 }
     };
     // Split k while the blocks cannot fill half the GPU and each split keeps 4 k-tiles or more.
     let t = tiles(u64::from(c.bm), u64::from(c.bn));
@@ -249,7 +315,11 @@ mod tests {
         }
         // A skinny product streams B through one narrow block per SM; a smaller one splits k.
         let skinny = MatmulProblem { m: 16, ..big() };
-        assert_eq!(default_matmul_schedule(&skinny, GpuArch::Sm90a).split_k, 1);
+        let s = default_matmul_schedule(&skinny, GpuArch::Sm90a);
+        assert_eq!(s.split_k, 1);
+        // One warp tile per block, its warps splitting k.
+        assert_eq!((s.tile_m, s.tile_n, s.micro_m, s.micro_n), (16, 32, 16, 32));
+        assert_eq!(s.warps, 4);
         let small = MatmulProblem { m: 16, n: 512, ..big() };
         assert!(default_matmul_schedule(&small, GpuArch::Sm90a).split_k >= 4);
     }
@@ -262,7 +332,39 @@ mod tests {
             assert!(space.iter().all(|s| validate_matmul_schedule(&big(), s, arch).is_ok()));
         }
         let skinny = MatmulProblem { m: 16, ..big() };
-        assert!(matmul_schedule_space(&skinny, GpuArch::Sm90a).iter().any(|s| s.split_k > 1));
+        let space = matmul_schedule_space(&skinny, GpuArch::Sm90a);
+        assert!(space.iter().any(|s| s.split_k > 1));
+        let sliced = |s: &&Schedule| s.tile_m == s.micro_m && s.tile_n == s.micro_n && s.warps > 1;
+        for kw in [2, 4, 8] {
+            assert!(space.iter().filter(sliced).any(|s| s.warps == kw), "no schedule with {kw} k warps");
+        }
+        // Large products keep their space as it was.
+        assert!(!matmul_schedule_space(&big(), GpuArch::Sm90a).iter().any(|s| sliced(&s)));
+    }
+
+    #[test]
+    fn warps_beyond_one_warp_tile_split_k() {
+        let p = MatmulProblem { m: 16, ..big() };
+        let base = default_matmul_schedule(&p, GpuArch::Sm80);
+        for kw in [1, 2, 4, 8] {
+            let s = Schedule { warps: kw, ..base };
+            let c = config(&p, &s, &GpuArch::Sm90a.caps()).unwrap();
+            assert_eq!((c.kw, c.threads()), (kw, 32 * kw));
+            assert_eq!(c.shared_bytes(), kw * c.stages * (16 + 32) * 64 * 2);
+        }
+        // Eight rings of four stages do not fit sm_80's shared memory.
+        assert!(validate_matmul_schedule(&p, &Schedule { warps: 8, ..base }, GpuArch::Sm80).is_err());
+        for warps in [3, 16] {
+            assert!(validate_matmul_schedule(&p, &Schedule { warps, ..base }, GpuArch::Sm80).is_err(), "{warps}");
+        }
+        // A 64-row tile (wgmma's encoding) or a block of two warp tiles cannot also split k.
+        let tall = MatmulProblem { m: 64, ..big() };
+        let s64 = Schedule { tile_m: 64, micro_m: 64, ..base };
+        assert!(validate_matmul_schedule(&tall, &s64, GpuArch::Sm80).is_err());
+        assert!(validate_matmul_schedule(&tall, &Schedule { warps: 1, ..s64 }, GpuArch::Sm80).is_ok());
+        let two = Schedule { micro_n: 16, warps: 4, ..base };
+        assert!(validate_matmul_schedule(&p, &two, GpuArch::Sm80).is_err());
+        assert!(validate_matmul_schedule(&p, &Schedule { warps: 2, ..two }, GpuArch::Sm80).is_ok());
     }
 
     #[test]

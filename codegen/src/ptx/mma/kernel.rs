@@ -4,6 +4,12 @@
 //! each warp loads its fragments with `ldmatrix` (`.trans` for a `[k, n]` B) and accumulates
 //! `wm x wn` outputs in f32 with `mma.sync.m16n8k16`; then the epilogue writes the accumulators
 //! (fused expressions and stores, or f32 partial sums for a k split).
+//!
+//! With a k split inside the block (`kw` warps, the block tile one warp tile: the skinny
+//! products' default), every warp owns a ring of its own over every `kw`-th k-tile, synchronized
+//! by `bar.warp.sync` only, so each keeps its copies in flight independently; at the end warps
+//! 1.. write their accumulators to their rings and warp 0 adds them in warp order and runs the
+//! epilogue (one launch, deterministic).
 
 use tcc_ir::DType;
 
@@ -122,6 +128,16 @@ fn cp_async(em: &mut Em, smem: &str, soff: &str, base: &str, st: &str, goff: &st
     );
 }
 
+/// Synchronizes the threads that share one `cp.async` ring: the block, or (with a k split
+/// inside the block, where each ring belongs to one warp) the warp.
+fn ring_sync(em: &mut Em, c: &MmaConfig) {
+    if c.kw > 1 {
+        em.f.call_void("llvm.nvvm.bar.warp.sync", &[("i32", "-1")]);
+    } else {
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+    }
+}
+
 /// Emits the tensor-core kernel body into `em`; returns nothing (the caller adds the entry).
 pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Result<(), PtxError> {
     let c = g.c;
@@ -138,26 +154,43 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
     let per_split = k_tiles.div_ceil(splits);
     let a_tile_bytes = bm * bk * 2;
     let stage_bytes = (bm + bn) * bk * 2;
+    let kw = u64::from(c.kw);
+    if c.kw > 1 && c.group_warps() != 1 {
+        return Err(PtxError::Unsupported {
+            target: em.caps.name,
+            what: "a k split inside a block whose tile is more than one warp tile".into(),
+        });
+    }
 
     let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
     let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
     let nctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.nctaid.x", &[]);
     let lane = em.f.v(format!("and i32 {tid}, 31"));
     let warp = em.f.v(format!("lshr i32 {tid}, 5"));
+    // The threads sharing a ring: the block, or with a k split inside the block one warp, whose
+    // ring starts at `ring` and which runs every `kw`-th k-tile from its `kgroup`-th on.
+    let (kgroup, gtid, wig, ring) = if c.kw > 1 {
+        let ring = em.f.v(format!("mul i32 {warp}, {}", c.ring_region_bytes()));
+        (warp.clone(), lane.clone(), "0".to_string(), ring)
+    } else {
+        ("0".to_string(), tid.clone(), warp.clone(), "0".to_string())
+    };
+    let gthreads = c.group_threads();
+    debug_assert_eq!(gthreads * c.kw, threads);
     let wn_count = c.bn / c.wn;
-    let warp_m = em.f.v(format!("udiv i32 {warp}, {wn_count}"));
-    let warp_n = em.f.v(format!("urem i32 {warp}, {wn_count}"));
+    let warp_m = em.f.v(format!("udiv i32 {wig}, {wn_count}"));
+    let warp_n = em.f.v(format!("urem i32 {wig}, {wn_count}"));
     let a_base = base_ptr(em, g.a.mem);
     let b_base = base_ptr(em, g.b.mem);
 
     // Copy plans (per thread, loop invariant).
     let a_chunks = c.bk / 8;
-    let a_copy = copy_plan(em, &tid, c.bm, a_chunks, threads);
+    let a_copy = copy_plan(em, &gtid, c.bm, a_chunks, gthreads);
     let (b_rows, b_chunks) = match g.b_layout {
         BLayout::KN => (c.bk, c.bn / 8),
         BLayout::NK => (c.bn, c.bk / 8),
     };
-    let b_copy = copy_plan(em, &tid, b_rows, b_chunks, threads);
+    let b_copy = copy_plan(em, &gtid, b_rows, b_chunks, gthreads);
 
     // Fragment addresses (byte offsets within a stage), per k16 step.
     let l16 = em.f.v(format!("and i32 {lane}, 15"));
@@ -247,6 +280,15 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
     let empty = em.f.v(format!("icmp ugt i32 {kt0}, {kt_end}"));
     let kt0 = em.f.v(format!("select i1 {empty}, i32 {kt_end}, i32 {kt0}"));
     let ntiles = em.f.v(format!("sub i32 {kt_end}, {kt0}"));
+    // This ring's share: k-tiles kt0 + kgroup + j * kw for j < my_tiles.
+    let (kt_first, my_tiles) = if c.kw > 1 {
+        let first = em.f.v(format!("add i32 {kt0}, {kgroup}"));
+        let up = em.f.v(format!("add i32 {ntiles}, {}", kw - 1));
+        let up = em.f.v(format!("sub i32 {up}, {kgroup}"));
+        (first, em.f.v(format!("udiv i32 {up}, {kw}")))
+    } else {
+        (kt0.clone(), ntiles.clone())
+    };
     let b64 = ext64(em, &bidx);
 
     // Per-tile global offsets and row validity of each chunk this thread copies.
@@ -293,8 +335,15 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
     }
 
     // Loads k-tile `kt` into stage `stage` (registers), guarded by `pred` (uniform).
-    let load_tile = |em: &mut Em, kt: &str, stage: &str| {
+    let load_tile = |em: &mut Em, j: &str, stage: &str| {
+        let kt = if c.kw > 1 {
+            let jk = em.f.v(format!("mul i32 {j}, {kw}"));
+            em.f.v(format!("add i32 {kt_first}, {jk}"))
+        } else {
+            em.f.v(format!("add i32 {kt_first}, {j}"))
+        };
         let sbase = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
+        let sbase = if c.kw > 1 { em.f.v(format!("add i32 {ring}, {sbase}")) } else { sbase };
         let k0 = em.f.v(format!("mul i32 {kt}, {bk}"));
         let k064 = ext64(em, &k0);
         for ((soff, _, _, guard), (off, ok, c8)) in a_copy.chunks.iter().zip(&a_src) {
@@ -337,16 +386,15 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
 
     // Prologue: stages 0..S-1.
     for s in 0..c.stages - 1 {
-        let p = em.f.v(format!("icmp ult i32 {s}, {ntiles}"));
+        let p = em.f.v(format!("icmp ult i32 {s}, {my_tiles}"));
         let cont = em.f.if_begin(&p);
-        let kt = em.f.v(format!("add i32 {kt0}, {s}"));
-        load_tile(em, &kt, &s.to_string());
+        load_tile(em, &s.to_string(), &s.to_string());
         em.f.if_end(&cont);
         em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
     }
 
     em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(c.stages - 2).to_string())]);
-    em.f.call_void("llvm.nvvm.barrier0", &[]);
+    ring_sync(em, &c);
 
     // Fragments of one k16 step: mi_n x4 loads of A, then (wn/16) x4 loads of B, 4 registers each.
     let mi_n = (c.wm / 16) as usize;
@@ -366,6 +414,7 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
     };
     let frags = |em: &mut Em, stage: &str, kk: usize| -> Vec<String> {
         let abase = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
+        let abase = if c.kw > 1 { em.f.v(format!("add i32 {ring}, {abase}")) } else { abase };
         let bbase = em.f.v(format!("add i32 {abase}, {a_tile_bytes}"));
         let mut out = Vec::with_capacity(nfrag);
         for mi in 0..mi_n {
@@ -387,7 +436,7 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
     // Main loop: at k16 step 0 the copy of k-tile i+S-1 goes out (into the stage every warp
     // finished reading before the last barrier); before the last step the next stage is waited
     // for, so the next tile's first fragments load while the last step's mma run.
-    let kl = em.f.loop_begin("i32", "0", &ntiles, &accs);
+    let kl = em.f.loop_begin("i32", "0", &my_tiles, &accs);
     let nacc = mi_n * ni_n * 4;
     let rs = kl.accs[nacc + nfrag].clone();
     let ws = kl.accs[nacc + nfrag + 1].clone();
@@ -403,16 +452,15 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
     for kk in 0..kk_n {
         if kk == 0 {
             let j = em.f.v(format!("add i32 {}, {}", kl.i, c.stages - 1));
-            let p = em.f.v(format!("icmp ult i32 {j}, {ntiles}"));
+            let p = em.f.v(format!("icmp ult i32 {j}, {my_tiles}"));
             let cont = em.f.if_begin(&p);
-            let kt = em.f.v(format!("add i32 {kt0}, {j}"));
-            load_tile(em, &kt, &ws);
+            load_tile(em, &j, &ws);
             em.f.if_end(&cont);
             em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
         }
         let next = if kk + 1 == kk_n {
             em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(c.stages - 2).to_string())]);
-            em.f.call_void("llvm.nvvm.barrier0", &[]);
+            ring_sync(em, &c);
             frags(em, &rs_next, 0)
         } else {
             frags(em, &rs, kk + 1)
@@ -435,7 +483,14 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
     next.push(ws_next);
     em.f.loop_end(&kl, "1", &next);
     em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
-    em.f.call_void("llvm.nvvm.barrier0", &[]);
+    let before_sum = em.save();
+    let (acc, only_warp0) = if c.kw > 1 {
+        let (acc, cont) = sum_warps(em, &c, &smem, &warp, &lane, &ring, &kl.accs[..nacc]);
+        (acc, Some(cont))
+    } else {
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        (kl.accs[..nacc].to_vec(), None)
+    };
     let tile_saved = em.save();
 
     // Epilogue.
@@ -455,8 +510,7 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
             for h in 0..2usize {
                 let row = em.f.v(format!("add i32 {r_base}, {}", mi * 16 + h * 8));
                 let col = em.f.v(format!("add i32 {c_base}, {}", ni * 8));
-                let vals =
-                    [kl.accs[(mi * ni_n + ni) * 4 + 2 * h].clone(), kl.accs[(mi * ni_n + ni) * 4 + 2 * h + 1].clone()];
+                let vals = [acc[(mi * ni_n + ni) * 4 + 2 * h].clone(), acc[(mi * ni_n + ni) * 4 + 2 * h + 1].clone()];
                 match epi {
                     Epilogue::Partial(off) => partial_store(em, g, *off, &split, &bidx, &row, &col, &vals),
                     Epilogue::Fused(outs) => fused_store(em, g, outs, &bmulti, &row, &col, &vals)?,
@@ -465,9 +519,67 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
             }
         }
     }
+    if let Some(cont) = only_warp0 {
+        em.f.if_end(&cont);
+        em.restore(before_sum);
+        // Every warp waits until warp 0 has read the sums out of the rings the next tile refills.
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+    }
     em.f.loop_end(&tl, &nctaid, &[]);
     em.restore(saved);
     Ok(())
+}
+
+/// The k split inside a block: warps 1.. write their accumulators `acc` into their own rings
+/// (`[quad][lane]` vectors of four, conflict-free), then warp 0 adds them to its own in warp
+/// order. Opens an `if` that only warp 0 enters (the epilogue follows inside it; the caller closes
+/// it with the returned label) and returns the sums there.
+// Reason: the IR value names the sum needs (config, shared symbol, warp, lane, ring, accumulators).
+#[allow(clippy::too_many_arguments)]
+fn sum_warps(
+    em: &mut Em,
+    c: &MmaConfig,
+    smem: &str,
+    warp: &str,
+    lane: &str,
+    ring: &str,
+    acc: &[String],
+) -> (Vec<String>, String) {
+    let lane16 = em.f.v(format!("shl i32 {lane}, 4"));
+    let slot = |em: &mut Em, base: &str, q: usize| -> String {
+        let o = em.f.v(format!("add i32 {base}, {}", q * 32 * 16));
+        let o = em.f.v(format!("add i32 {o}, {lane16}"));
+        em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {smem}, i32 {o}"))
+    };
+    // The warp's own copies (and ldmatrix reads) of its ring are done before it is overwritten.
+    em.f.call_void("llvm.nvvm.bar.warp.sync", &[("i32", "-1")]);
+    let is0 = em.f.v(format!("icmp eq i32 {warp}, 0"));
+    let not0 = em.f.v(format!("xor i1 {is0}, true"));
+    let cont = em.f.if_begin(&not0);
+    for (q, four) in acc.chunks(4).enumerate() {
+        let mut v = "poison".to_string();
+        for (e, x) in four.iter().enumerate() {
+            v = em.f.v(format!("insertelement <4 x float> {v}, float {x}, i32 {e}"));
+        }
+        let p = slot(em, ring, q);
+        em.f.op(format!("store <4 x float> {v}, ptr addrspace(3) {p}, align 16"));
+    }
+    em.f.if_end(&cont);
+    em.f.call_void("llvm.nvvm.barrier0", &[]);
+    let cont = em.f.if_begin(&is0);
+    let mut sum = acc.to_vec();
+    for w in 1..c.kw {
+        let base = (w * c.ring_region_bytes()).to_string();
+        for q in 0..acc.len() / 4 {
+            let p = slot(em, &base, q);
+            let v = em.f.v(format!("load <4 x float>, ptr addrspace(3) {p}, align 16"));
+            for e in 0..4 {
+                let x = em.f.v(format!("extractelement <4 x float> {v}, i32 {e}"));
+                sum[q * 4 + e] = em.f.v(format!("fadd float {}, {x}", sum[q * 4 + e]));
+            }
+        }
+    }
+    (sum, cont)
 }
 
 /// `mma.sync.m16n8k16` with f32 accumulators `c`; returns the four results.
