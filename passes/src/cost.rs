@@ -5,7 +5,12 @@ use tcc_ir::{Bindings, DType, Dim, KernelClass, Schedule, Shape, TensorType, Una
 
 use crate::body::{Body, BodyNode};
 use crate::lang::TOp;
+use crate::schedule::{has_warpgroup_mma, is_warpgroup_schedule};
 use crate::target::TargetModel;
+
+/// How much faster a warpgroup (wgmma) GEMM runs than an mma.sync one on the same target: the
+/// 4096³ f16 GEMM on an H100 took 0.207 ms with wgmma and 0.324 ms with mma.sync (BENCHMARKS.md).
+const WARPGROUP_SPEEDUP: f64 = 1.5;
 
 /// The size the cost model assumes for a shape variable that is not bound.
 pub const DEFAULT_DIM: u64 = 1024;
@@ -162,6 +167,10 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
             // Split-k only helps when there are too few blocks.
             let stage_eff = if schedule.stages >= 3 { 1.0 } else { 0.85 };
             efficiency *= stage_eff;
+            // Warpgroup MMA feeds the tensor cores from shared memory without register fragments.
+            if has_warpgroup_mma(target) && is_warpgroup_schedule(schedule) {
+                efficiency *= WARPGROUP_SPEEDUP;
+            }
         }
         // Prologue ops run once per tile load; epilogue ops once per output element.
         flops_prologue *= (n / tn).clamp(1.0, 64.0);

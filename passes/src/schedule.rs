@@ -142,11 +142,53 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         }
         out.push(Schedule { warps: SKINNY_K_WARPS, swizzle: 1, ..mk(tm, 32, 64, tm, 32, 4, split) });
     }
+    if let (Some(m), Some(n)) = (m, n)
+        && m > 32
+        && has_warpgroup_mma(target)
+    {
+        // Hopper: warpgroup MMA (wgmma) when the 128x256 tiles fill every SM at least once.
+        let batch: u64 = out_ty.map_or(1, |t| {
+            t.shape.0.iter().take(rank.saturating_sub(2)).map(|d| d.resolve(bindings).unwrap_or(1)).product()
+        });
+        if m.div_ceil(128) * n.div_ceil(256) * batch >= u64::from(target.cores) {
+            out.push(warpgroup_schedule(base));
+        }
+    }
     for (tm, tn, tk, wm, wn, stages) in TENSOR_CORE_TILES {
         out.push(mk(tm, tn, tk, wm, wn, stages, 1));
     }
     out.retain(|s| fits(s, DType::F16, target));
     out
+}
+
+/// True when `target` has warpgroup tensor-core instructions (a 64-row MMA shape: sm_90a's wgmma).
+pub fn has_warpgroup_mma(target: &TargetModel) -> bool {
+    target.mma_shapes.iter().any(|s| s.m == 64)
+}
+
+/// True when `s` is in the PTX backend's warpgroup (wgmma) encoding: 64-row warpgroup tiles as
+/// wide as the block, whole warpgroups (`tcc_codegen::ptx::wgmma::is_wgmma_schedule`).
+pub fn is_warpgroup_schedule(s: &Schedule) -> bool {
+    s.micro_m == 64 && s.micro_n == s.tile_n && s.warps >= 4 && s.warps.is_multiple_of(4)
+}
+
+/// The untuned warpgroup GEMM schedule (the PTX backend's `default_wgmma_schedule`): 128x256x64
+/// blocks of two consumer warpgroups, four cp.async stages, block swizzle 8. Measured on an H100
+/// at 0.86-0.93 of cuBLAS on the suite's large f16/bf16 GEMMs (BENCHMARKS.md).
+fn warpgroup_schedule(base: Schedule) -> Schedule {
+    Schedule {
+        tile_m: 128,
+        tile_n: 256,
+        tile_k: 64,
+        micro_m: 64,
+        micro_n: 256,
+        vector_width: 8,
+        stages: 4,
+        warps: 8,
+        split_k: 1,
+        swizzle: 8,
+        ..base
+    }
 }
 
 /// The candidates for `body` on `target`, best-guess first, deterministic.
@@ -280,6 +322,21 @@ mod tests {
         let out = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
         let s = out.program.launches[0].kernel.schedule;
         assert_eq!((s.tile_m, s.tile_n, s.micro_n, s.warps, s.split_k), (16, 32, 32, 4, 1), "{s}");
+    }
+
+    #[test]
+    fn large_products_on_hopper_pick_the_warpgroup_gemm_and_ampere_keeps_mma_sync() {
+        let g = graph("a: f16[4096, 4096]; b: f16[4096, 4096]", &["(matmul a b)"]);
+        let hopper = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
+        let s = hopper.program.launches[0].kernel.schedule;
+        assert!(is_warpgroup_schedule(&s), "{s}");
+        assert_eq!((s.tile_m, s.tile_n, s.tile_k, s.stages, s.warps), (128, 256, 64, 4, 8), "{s}");
+        let ampere = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_80())).unwrap();
+        let s = ampere.program.launches[0].kernel.schedule;
+        assert!(!is_warpgroup_schedule(&s), "{s}");
+        // Too few 128x256 tiles to fill the SMs: mma.sync tiles only.
+        let body = matmul_body("f16", 1024, 1024, 1024);
+        assert!(!candidates(&body, &TargetModel::sm_90a(), &Bindings::new()).iter().any(is_warpgroup_schedule));
     }
 
     #[test]

@@ -12,3 +12,4 @@ mod gemm;
 mod hand;
 mod math;
 mod tensors;
+mod wgmma;

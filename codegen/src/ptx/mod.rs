@@ -26,6 +26,7 @@ mod plan;
 mod ptxas;
 mod rows;
 mod stages;
+pub mod wgmma;
 
 pub use arch::{Feature, GpuArch, GpuCaps};
 pub use error::PtxError;

@@ -4,6 +4,7 @@
 mod gemm;
 mod rows;
 mod sim;
+mod wgmma;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

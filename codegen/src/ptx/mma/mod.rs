@@ -12,6 +12,8 @@
 //! The knobs come from the kernel's [`tcc_ir::Schedule`] (see [`config`]); a schedule this
 //! lowering cannot run is replaced by [`default_matmul_schedule`] (the optimizer's default
 //! schedules are chosen for every backend; the autotuner draws from [`matmul_schedule_space`]).
+//! On a target with wgmma (sm_90a), a valid wgmma schedule (see `super::wgmma`) sends the main
+//! loop to the warpgroup kernel instead, after the same operand packing.
 
 mod config;
 mod kernel;
@@ -30,6 +32,11 @@ use super::plan::{Out, Src, numel};
 use super::stages::{StageCx, launch};
 use config::MmaConfig;
 use kernel::{Epilogue, Gemm};
+
+use super::wgmma;
+use super::wgmma::config::WgConfig;
+use super::wgmma::is_wgmma_schedule;
+use super::wgmma::kernel::WgGemm;
 
 /// Scratch regions of this lowering start at multiples of this many bytes.
 const ALIGN: u64 = 256;
@@ -208,6 +215,12 @@ pub(crate) fn lower(
         Ok(c) => c,
         Err(_) => config::config(&problem, &default_matmul_schedule(&problem, arch_of(cx)), cx.caps)?,
     };
+    // sm_90a with a wgmma schedule: the warpgroup kernel (after the same operand packing).
+    let wgmma_config = if cx.caps.has(Feature::Wgmma) && is_wgmma_schedule(cx.schedule) {
+        wgmma::config::config(&problem, cx.schedule, cx.caps).ok()
+    } else {
+        None
+    };
     let ix_limit: u64 = if cx.plan.index64 { u64::MAX } else { 1 << 31 };
     for &(suffix, operand, off, rows, cols, pitch, shared) in &packs {
         let nb = if shared { 1 } else { problem.batch };
@@ -220,6 +233,10 @@ pub(crate) fn lower(
         let entry = format!("{name}{suffix}");
         let launch = pack(cx, module, &entry, operand, &batch_dims, off, rows, cols, pitch, nb)?;
         entries.push(Entry { suffix, lowering: "matmul-pack", launch });
+    }
+
+    if let Some(wc) = wgmma_config {
+        return lower_wgmma(cx, module, name, wc, &problem, (a_op, b_op), node, outs, &od, entries, scratch).map(Some);
     }
 
     let partial = if c.split_k > 1 {
@@ -262,6 +279,58 @@ pub(crate) fn lower(
         entries.push(Entry { suffix: "_reduce", lowering: "matmul-reduce", launch });
     }
     Ok(Some(Lowered { entries, scratch_end: scratch }))
+}
+
+/// The warpgroup main loop of a matmul whose operands are ready (`entries`: its packs so far).
+// Reason: the lowering's state at the branch point, from its one caller.
+#[allow(clippy::too_many_arguments)]
+fn lower_wgmma(
+    cx: &StageCx,
+    module: &mut ModuleText,
+    name: &str,
+    wc: WgConfig,
+    problem: &MatmulProblem,
+    (a, b): (Operand, Operand),
+    node: NodeId,
+    outs: &[Out],
+    out_dims: &[u64],
+    mut entries: Vec<Entry>,
+    scratch_end: u64,
+) -> Result<Lowered, PtxError> {
+    let rank = out_dims.len();
+    let g = WgGemm {
+        c: wc,
+        m: problem.m,
+        n: problem.n,
+        k: problem.k.div_ceil(8) * 8,
+        k_real: problem.k,
+        batch: problem.batch,
+        dtype: problem.dtype,
+        a,
+        b,
+        b_layout: problem.b_layout,
+        node,
+        batch_dims: &out_dims[..rank - 2],
+        out_dims,
+    };
+    let entry = format!("{name}_mma");
+    let smem_sym = format!("{entry}_smem");
+    module.add_extern_shared(&smem_sym);
+    let mut em = Em::new(cx.g, cx.plan, cx.caps);
+    wgmma::kernel::emit(&mut em, &g, &smem_sym, outs)?;
+    module.add_kernel(&entry, cx.params, em.f, wc.threads());
+    let tiles = problem.m.div_ceil(u64::from(wc.bm())) * problem.n.div_ceil(u64::from(wc.bn)) * problem.batch;
+    let launch = LaunchConfig {
+        block_threads: wc.threads(),
+        max_blocks: tiles.max(1),
+        // A producer runs ahead into the block's next tile while its consumers store: one
+        // persistent block per SM. Without one, every tile gets its own block.
+        blocks_per_sm: if wc.producer { 1 } else { cx.caps.max_blocks_per_sm },
+        shared_bytes: 0,
+        dynamic_shared_bytes: wc.shared_bytes(),
+    };
+    entries.push(Entry { suffix: "_mma", lowering: "matmul-wgmma", launch });
+    Ok(Lowered { entries, scratch_end })
 }
 
 fn arch_of(cx: &StageCx) -> super::GpuArch {

@@ -1,0 +1,140 @@
+//! Inline PTX for the instructions LLVM has no intrinsics for: `wgmma.mma_async` and its fence,
+//! commit and wait, the async-proxy fence, and mbarriers. Each helper writes one LLVM `asm
+//! sideeffect` call into the function; the accumulators go in and out as tied `f` operands.
+
+use tcc_ir::DType;
+
+use crate::ptx::ir::Func;
+
+/// An LLVM struct type of `n` floats.
+fn floats(n: usize) -> String {
+    format!("{{{}}}", vec!["float"; n].join(", "))
+}
+
+/// Emits `asm sideeffect` returning `ret` (`void` for none) with `constraints` and typed args.
+fn asm(f: &mut Func, ret: &str, text: &str, constraints: &str, args: &[(String, String)]) -> Option<String> {
+    let list = args.iter().map(|(t, v)| format!("{t} {v}")).collect::<Vec<_>>().join(", ");
+    let call = format!("call {ret} asm sideeffect \"{text}\", \"{constraints}\"({list})");
+    if ret == "void" {
+        f.op(call);
+        None
+    } else {
+        Some(f.v(call))
+    }
+}
+
+/// Splits an asm call's struct result into its `n` fields.
+fn fields(f: &mut Func, ty: &str, r: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| f.v(format!("extractvalue {ty} {r}, {i}"))).collect()
+}
+
+/// `wgmma.fence.sync.aligned`: orders register accesses before the next wgmma.
+pub(crate) fn fence(f: &mut Func) {
+    asm(f, "void", "wgmma.fence.sync.aligned;", "~{memory}", &[]);
+}
+
+/// `wgmma.commit_group.sync.aligned`: closes the batch of wgmmas issued so far.
+pub(crate) fn commit(f: &mut Func) {
+    asm(f, "void", "wgmma.commit_group.sync.aligned;", "~{memory}", &[]);
+}
+
+/// `wgmma.wait_group.sync.aligned n` without touching accumulators (frees shared memory only).
+pub(crate) fn wait(f: &mut Func, n: u32) {
+    asm(f, "void", &format!("wgmma.wait_group.sync.aligned {n};"), "~{memory}", &[]);
+}
+
+/// `wgmma.wait_group.sync.aligned n` with the accumulators passed through, so nothing reads them
+/// before the wait returns.
+pub(crate) fn wait_acc(f: &mut Func, n: u32, acc: &[String]) -> Vec<String> {
+    let k = acc.len();
+    let ty = floats(k);
+    let cons: Vec<String> = (0..k).map(|_| "=f".to_string()).chain((0..k).map(|i| i.to_string())).collect();
+    let args: Vec<(String, String)> = acc.iter().map(|v| ("float".to_string(), v.clone())).collect();
+    let text = format!("wgmma.wait_group.sync.aligned {n};");
+    let r = asm(f, &ty, &text, &format!("{},~{{memory}}", cons.join(",")), &args).unwrap_or_default();
+    fields(f, &ty, &r, k)
+}
+
+/// One `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}` from shared-memory
+/// descriptors `da`, `db` (i64) into `acc` (n / 2 floats): adds to them when `scale` (an i32)
+/// is nonzero, else overwrites them; `trans_b` for an MN-major B. Returns the new accumulators.
+// Reason: one instruction's operands (dtype, shape, accumulators, two descriptors, scale, transpose).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn mma(
+    f: &mut Func,
+    dtype: DType,
+    n: u32,
+    acc: &[String],
+    da: &str,
+    db: &str,
+    scale: &str,
+    trans_b: bool,
+) -> Vec<String> {
+    let k = acc.len();
+    let ty = floats(k);
+    let t = if dtype == DType::BF16 { "bf16" } else { "f16" };
+    let regs = (0..k).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+    let text = format!(
+        "{{\\0A\\09.reg .pred p;\\0A\\09setp.ne.b32 p, ${}, 0;\\0A\\09\
+         wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{regs}}}, ${}, ${}, p, 1, 1, 0, {};\\0A}}",
+        2 * k + 2,
+        2 * k,
+        2 * k + 1,
+        u32::from(trans_b)
+    );
+    let cons: Vec<String> = (0..k)
+        .map(|_| "=f".to_string())
+        .chain((0..k).map(|i| i.to_string()))
+        .chain(["l".to_string(), "l".to_string(), "r".to_string()])
+        .collect();
+    let mut args: Vec<(String, String)> = acc.iter().map(|v| ("float".to_string(), v.clone())).collect();
+    args.push(("i64".into(), da.to_string()));
+    args.push(("i64".into(), db.to_string()));
+    args.push(("i32".into(), scale.to_string()));
+    let r = asm(f, &ty, &text, &format!("{},~{{memory}}", cons.join(",")), &args).unwrap_or_default();
+    fields(f, &ty, &r, k)
+}
+
+/// `fence.proxy.async.shared::cta`: makes this thread's generic-proxy shared-memory writes
+/// (ordinary stores, `cp.async`) visible to the async proxy (wgmma) after the next barrier.
+pub(crate) fn fence_proxy_async(f: &mut Func) {
+    asm(f, "void", "fence.proxy.async.shared::cta;", "~{memory}", &[]);
+}
+
+/// `mbarrier.init.shared::cta.b64 [bar], count` (bar: a 32-bit shared address).
+pub(crate) fn mbar_init(f: &mut Func, bar: &str, count: u32) {
+    let args = [("i32".to_string(), bar.to_string()), ("i32".to_string(), count.to_string())];
+    asm(f, "void", "mbarrier.init.shared::cta.b64 [$0], $1;", "r,n,~{memory}", &args);
+}
+
+/// `fence.mbarrier_init.release.cluster`: makes barrier initialisation visible.
+pub(crate) fn mbar_init_fence(f: &mut Func) {
+    asm(f, "void", "fence.mbarrier_init.release.cluster;", "~{memory}", &[]);
+}
+
+/// One arrival on `bar` (`mbarrier.arrive.shared::cta.b64`).
+pub(crate) fn mbar_arrive(f: &mut Func, bar: &str) {
+    let args = [("i32".to_string(), bar.to_string())];
+    asm(f, "void", "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}", &args);
+}
+
+/// `cp.async.mbarrier.arrive.noinc.shared::cta.b64 [bar]`: one arrival on `bar` once every
+/// earlier `cp.async` of this thread has landed (the barrier's count must include it).
+pub(crate) fn mbar_arrive_cp_async(f: &mut Func, bar: &str) {
+    let args = [("i32".to_string(), bar.to_string())];
+    asm(f, "void", "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", "r,~{memory}", &args);
+}
+
+/// Waits until the phase of `bar` with parity `parity` (an i32 0 or 1) has completed.
+pub(crate) fn mbar_wait(f: &mut Func, bar: &str, parity: &str) {
+    let text = "{\\0A\\09.reg .pred p;\\0AWAIT:\\0A\\09mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\\0A\\09@!p bra WAIT;\\0A}";
+    let args = [("i32".to_string(), bar.to_string()), ("i32".to_string(), parity.to_string())];
+    asm(f, "void", text, "r,r,~{memory}", &args);
+}
+
+/// `setmaxnreg.{inc,dec}.sync.aligned.u32 n`: moves registers between warpgroups (every warp of
+/// the warpgroup executes it).
+pub(crate) fn setmaxnreg(f: &mut Func, inc: bool, n: u32) {
+    let dir = if inc { "inc" } else { "dec" };
+    asm(f, "void", &format!("setmaxnreg.{dir}.sync.aligned.u32 {n};"), "~{memory}", &[]);
+}

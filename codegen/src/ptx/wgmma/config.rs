@@ -1,0 +1,195 @@
+//! The warpgroup GEMM's knobs, encoded in the shared [`Schedule`] so that the `mma.sync`
+//! validation rejects every one of them (and the other way round):
+//!
+//! - `micro_m = 64`, `micro_n = tile_n`: each consumer warpgroup owns 64 rows and the whole width;
+//! - `tile_m` = 64 x consumer warpgroups (1 or 2), `tile_n` = 64, 128 or 256 (the wgmma N),
+//!   `tile_k = 64` (one 128-byte swizzle row of 16-bit elements);
+//! - `warps` = 4 x consumers (every warp copies and multiplies) or 4 x consumers + 4 (a producer
+//!   warpgroup copies, the consumers multiply); `tile_m = 64` with 12 warps is the ping-pong
+//!   variant: a producer and two consumer warpgroups that take alternate 64-row tiles, so one
+//!   stores its tile while the other multiplies;
+//! - `stages` 3 to 8 shared-memory stages; `split_k = 1`; `swizzle` the block-order group.
+//!
+//! `mma.sync` needs `warps = (tile_m / micro_m) x (tile_n / micro_n)`, here `tile_m / 64`, never
+//! `4 x tile_m / 64`: the two encodings cannot overlap.
+
+use tcc_ir::{DType, Schedule, Tier};
+
+use crate::ptx::arch::{Feature, GpuArch, GpuCaps};
+use crate::ptx::error::PtxError;
+use crate::ptx::mma::MatmulProblem;
+
+/// Rows of one wgmma (and of one consumer warpgroup's tile).
+pub(crate) const WG_M: u32 = 64;
+/// The k-tile: 64 16-bit elements, one 128-byte swizzle row.
+pub(crate) const BK: u32 = 64;
+/// Extra dynamic shared memory so that the stages can start on a 1024-byte boundary.
+pub(crate) const ALIGN_SLACK: u32 = 1024;
+
+/// A validated warpgroup tiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WgConfig {
+    /// Consumer warpgroups (each computes 64 rows x `bn`).
+    pub(crate) consumers: u32,
+    /// Block tile columns (the wgmma N).
+    pub(crate) bn: u32,
+    /// Shared-memory stages.
+    pub(crate) stages: u32,
+    /// A producer warpgroup does every copy (else every thread copies).
+    pub(crate) producer: bool,
+    /// The consumers take alternate tiles of 64 rows (else they share one tile).
+    pub(crate) pingpong: bool,
+    /// Block-index swizzle group (along M).
+    pub(crate) swizzle: u32,
+}
+
+impl WgConfig {
+    /// Block tile rows.
+    pub(crate) fn bm(&self) -> u32 {
+        if self.pingpong { WG_M } else { self.consumers * WG_M }
+    }
+
+    /// Threads per block.
+    pub(crate) fn threads(&self) -> u32 {
+        128 * (self.consumers + u32::from(self.producer))
+    }
+
+    /// Bytes of one stage (A tile, then B tile).
+    pub(crate) fn stage_bytes(&self) -> u32 {
+        (self.bm() + self.bn) * BK * 2
+    }
+
+    /// Dynamic shared memory per block, bytes (stages, mbarriers, alignment slack).
+    pub(crate) fn shared_bytes(&self) -> u32 {
+        let bars = if self.producer { 16 * self.stages + 16 } else { 0 };
+        self.stages * self.stage_bytes() + bars + ALIGN_SLACK
+    }
+
+    /// The schedule that encodes this tiling.
+    pub(crate) fn schedule(&self) -> Schedule {
+        Schedule {
+            tier: Tier::Ptx,
+            tile_m: self.bm(),
+            tile_n: self.bn,
+            tile_k: BK,
+            micro_m: WG_M,
+            micro_n: self.bn,
+            vector_width: 8,
+            stages: self.stages,
+            warps: 4 * (self.consumers + u32::from(self.producer)),
+            split_k: 1,
+            swizzle: self.swizzle,
+            threads: 0,
+        }
+    }
+}
+
+fn reject(caps: &GpuCaps, s: &Schedule, why: &str) -> PtxError {
+    PtxError::Unsupported { target: caps.name, what: format!("wgmma schedule `{s}`: {why}") }
+}
+
+/// True when `s` is in the wgmma encoding at all (`micro_m = 64`, `micro_n = tile_n`, warps a
+/// multiple of 4): such a schedule is meant for this lowering, valid or not.
+pub fn is_wgmma_schedule(s: &Schedule) -> bool {
+    s.micro_m == WG_M && s.micro_n == s.tile_n && s.warps >= 4 && s.warps.is_multiple_of(4)
+}
+
+/// Checks that `schedule` can run `problem` with the warpgroup GEMM on `arch`, without
+/// generating code.
+pub fn validate_wgmma_schedule(problem: &MatmulProblem, schedule: &Schedule, arch: GpuArch) -> Result<(), PtxError> {
+    config(problem, schedule, &arch.caps()).map(|_| ())
+}
+
+/// The validated tiling of `s` for `problem`, or why it cannot run.
+pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> Result<WgConfig, PtxError> {
+    caps.require(Feature::Wgmma, "a warpgroup matmul")?;
+    caps.require(Feature::CpAsync, "a warpgroup matmul")?;
+    if !matches!(problem.dtype, DType::F16 | DType::BF16) {
+        return Err(reject(caps, s, &format!("wgmma takes f16 or bf16, not {}", problem.dtype)));
+    }
+    if problem.m == 0 || problem.n == 0 || problem.k == 0 || problem.batch == 0 {
+        return Err(reject(caps, s, "empty matmul"));
+    }
+    if !is_wgmma_schedule(s) {
+        return Err(reject(caps, s, "needs micro_m = 64, micro_n = tile_n and warps a multiple of 4"));
+    }
+    if s.tile_k != BK {
+        return Err(reject(caps, s, "the k-tile must be 64"));
+    }
+    if !matches!(s.tile_m, 64 | 128) {
+        return Err(reject(caps, s, "tile_m must be 64 or 128 (one or two consumer warpgroups)"));
+    }
+    if !matches!(s.tile_n, 64 | 128 | 256) {
+        return Err(reject(caps, s, "tile_n must be 64, 128 or 256"));
+    }
+    let pingpong = s.tile_m == WG_M && s.warps == 12;
+    let consumers = if pingpong { 2 } else { s.tile_m / WG_M };
+    let producer = match s.warps {
+        _ if pingpong => true,
+        w if w == 4 * consumers => false,
+        w if w == 4 * consumers + 4 => true,
+        _ => return Err(reject(caps, s, "warps must be 4 per consumer warpgroup, plus 4 for a producer")),
+    };
+    if !(3..=8).contains(&s.stages) {
+        return Err(reject(caps, s, "stages must be 3 to 8"));
+    }
+    if s.split_k != 1 {
+        return Err(reject(caps, s, "split_k must be 1"));
+    }
+    if !s.swizzle.is_power_of_two() || s.swizzle > 64 {
+        return Err(reject(caps, s, "swizzle must be a power of two up to 64"));
+    }
+    let c = WgConfig { consumers, bn: s.tile_n, stages: s.stages, producer, pingpong, swizzle: s.swizzle };
+    if c.shared_bytes() > caps.max_shared_optin_bytes {
+        return Err(reject(caps, s, &format!("needs {} bytes of shared memory", c.shared_bytes())));
+    }
+    // Accumulators (bn / 2 f32 per thread) plus addressing: 256-wide tiles with two consumers
+    // and every thread copying leave too few registers.
+    if c.bn == 256 && consumers == 1 && !producer {
+        return Err(reject(caps, s, "a 64x256 tile needs a second warpgroup to share the copies"));
+    }
+    let tiles = problem.m.div_ceil(u64::from(c.bm())) * problem.n.div_ceil(u64::from(c.bn));
+    if tiles.saturating_mul(problem.batch) >= (1 << 31) {
+        return Err(reject(caps, s, "too many tiles"));
+    }
+    Ok(c)
+}
+
+/// Every warpgroup schedule worth measuring for `problem` on `arch` (empty without wgmma or for
+/// other dtypes), each valid. Deterministic.
+pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Schedule> {
+    let caps = arch.caps();
+    let mut out = Vec::new();
+    // (consumers, producer, ping-pong)
+    let kinds = [(1u32, false, false), (1, true, false), (2, false, false), (2, true, false), (2, true, true)];
+    for (consumers, producer, pingpong) in kinds {
+        for bn in [64u32, 128, 256] {
+            {
+                for stages in 3u32..=6 {
+                    for swizzle in [1u32, 8] {
+                        let c = WgConfig { consumers, bn, stages, producer, pingpong, swizzle };
+                        let s = c.schedule();
+                        if config(problem, &s, &caps).is_ok() {
+                            out.push(s);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A good warpgroup schedule for a large `problem` on `arch` without tuning (128 x 256 blocks of
+/// two consumer warpgroups), or `None` when the target has no wgmma or the product is too small
+/// for it to fill the GPU.
+pub fn default_wgmma_schedule(problem: &MatmulProblem, arch: GpuArch) -> Option<Schedule> {
+    let caps = arch.caps();
+    let tiles = problem.m.div_ceil(128) * problem.n.div_ceil(256) * problem.batch;
+    if tiles < u64::from(caps.typical_sm_count) {
+        return None;
+    }
+    let c = WgConfig { consumers: 2, bn: 256, stages: 4, producer: false, pingpong: false, swizzle: 8 };
+    let s = c.schedule();
+    config(problem, &s, &caps).is_ok().then_some(s)
+}

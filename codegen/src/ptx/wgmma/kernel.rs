@@ -1,0 +1,637 @@
+//! The warpgroup main loop. Each block computes `bm x bn` output tiles (grid-stride over
+//! swizzled tiles and batches). 16-byte `cp.async` copies fill a ring of `stages` shared-memory
+//! stages in the layouts wgmma's descriptors read with 128-byte swizzle (zero-filled outside the
+//! operands): A and an `[n, k]` B K-major (128-byte rows of 64 k, chunk `c` of row `r` at
+//! `c ^ (r % 8)`), a `[k, n]` B MN-major (blocks of 64 columns, 128-byte rows of 64 n per k).
+//! Each consumer warpgroup multiplies its 64 rows by the whole B tile with
+//! `wgmma.mma_async.m64n{bn}k16`, keeping one k-tile of wgmmas in flight.
+//!
+//! Without a producer every thread copies, and one barrier per k-tile orders the ring. With a
+//! producer warpgroup (`setmaxnreg` moves registers to the consumers when there are two), it
+//! copies and signals `full[s]` through `cp.async.mbarrier.arrive`; consumers wait on it and
+//! free a stage through `empty[s]` once its wgmmas have completed. Such blocks are persistent
+//! (one per SM): the producer copies the next tile while the consumers store. In the ping-pong
+//! variant the two consumers take alternate 64-row tiles from the same ring, so one stores its
+//! tile while the other multiplies.
+//!
+//! The epilogue evaluates the fused outputs straight from the accumulators (whose layout per
+//! warp is that of `mma.sync`'s C fragment).
+
+use tcc_ir::{DType, NodeId};
+
+use super::asm;
+use super::config::{BK, WG_M, WgConfig};
+use crate::ptx::error::PtxError;
+use crate::ptx::expr::{Em, Ix};
+use crate::ptx::math;
+use crate::ptx::mma::{BLayout, MemRef, Operand};
+use crate::ptx::plan::{Out, Src};
+
+/// Everything the main loop needs to know about one product.
+pub(crate) struct WgGemm<'a> {
+    /// The tiling.
+    pub(crate) c: WgConfig,
+    /// Output rows.
+    pub(crate) m: u64,
+    /// Output columns.
+    pub(crate) n: u64,
+    /// Depth of the k loop (the real depth rounded up to 8; padding reads zeros).
+    pub(crate) k: u64,
+    /// Real depth (rows of a `[k, n]` B that exist).
+    pub(crate) k_real: u64,
+    /// Products.
+    pub(crate) batch: u64,
+    /// Input element type.
+    pub(crate) dtype: DType,
+    /// Operand A (`[m, k]`, k contiguous).
+    pub(crate) a: Operand,
+    /// Operand B.
+    pub(crate) b: Operand,
+    /// How B is stored.
+    pub(crate) b_layout: BLayout,
+    /// The matmul node.
+    pub(crate) node: NodeId,
+    /// Batch dims of the output.
+    pub(crate) batch_dims: &'a [u64],
+    /// Output dims.
+    pub(crate) out_dims: &'a [u64],
+}
+
+/// Bytes of one 64-column block of an MN-major B tile (64 k rows of 128 bytes).
+const KN_BLOCK: u32 = BK * 128;
+/// 128-byte swizzle, LBO 16 bytes (unused for K-major), SBO 1024 bytes: the descriptor bits
+/// above the start address.
+const DESC_K_MAJOR: u64 = (1 << 62) | (64 << 32) | (1 << 16);
+/// The same for an MN-major B: LBO is the distance between 64-column blocks.
+const DESC_MN_MAJOR: u64 = (1 << 62) | (64 << 32) | ((KN_BLOCK as u64 >> 4) << 16);
+
+fn ext64(em: &mut Em, v: &str) -> String {
+    em.f.v(format!("zext i32 {v} to i64"))
+}
+
+/// The global base pointer of an operand.
+fn base_ptr(em: &mut Em, r: MemRef) -> String {
+    match r {
+        MemRef::Param(i) => format!("%in{i}"),
+        MemRef::Mat(Src::Output(k)) => format!("%out{k}"),
+        MemRef::Mat(Src::Scratch(off)) => {
+            em.f.v(format!("getelementptr inbounds i8, ptr addrspace(1) %scratch, i64 {off}"))
+        }
+    }
+}
+
+/// One 16-byte chunk a copying thread moves per k-tile.
+struct Chunk {
+    /// Byte offset within the operand's tile in shared memory.
+    soff: String,
+    /// Row within the tile (A: m, `[n, k]` B: n, `[k, n]` B: k), as a constant offset from the
+    /// thread's first row.
+    row_step: u32,
+}
+
+/// The per-thread part of a tile copy: the thread's first row and its chunk within the row.
+struct CopyPlan {
+    row: String,
+    chunk: String,
+    chunks: Vec<Chunk>,
+}
+
+/// Plans the copy of a tile of `rows` rows of `row_chunks` 16-byte chunks by `threads` threads
+/// (thread `ct`): a K-major tile (`row_chunks` = 8) or an MN-major one (`row_chunks` = bn / 8,
+/// in blocks of 8 chunks). `threads` is a multiple of `row_chunks`.
+fn copy_plan(em: &mut Em, ct: &str, rows: u32, row_chunks: u32, threads: u32) -> CopyPlan {
+    let row = em.f.v(format!("udiv i32 {ct}, {row_chunks}"));
+    let chunk = em.f.v(format!("urem i32 {ct}, {row_chunks}"));
+    let block = em.f.v(format!("lshr i32 {chunk}, 3"));
+    let cc = em.f.v(format!("and i32 {chunk}, 7"));
+    let bb = em.f.v(format!("mul i32 {block}, {KN_BLOCK}"));
+    let step = threads / row_chunks;
+    let mut chunks = Vec::new();
+    for i in 0..(rows * row_chunks) / threads {
+        let r = em.f.v(format!("add i32 {row}, {}", i * step));
+        let s = em.f.v(format!("and i32 {r}, 7"));
+        let phys = em.f.v(format!("xor i32 {cc}, {s}"));
+        let pb = em.f.v(format!("shl i32 {phys}, 4"));
+        let rb = em.f.v(format!("shl i32 {r}, 7"));
+        let o = em.f.v(format!("add i32 {rb}, {pb}"));
+        let soff = em.f.v(format!("add i32 {o}, {bb}"));
+        chunks.push(Chunk { soff, row_step: i * step });
+    }
+    CopyPlan { row, chunk, chunks }
+}
+
+/// Issues one `cp.async` of 16 bytes (zero-filled when `ok` is false, from a valid address).
+fn cp_async(em: &mut Em, smem: &str, soff: &str, base: &str, st: &str, goff: &str, ok: &str) {
+    let sp = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {smem}, i32 {soff}"));
+    let real = em.f.v(format!("getelementptr inbounds {st}, ptr addrspace(1) {base}, i64 {goff}"));
+    let src = em.f.v(format!("select i1 {ok}, ptr addrspace(1) {real}, ptr addrspace(1) {base}"));
+    let size = em.f.v(format!("select i1 {ok}, i32 16, i32 0"));
+    em.f.call_void(
+        "llvm.nvvm.cp.async.cg.shared.global.16.s",
+        &[("ptr addrspace(3)", &sp), ("ptr addrspace(1)", &src), ("i32", &size)],
+    );
+}
+
+/// Per tile: one global element offset (without k) and validity per chunk of a copy plan.
+struct TileSrc {
+    offs: Vec<(String, String)>,
+}
+
+/// Geometry of the tile being computed.
+struct Tile {
+    row0: String,
+    col0: String,
+    bidx: String,
+}
+
+/// Emits the warpgroup GEMM body into `em` (the caller adds the entry with `c.threads()`).
+pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Result<(), PtxError> {
+    let c = g.c;
+    let (bm, bn, s_n) = (c.bm(), c.bn, c.stages);
+    let st = math::stype(g.dtype);
+    let smem = format!("@{smem_sym}");
+    let stage_bytes = c.stage_bytes();
+    let a_bytes = bm * BK * 2;
+    let tiles_m = g.m.div_ceil(u64::from(bm));
+    let tiles_n = g.n.div_ceil(u64::from(bn));
+    let tiles = tiles_m * tiles_n;
+    let total = tiles * g.batch;
+    let k_tiles = g.k.div_ceil(u64::from(BK));
+
+    let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
+    let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
+    let nctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.nctaid.x", &[]);
+    let wg = em.f.v(format!("lshr i32 {tid}, 7"));
+    // The stages start at the first 1024-byte boundary of the dynamic shared memory.
+    let s64 = em.f.v(format!("ptrtoint ptr addrspace(3) {smem} to i64"));
+    let s0 = em.f.v(format!("trunc i64 {s64} to i32"));
+    let s1 = em.f.v(format!("add i32 {s0}, 1023"));
+    let al = em.f.v(format!("and i32 {s1}, -1024"));
+    let pad = em.f.v(format!("sub i32 {al}, {s0}"));
+    let a_base = base_ptr(em, g.a.mem);
+    let b_base = base_ptr(em, g.b.mem);
+
+    // Barriers (producer variant): full[s] at bar0 + 8s, empty[s] at bar0 + 8(S + s).
+    let bar0 = em.f.v(format!("add i32 {al}, {}", s_n * stage_bytes));
+    if c.producer {
+        let first = em.f.v(format!("icmp eq i32 {tid}, 0"));
+        let cont = em.f.if_begin(&first);
+        for s in 0..s_n {
+            let full = em.f.v(format!("add i32 {bar0}, {}", 8 * s));
+            asm::mbar_init(&mut em.f, &full, 128);
+            let empty = em.f.v(format!("add i32 {bar0}, {}", 8 * (s_n + s)));
+            asm::mbar_init(&mut em.f, &empty, if c.pingpong { 128 } else { 128 * c.consumers });
+        }
+        if c.pingpong {
+            // order[w]: the other consumer has issued its last tile's k-tiles.
+            for w in 0..2 {
+                let order = em.f.v(format!("add i32 {bar0}, {}", 8 * (2 * s_n + w)));
+                asm::mbar_init(&mut em.f, &order, 128);
+            }
+        }
+        asm::mbar_init_fence(&mut em.f);
+        em.f.if_end(&cont);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+    }
+
+    // Who copies: every thread, or the producer warpgroup (the last one).
+    let (ct, copy_threads) = if c.producer {
+        (em.f.v(format!("sub i32 {tid}, {}", 128 * c.consumers)), 128)
+    } else {
+        (tid.clone(), c.threads())
+    };
+    let a_copy = copy_plan(em, &ct, bm, 8, copy_threads);
+    let b_copy = match g.b_layout {
+        BLayout::NK => copy_plan(em, &ct, bn, 8, copy_threads),
+        BLayout::KN => copy_plan(em, &ct, BK, bn / 8, copy_threads),
+    };
+
+    // The tile loop, per role.
+    let saved = em.save();
+    let tile_loop = |em: &mut Em, start: &str, iters: &[(String, String)]| {
+        let tl = em.f.loop_begin("i32", start, &total.to_string(), iters);
+        let t = tl.i.clone();
+        let tile_lin = em.f.v(format!("urem i32 {t}, {tiles}"));
+        let bidx = em.f.v(format!("udiv i32 {t}, {tiles}"));
+        let gsz = u64::from(c.swizzle).min(tiles_m);
+        let group_tiles = gsz * tiles_n;
+        let group = em.f.v(format!("udiv i32 {tile_lin}, {group_tiles}"));
+        let first_m = em.f.v(format!("mul i32 {group}, {gsz}"));
+        let left = em.f.v(format!("sub i32 {tiles_m}, {first_m}"));
+        let small = em.f.v(format!("icmp ult i32 {left}, {gsz}"));
+        let gh = em.f.v(format!("select i1 {small}, i32 {left}, i32 {gsz}"));
+        let within = em.f.v(format!("urem i32 {tile_lin}, {group_tiles}"));
+        let wm_ = em.f.v(format!("urem i32 {within}, {gh}"));
+        let tm = em.f.v(format!("add i32 {first_m}, {wm_}"));
+        let tn = em.f.v(format!("udiv i32 {within}, {gh}"));
+        let row0 = em.f.v(format!("mul i32 {tm}, {bm}"));
+        let col0 = em.f.v(format!("mul i32 {tn}, {bn}"));
+        (tl, Tile { row0, col0, bidx })
+    };
+
+    // Per-tile sources of the chunks this thread copies.
+    let tile_src = |em: &mut Em, tile: &Tile| -> (TileSrc, TileSrc) {
+        let b64 = ext64(em, &tile.bidx);
+        let a_bo = em.f.v(format!("mul i64 {b64}, {}", g.a.batch_stride));
+        let r = em.f.v(format!("add i32 {}, {}", tile.row0, a_copy.row));
+        let r64 = ext64(em, &r);
+        let ro = em.f.v(format!("mul i64 {r64}, {}", g.a.ld));
+        let c8 = em.f.v(format!("shl i32 {}, 3", a_copy.chunk));
+        let c64 = ext64(em, &c8);
+        let o = em.f.v(format!("add i64 {ro}, {c64}"));
+        let o = em.f.v(format!("add i64 {o}, {a_bo}"));
+        let mut a = Vec::new();
+        for ch in &a_copy.chunks {
+            let off = em.f.v(format!("add i64 {o}, {}", u64::from(ch.row_step) * g.a.ld));
+            let rr = em.f.v(format!("add i32 {r}, {}", ch.row_step));
+            let ok = em.f.v(format!("icmp ult i32 {rr}, {}", g.m));
+            a.push((off, ok));
+        }
+        let b_bo = em.f.v(format!("mul i64 {b64}, {}", g.b.batch_stride));
+        let c8 = em.f.v(format!("shl i32 {}, 3", b_copy.chunk));
+        let mut b = Vec::new();
+        match g.b_layout {
+            BLayout::NK => {
+                let r = em.f.v(format!("add i32 {}, {}", tile.col0, b_copy.row));
+                let r64 = ext64(em, &r);
+                let ro = em.f.v(format!("mul i64 {r64}, {}", g.b.ld));
+                let c64 = ext64(em, &c8);
+                let o = em.f.v(format!("add i64 {ro}, {c64}"));
+                let o = em.f.v(format!("add i64 {o}, {b_bo}"));
+                for ch in &b_copy.chunks {
+                    let off = em.f.v(format!("add i64 {o}, {}", u64::from(ch.row_step) * g.b.ld));
+                    let rr = em.f.v(format!("add i32 {r}, {}", ch.row_step));
+                    let ok = em.f.v(format!("icmp ult i32 {rr}, {}", g.n));
+                    b.push((off, ok));
+                }
+            }
+            BLayout::KN => {
+                // Rows are k (checked per k-tile); the chunk's columns are checked here.
+                let col = em.f.v(format!("add i32 {}, {c8}", tile.col0));
+                let ok = em.f.v(format!("icmp ult i32 {col}, {}", g.n.div_ceil(8) * 8));
+                let r64 = ext64(em, &b_copy.row);
+                let ro = em.f.v(format!("mul i64 {r64}, {}", g.b.ld));
+                let col64 = ext64(em, &col);
+                let o = em.f.v(format!("add i64 {ro}, {col64}"));
+                let o = em.f.v(format!("add i64 {o}, {b_bo}"));
+                for ch in &b_copy.chunks {
+                    let off = em.f.v(format!("add i64 {o}, {}", u64::from(ch.row_step) * g.b.ld));
+                    b.push((off, ok.clone()));
+                }
+            }
+        }
+        (TileSrc { offs: a }, TileSrc { offs: b })
+    };
+
+    // Copies k-tile `kt` into stage `stage` (both i32 registers or constants).
+    let load_tile = |em: &mut Em, srcs: &(TileSrc, TileSrc), kt: &str, stage: &str| {
+        let sb = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
+        let sb = em.f.v(format!("add i32 {sb}, {pad}"));
+        let k0 = em.f.v(format!("shl i32 {kt}, 6"));
+        let k064 = ext64(em, &k0);
+        let ac = em.f.v(format!("shl i32 {}, 3", a_copy.chunk));
+        let kc = em.f.v(format!("add i32 {k0}, {ac}"));
+        let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.k));
+        for (ch, (off, ok)) in a_copy.chunks.iter().zip(&srcs.0.offs) {
+            let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
+            let so = em.f.v(format!("add i32 {sb}, {}", ch.soff));
+            let go = em.f.v(format!("add i64 {off}, {k064}"));
+            cp_async(em, &smem, &so, &a_base, st, &go, &ok2);
+        }
+        let bsb = em.f.v(format!("add i32 {sb}, {a_bytes}"));
+        match g.b_layout {
+            BLayout::NK => {
+                let bc = em.f.v(format!("shl i32 {}, 3", b_copy.chunk));
+                let kc = em.f.v(format!("add i32 {k0}, {bc}"));
+                let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.k));
+                for (ch, (off, ok)) in b_copy.chunks.iter().zip(&srcs.1.offs) {
+                    let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
+                    let so = em.f.v(format!("add i32 {bsb}, {}", ch.soff));
+                    let go = em.f.v(format!("add i64 {off}, {k064}"));
+                    cp_async(em, &smem, &so, &b_base, st, &go, &ok2);
+                }
+            }
+            BLayout::KN => {
+                let kofs = em.f.v(format!("mul i64 {k064}, {}", g.b.ld));
+                let kr = em.f.v(format!("add i32 {k0}, {}", b_copy.row));
+                for (ch, (off, ok)) in b_copy.chunks.iter().zip(&srcs.1.offs) {
+                    let krow = em.f.v(format!("add i32 {kr}, {}", ch.row_step));
+                    let kok = em.f.v(format!("icmp ult i32 {krow}, {}", g.k_real));
+                    let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
+                    let so = em.f.v(format!("add i32 {bsb}, {}", ch.soff));
+                    let go = em.f.v(format!("add i64 {off}, {kofs}"));
+                    cp_async(em, &smem, &so, &b_base, st, &go, &ok2);
+                }
+            }
+        }
+    };
+
+    // Descriptors of this warpgroup's A rows and of B at stage 0, k16 step 0.
+    let enc = |em: &mut Em, addr: &str, bits: u64| -> String {
+        let a4 = em.f.v(format!("lshr i32 {addr}, 4"));
+        let a64 = ext64(em, &a4);
+        em.f.v(format!("or i64 {a64}, {bits}"))
+    };
+    let cons_wg = if c.pingpong {
+        "0".to_string()
+    } else if c.producer {
+        let last = em.f.v(format!("icmp ult i32 {wg}, {}", c.consumers));
+        em.f.v(format!("select i1 {last}, i32 {wg}, i32 0"))
+    } else {
+        wg.clone()
+    };
+    let wa = em.f.v(format!("mul i32 {cons_wg}, {}", WG_M * 128));
+    let aa = em.f.v(format!("add i32 {al}, {wa}"));
+    let da0 = enc(em, &aa, DESC_K_MAJOR);
+    let ba = em.f.v(format!("add i32 {al}, {a_bytes}"));
+    let (db0, b_kk, trans_b) = match g.b_layout {
+        BLayout::NK => (enc(em, &ba, DESC_K_MAJOR), 32u64 >> 4, false),
+        BLayout::KN => (enc(em, &ba, DESC_MN_MAJOR), (16u64 * 128) >> 4, true),
+    };
+    let nacc = (bn / 2) as usize;
+
+    // One k-tile of wgmmas on stage `stage`; `first` (i1) overwrites the accumulators.
+    let mma_tile = |em: &mut Em, acc: &[String], stage: &str, first: &str| -> Vec<String> {
+        let so = em.f.v(format!("mul i32 {stage}, {}", stage_bytes >> 4));
+        let so64 = ext64(em, &so);
+        let da = em.f.v(format!("add i64 {da0}, {so64}"));
+        let db = em.f.v(format!("add i64 {db0}, {so64}"));
+        let notfirst = em.f.v(format!("xor i1 {first}, true"));
+        let scale0 = em.f.v(format!("zext i1 {notfirst} to i32"));
+        asm::fence(&mut em.f);
+        let mut acc = acc.to_vec();
+        for kk in 0..u64::from(BK / 16) {
+            let dak = em.f.v(format!("add i64 {da}, {}", kk * 2));
+            let dbk = em.f.v(format!("add i64 {db}, {}", kk * b_kk));
+            let scale = if kk == 0 { scale0.clone() } else { "1".to_string() };
+            acc = asm::mma(&mut em.f, g.dtype, bn, &acc, &dak, &dbk, &scale, trans_b);
+        }
+        asm::commit(&mut em.f);
+        acc
+    };
+    // The first k-tile's wgmmas overwrite the accumulators (scale-d = 0): they start undefined,
+    // so no instruction writes them before the first wgmma.
+    let zeros: Vec<(String, String)> = (0..nacc).map(|_| ("float".to_string(), math::fc(0.0))).collect();
+    let bump = |em: &mut Em, v: &str| -> String {
+        let v1 = em.f.v(format!("add i32 {v}, 1"));
+        let wrap = em.f.v(format!("icmp eq i32 {v1}, {s_n}"));
+        em.f.v(format!("select i1 {wrap}, i32 0, i32 {v1}"))
+    };
+    let ntiles = k_tiles.to_string();
+
+    if !c.producer {
+        // Every thread copies; prefetch distance S-2 keeps one stage for the wgmmas in flight.
+        let dist = s_n - 2;
+        let (tl, tile) = tile_loop(em, &ctaid, &[]);
+        let srcs = tile_src(em, &tile);
+        for s in 0..dist {
+            if u64::from(s) < k_tiles {
+                load_tile(em, &srcs, &s.to_string(), &s.to_string());
+            }
+            em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+        }
+        let mut carried = zeros.clone();
+        carried.push(("i32".into(), "0".into()));
+        carried.push(("i32".into(), dist.to_string()));
+        let kl = em.f.loop_begin("i32", "0", &ntiles, &carried);
+        let rs = kl.accs[nacc].clone();
+        let ws = kl.accs[nacc + 1].clone();
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(dist - 1).to_string())]);
+        asm::fence_proxy_async(&mut em.f);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let j = em.f.v(format!("add i32 {}, {dist}", kl.i));
+        let p = em.f.v(format!("icmp ult i32 {j}, {ntiles}"));
+        let cont = em.f.if_begin(&p);
+        load_tile(em, &srcs, &j, &ws);
+        em.f.if_end(&cont);
+        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+        let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
+        let mut next = mma_tile(em, &kl.accs[..nacc], &rs, &first);
+        asm::wait(&mut em.f, 1);
+        next.push(bump(em, &rs));
+        next.push(bump(em, &ws));
+        em.f.loop_end(&kl, "1", &next);
+        let acc = asm::wait_acc(&mut em.f, 0, &kl.accs[..nacc]);
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        epilogue(em, g, outs, &tile, &tid, &wg, &acc)?;
+        em.f.loop_end(&tl, &nctaid, &[]);
+    } else {
+        // Producer / consumer: the ring position runs on across tiles (`it` counts k-tiles).
+        let is_producer = em.f.v(format!("icmp uge i32 {wg}, {}", c.consumers));
+        let cons = em.f.label("consumer");
+        let prod = em.f.label("producer");
+        let done = em.f.label("done");
+        em.f.op(format!("br i1 {is_producer}, label %{prod}, label %{cons}"));
+
+        em.f.start_block(&prod);
+        if c.consumers == 2 {
+            asm::setmaxnreg(&mut em.f, false, 72);
+        }
+        let (tl, tile) = tile_loop(em, &ctaid, &[("i32".into(), "0".into())]);
+        let srcs = tile_src(em, &tile);
+        let it0 = tl.accs[0].clone();
+        let kl = em.f.loop_begin("i32", "0", &ntiles, &[]);
+        let it = em.f.v(format!("add i32 {it0}, {}", kl.i));
+        let stage = em.f.v(format!("urem i32 {it}, {s_n}"));
+        let round = em.f.v(format!("udiv i32 {it}, {s_n}"));
+        let par = em.f.v(format!("and i32 {round}, 1"));
+        let par = em.f.v(format!("xor i32 {par}, 1"));
+        let empty = em.f.v(format!("mul i32 {stage}, 8"));
+        let empty = em.f.v(format!("add i32 {empty}, {}", 8 * s_n));
+        let empty = em.f.v(format!("add i32 {bar0}, {empty}"));
+        asm::mbar_wait(&mut em.f, &empty, &par);
+        load_tile(em, &srcs, &kl.i, &stage);
+        let full = em.f.v(format!("mul i32 {stage}, 8"));
+        let full = em.f.v(format!("add i32 {bar0}, {full}"));
+        asm::mbar_arrive_cp_async(&mut em.f, &full);
+        em.f.loop_end(&kl, "1", &[]);
+        let it_next = em.f.v(format!("add i32 {it0}, {ntiles}"));
+        em.f.loop_end(&tl, &nctaid, &[it_next]);
+        // Nothing may exit while its copies are in flight.
+        em.f.call_void("llvm.nvvm.cp.async.wait.all", &[]);
+        em.f.br(&done);
+
+        em.f.start_block(&cons);
+        if c.consumers == 2 {
+            asm::setmaxnreg(&mut em.f, true, 216);
+        }
+        // Ping-pong: consumer `wg` takes the block's tiles wg, wg + 2, ...
+        let (start, step, it_first, it_step) = if c.pingpong {
+            let off = em.f.v(format!("mul i32 {wg}, {nctaid}"));
+            let start = em.f.v(format!("add i32 {ctaid}, {off}"));
+            let step = em.f.v(format!("shl i32 {nctaid}, 1"));
+            (start, step, em.f.v(format!("mul i32 {wg}, {ntiles}")), 2 * k_tiles)
+        } else {
+            (ctaid.clone(), nctaid.clone(), "0".to_string(), k_tiles)
+        };
+        let (tl, tile) = tile_loop(em, &start, &[("i32".into(), it_first), ("i32".into(), "0".into())]);
+        let it0 = tl.accs[0].clone();
+        let own = tl.accs[1].clone();
+        // Ping-pong: the consumers' main loops alternate (each waits until the other has issued
+        // the previous tile), so the full barriers are only ever waited on one phase ahead.
+        if c.pingpong {
+            let first = em.f.v(format!("or i32 {wg}, {own}"));
+            let wait = em.f.v(format!("icmp ne i32 {first}, 0"));
+            let cont = em.f.if_begin(&wait);
+            let p = em.f.v(format!("add i32 {own}, 1"));
+            let p = em.f.v(format!("sub i32 {p}, {wg}"));
+            let parity = em.f.v(format!("and i32 {p}, 1"));
+            let o = em.f.v(format!("mul i32 {wg}, 8"));
+            let o = em.f.v(format!("add i32 {o}, {}", 16 * s_n));
+            let order = em.f.v(format!("add i32 {bar0}, {o}"));
+            asm::mbar_wait(&mut em.f, &order, &parity);
+            em.f.if_end(&cont);
+        }
+        let kl = em.f.loop_begin("i32", "0", &ntiles, &zeros);
+        let it = em.f.v(format!("add i32 {it0}, {}", kl.i));
+        let stage = em.f.v(format!("urem i32 {it}, {s_n}"));
+        let round = em.f.v(format!("udiv i32 {it}, {s_n}"));
+        let par = em.f.v(format!("and i32 {round}, 1"));
+        let full = em.f.v(format!("mul i32 {stage}, 8"));
+        let full = em.f.v(format!("add i32 {bar0}, {full}"));
+        asm::mbar_wait(&mut em.f, &full, &par);
+        asm::fence_proxy_async(&mut em.f);
+        let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
+        let next = mma_tile(em, &kl.accs, &stage, &first);
+        asm::wait(&mut em.f, 1);
+        // The previous k-tile's wgmmas are done: free its stage.
+        let notfirst = em.f.v(format!("icmp ne i32 {}, 0", kl.i));
+        let cont = em.f.if_begin(&notfirst);
+        let prev = em.f.v(format!("add i32 {stage}, {}", s_n - 1));
+        let prev = em.f.v(format!("urem i32 {prev}, {s_n}"));
+        let pe = em.f.v(format!("mul i32 {prev}, 8"));
+        let pe = em.f.v(format!("add i32 {pe}, {}", 8 * s_n));
+        let pe = em.f.v(format!("add i32 {bar0}, {pe}"));
+        asm::mbar_arrive(&mut em.f, &pe);
+        em.f.if_end(&cont);
+        em.f.loop_end(&kl, "1", &next);
+        if c.pingpong {
+            let other = em.f.v(format!("xor i32 {wg}, 1"));
+            let o = em.f.v(format!("mul i32 {other}, 8"));
+            let o = em.f.v(format!("add i32 {o}, {}", 16 * s_n));
+            let order = em.f.v(format!("add i32 {bar0}, {o}"));
+            asm::mbar_arrive(&mut em.f, &order);
+        }
+        let acc = asm::wait_acc(&mut em.f, 0, &kl.accs);
+        let last = em.f.v(format!("add i32 {it0}, {}", k_tiles - 1));
+        let ls = em.f.v(format!("urem i32 {last}, {s_n}"));
+        let le = em.f.v(format!("mul i32 {ls}, 8"));
+        let le = em.f.v(format!("add i32 {le}, {}", 8 * s_n));
+        let le = em.f.v(format!("add i32 {bar0}, {le}"));
+        asm::mbar_arrive(&mut em.f, &le);
+        let rows_wg = if c.pingpong { "0".to_string() } else { wg.clone() };
+        epilogue(em, g, outs, &tile, &tid, &rows_wg, &acc)?;
+        let it_next = em.f.v(format!("add i32 {it0}, {it_step}"));
+        let own_next = em.f.v(format!("add i32 {own}, 1"));
+        em.f.loop_end(&tl, &step, &[it_next, own_next]);
+        em.f.br(&done);
+        em.f.start_block(&done);
+    }
+    em.restore(saved);
+    Ok(())
+}
+
+/// Stores a tile's accumulators: per warp 16 rows (`mma.sync`'s C layout per 8 columns).
+// Reason: the IR value names of the tile and thread, plus the product and its outputs.
+#[allow(clippy::too_many_arguments)]
+fn epilogue(
+    em: &mut Em,
+    g: &WgGemm,
+    outs: &[Out],
+    tile: &Tile,
+    tid: &str,
+    wg: &str,
+    acc: &[String],
+) -> Result<(), PtxError> {
+    let lane = em.f.v(format!("and i32 {tid}, 31"));
+    let warp = em.f.v(format!("lshr i32 {tid}, 5"));
+    let wiw = em.f.v(format!("and i32 {warp}, 3"));
+    let gq = em.f.v(format!("lshr i32 {lane}, 2"));
+    let tq = em.f.v(format!("and i32 {lane}, 3"));
+    let t2 = em.f.v(format!("shl i32 {tq}, 1"));
+    let wr = em.f.v(format!("mul i32 {wg}, {WG_M}"));
+    let w16 = em.f.v(format!("shl i32 {wiw}, 4"));
+    let r = em.f.v(format!("add i32 {}, {wr}", tile.row0));
+    let r = em.f.v(format!("add i32 {r}, {w16}"));
+    let r_base = em.f.v(format!("add i32 {r}, {gq}"));
+    let c_base = em.f.v(format!("add i32 {}, {t2}", tile.col0));
+    let bmulti = {
+        let bi = em.widen(&tile.bidx);
+        em.delinearize(&bi, g.batch_dims)
+    };
+    let saved = em.save();
+    for j in 0..(g.c.bn / 8) as usize {
+        for h in 0..2usize {
+            let row = em.f.v(format!("add i32 {r_base}, {}", h * 8));
+            let col = em.f.v(format!("add i32 {c_base}, {}", j * 8));
+            let vals = [acc[4 * j + 2 * h].clone(), acc[4 * j + 2 * h + 1].clone()];
+            store_pair(em, g, outs, &bmulti, &row, &col, &vals)?;
+            em.restore(saved.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Clamps an i32 index to `size - 1` and converts it to the index type.
+fn clamp_ix(em: &mut Em, v: &str, size: u64) -> String {
+    let last = size.saturating_sub(1);
+    let over = em.f.v(format!("icmp ugt i32 {v}, {last}"));
+    let c = em.f.v(format!("select i1 {over}, i32 {last}, i32 {v}"));
+    em.widen(&c)
+}
+
+/// The fused epilogue of two adjacent accumulators (row, col) and (row, col+1): rounds each to
+/// the matmul's dtype, evaluates every output at it and stores what lies inside the output.
+/// (The same as the `mma.sync` kernel's; see the request to share it.)
+fn store_pair(
+    em: &mut Em,
+    g: &WgGemm,
+    outs: &[Out],
+    bmulti: &[String],
+    row: &str,
+    col: &str,
+    vals: &[String; 2],
+) -> Result<(), PtxError> {
+    let out_dtype = em.dtype(g.node);
+    let rc = clamp_ix(em, row, g.m);
+    let rok = em.f.v(format!("icmp ult i32 {row}, {}", g.m));
+    let mut per_elem: Vec<(String, String, Vec<String>)> = Vec::new();
+    for (e, acc) in vals.iter().enumerate() {
+        let ce = if e == 0 { col.to_string() } else { em.f.v(format!("add i32 {col}, {e}")) };
+        let cok = em.f.v(format!("icmp ult i32 {ce}, {}", g.n));
+        let ok = em.f.v(format!("and i1 {rok}, {cok}"));
+        let cc = clamp_ix(em, &ce, g.n);
+        let mut multi = bmulti.to_vec();
+        multi.push(rc.clone());
+        multi.push(cc);
+        let flat = em.linearize(&multi, g.out_dims);
+        let value = math::round(&mut em.f, em.caps, out_dtype, acc)?;
+        em.env.insert(g.node, value);
+        let at = Ix { flat: flat.clone(), multi: Some(multi), vec: None };
+        let mut vs = Vec::new();
+        for o in outs {
+            vs.push(em.eval_out(o, &at)?);
+        }
+        em.env.remove(&g.node);
+        per_elem.push((ok, flat, vs));
+    }
+    if g.n.is_multiple_of(2) {
+        let cont = em.f.if_begin(&per_elem[0].0);
+        for (k, o) in outs.iter().enumerate() {
+            let dt = em.dtype(o.node);
+            em.store_vec(o.dest, dt, &per_elem[0].1, &[per_elem[0].2[k].clone(), per_elem[1].2[k].clone()])?;
+        }
+        em.f.if_end(&cont);
+    } else {
+        for (ok, flat, vs) in &per_elem {
+            let cont = em.f.if_begin(ok);
+            for (o, v) in outs.iter().zip(vs) {
+                let dt = em.dtype(o.node);
+                em.store(o.dest, dt, flat, v)?;
+            }
+            em.f.if_end(&cont);
+        }
+    }
+    Ok(())
+}

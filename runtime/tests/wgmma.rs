@@ -1,0 +1,244 @@
+//! Warpgroup (wgmma) GEMMs on an sm_90a device (feature `gpu-tests`): every variant against the
+//! interpreter on random shapes (off the tile grid, rows not 16-byte aligned), both B layouts,
+//! f16 and bf16, a fused bias + gelu epilogue, batches; large products against the f64
+//! reference on sampled entries; and (ignored unless asked) timings against cuBLAS in the same
+//! process. On other devices the tests return early (nothing to run).
+
+#![cfg(feature = "gpu-tests")]
+
+use std::sync::OnceLock;
+
+use tcc_codegen::ptx::wgmma::{default_wgmma_schedule, wgmma_schedule_space};
+use tcc_codegen::ptx::{self, BLayout, GpuArch, MatmulProblem};
+use tcc_ir::interp::{Tensor, run_graph};
+use tcc_ir::testing::{Tolerance, compare_outputs, random_inputs};
+use tcc_ir::{BinaryOp, Bindings, DType, Graph, KernelClass, Op, Program, Schedule, Shape, TensorType, UnaryOp};
+use tcc_runtime::HostTensor;
+use tcc_runtime::cuda::{Cublas, CudaDevice, GemmShape, TimingOptions};
+
+use crate::common::whole;
+
+fn device() -> &'static CudaDevice {
+    static D: OnceLock<CudaDevice> = OnceLock::new();
+    D.get_or_init(|| match CudaDevice::open(0) {
+        Ok(d) => d,
+        Err(e) => panic!("feature `gpu-tests` needs a CUDA device: {e}"),
+    })
+}
+
+fn hopper() -> bool {
+    device().info().arch == GpuArch::Sm90a
+}
+
+fn t(dtype: DType, dims: &[u64]) -> TensorType {
+    TensorType { dtype, shape: Shape::from_consts(dims) }
+}
+
+/// `gelu(a @ b + bias)` (or the plain product) with B stored `[k, n]` or `[n, k]`.
+fn gemm_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk: bool, epilogue: bool) -> Graph {
+    let mut g = Graph::new("wgemm");
+    let dims = |r: u64, c: u64| -> Vec<u64> { batch.iter().copied().chain([r, c]).collect() };
+    let a = g.add_param("a", t(dtype, &dims(m, k))).unwrap();
+    let b = if nk {
+        let raw = g.add_param("b", t(dtype, &dims(n, k))).unwrap();
+        let r = batch.len() + 2;
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        g.push(Op::Permute { input: raw, perm }).unwrap()
+    } else {
+        g.add_param("b", t(dtype, &dims(k, n))).unwrap()
+    };
+    let mut y = g.push(Op::MatMul(a, b)).unwrap();
+    if epilogue {
+        let bias = g.add_param("bias", t(dtype, &[n])).unwrap();
+        y = g.push(Op::Binary(BinaryOp::Add, y, bias)).unwrap();
+        y = g.push(Op::Unary(UnaryOp::Gelu, y)).unwrap();
+    }
+    g.outputs.push(y);
+    g
+}
+
+fn program(g: &Graph, schedule: Schedule) -> Program {
+    let mut p = whole(g, KernelClass::MatMul);
+    p.launches[0].kernel.schedule = schedule;
+    p
+}
+
+fn problem(dtype: DType, m: u64, n: u64, k: u64, nk: bool) -> MatmulProblem {
+    MatmulProblem { m, n, k, batch: 1, dtype, b_layout: if nk { BLayout::NK } else { BLayout::KN } }
+}
+
+/// One schedule per (consumers, tile_n, producer) of the space, at `stages` stages.
+fn variants(stages: u32) -> Vec<Schedule> {
+    let p = problem(DType::F16, 4096, 4096, 4096, false);
+    let mut out: Vec<Schedule> = Vec::new();
+    for s in wgmma_schedule_space(&p, GpuArch::Sm90a) {
+        if s.stages == stages
+            && s.swizzle == 8
+            && !out.iter().any(|o| (o.tile_m, o.tile_n, o.warps) == (s.tile_m, s.tile_n, s.warps))
+        {
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn check(g: &Graph, schedule: Schedule, seed: u64) -> Result<(), String> {
+    let inputs = random_inputs(g, &Bindings::new(), seed).map_err(|e| e.to_string())?;
+    let expected = run_graph(g, &inputs).map_err(|e| format!("interp: {e}"))?;
+    let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+    let out = device().run_program(&program(g, schedule), &host).map_err(|e| e.to_string())?;
+    let actual: Vec<Tensor> = out.iter().map(HostTensor::to_interp).collect();
+    let tol = Tolerance { outlier_fraction: 0.001, ..Tolerance::default() }.scaled(4.0);
+    compare_outputs(&expected, &actual, &tol).map_err(|m| m.to_string())
+}
+
+#[test]
+fn wgmma_gemms_match_the_interpreter() {
+    if !hopper() {
+        return;
+    }
+    let shapes: [(u64, u64, u64); 6] =
+        [(1, 1, 1), (77, 50, 33), (128, 256, 64), (200, 136, 520), (129, 257, 31), (300, 520, 200)];
+    let mut failures = Vec::new();
+    let mut case = 0u64;
+    // Every variant meets four cases (dtype, shape, B layout and epilogue cycling) and a batch.
+    for s in variants(4).into_iter().chain(variants(3).into_iter().take(2)) {
+        for _ in 0..4 {
+            case += 1;
+            let dtype = if case.is_multiple_of(2) { DType::F16 } else { DType::BF16 };
+            let (m, n, k) = shapes[(case as usize * 5) % shapes.len()];
+            let nk = (case / 2) % 2 == 1;
+            let epilogue = (case / 3).is_multiple_of(2);
+            let g = gemm_graph(dtype, &[], m, n, k, nk, epilogue);
+            if let Err(e) = check(&g, s, case) {
+                failures.push(format!("{dtype} {m}x{n}x{k} nk={nk} epi={epilogue} [{s}]: {e}"));
+            }
+        }
+        let nk = case.is_multiple_of(2);
+        let g = gemm_graph(DType::F16, &[3], 40, 24, 64, nk, true);
+        if let Err(e) = check(&g, s, 5) {
+            failures.push(format!("batched nk={nk} [{s}]: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// `||got - want|| / ||want||` over sampled entries of two `[m, n]` results.
+fn sampled_rel_err(got: &Tensor, want: &[(usize, f64)]) -> f64 {
+    let (mut d, mut w) = (0.0, 0.0);
+    for &(i, v) in want {
+        d += (got.data[i] - v) * (got.data[i] - v);
+        w += v * v;
+    }
+    (d / w.max(1e-30)).sqrt()
+}
+
+/// The f64 product at sampled entries.
+fn reference(a: &Tensor, b: &Tensor, m: usize, n: usize, k: usize, nk: bool, samples: usize) -> Vec<(usize, f64)> {
+    (0..samples)
+        .map(|s| {
+            let i = (s * 7919 + 13) % m;
+            let j = (s * 104_729 + 7) % n;
+            let v: f64 =
+                (0..k).map(|p| a.data[i * k + p] * if nk { b.data[j * k + p] } else { b.data[p * n + j] }).sum();
+            (i * n + j, v)
+        })
+        .collect()
+}
+
+#[test]
+fn large_wgmma_gemms_match_the_f64_reference_on_sampled_entries() {
+    if !hopper() {
+        return;
+    }
+    let mut failures = Vec::new();
+    for (m, n, k, nk) in [(2048u64, 2048u64, 1024u64, false), (1999, 3001, 1000, true), (4096, 4096, 256, false)] {
+        let g = gemm_graph(DType::F16, &[], m, n, k, nk, false);
+        let inputs = random_inputs(&g, &Bindings::new(), 3).unwrap();
+        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+        let want = reference(&inputs[0], &inputs[1], m as usize, n as usize, k as usize, nk, 512);
+        for s in variants(4) {
+            let out = device().run_program(&program(&g, s), &host).unwrap()[0].to_interp();
+            let err = sampled_rel_err(&out, &want);
+            if err.is_nan() || err > 2e-3 {
+                failures.push(format!("{m}x{n}x{k} nk={nk} [{s}]: relative error {err:.2e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Times the large benchmark shapes with wgmma schedules, the mma.sync default and cuBLAS;
+/// prints one line per measurement. Run with `--ignored --nocapture` on an H100.
+#[test]
+#[ignore]
+fn wgmma_sweep_against_cublas() {
+    if !hopper() {
+        return;
+    }
+    let dev = device();
+    let blas = Cublas::new(dev).unwrap();
+    let opts = TimingOptions { warmup: 3, repetitions: 20, flush_l2: true };
+    let shapes: &[(&str, DType, u64, u64, u64, bool, bool)] = &[
+        ("gemm_f16_4096", DType::F16, 4096, 4096, 4096, false, false),
+        ("gemm_bf16_4096", DType::BF16, 4096, 4096, 4096, false, false),
+        ("gemm_f16_4096_bt", DType::F16, 4096, 4096, 4096, true, false),
+        ("gemm_bias_gelu_f16_4096", DType::F16, 4096, 4096, 4096, false, true),
+        ("gemm_f16_8192", DType::F16, 8192, 8192, 8192, false, false),
+        ("gemm_f16_llm_up", DType::F16, 8192, 14336, 4096, false, false),
+        ("gemm_f16_ragged", DType::F16, 1999, 3001, 997, false, false),
+    ];
+    let only = std::env::var("TCC_SWEEP_ONLY").ok();
+    let stages: Vec<u32> = std::env::var("TCC_WG_STAGES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_else(|| vec![4]);
+    for &(name, dtype, m, n, k, nk, epi) in shapes {
+        if only.as_ref().is_some_and(|o| !o.split(',').any(|x| x == name)) {
+            continue;
+        }
+        let g = gemm_graph(dtype, &[], m, n, k, nk, epi);
+        let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
+        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+        let flops = 2.0 * (m * n * k) as f64;
+        let want = reference(&inputs[0], &inputs[1], m as usize, n as usize, k as usize, nk, 256);
+        let shape = GemmShape { m: m as usize, n: n as usize, k: k as usize, dtype, b_nk: nk };
+        let (ct, cout) = blas.time_gemm(dev, shape, &host[0], &host[1], opts).unwrap();
+        let cout = cout.to_interp();
+        let cub_tf = flops / ct.median_ms / 1e9;
+        println!("SWEEP {name} cublas median_ms={:.4} tflops={cub_tf:.1}", ct.median_ms);
+        let p = problem(dtype, m, n, k, nk);
+        let mut schedules = vec![("mma.sync default".to_string(), ptx::default_matmul_schedule(&p, GpuArch::Sm90a))];
+        if let Some(s) = default_wgmma_schedule(&p, GpuArch::Sm90a) {
+            schedules.push((format!("wgmma default {s}"), s));
+        }
+        for st in &stages {
+            for s in variants(*st) {
+                if s.tile_m * s.tile_n >= 128 * 128 {
+                    schedules.push((format!("{s}"), s));
+                }
+            }
+        }
+        for (label, s) in schedules {
+            let prog = program(&g, s);
+            let tt = match dev.time_program(&prog, &host, opts) {
+                Ok(t) => t,
+                Err(e) => {
+                    println!("SWEEP {name} tcc [{label}] error: {e}");
+                    continue;
+                }
+            };
+            let out = dev.run_program(&prog, &host).unwrap()[0].to_interp();
+            let picks: Vec<(usize, f64)> = want.iter().map(|&(i, _)| (i, cout.data[i])).collect();
+            let cublas_diff = if epi { f64::NAN } else { sampled_rel_err(&out, &picks) };
+            let ref_err = if epi { f64::NAN } else { sampled_rel_err(&out, &want) };
+            let tf = flops / tt.median_ms / 1e9;
+            println!(
+                "SWEEP {name} tcc [{label}] median_ms={:.4} tflops={tf:.1} vs_cublas={:.3} ref_err={ref_err:.2e} cublas_diff={cublas_diff:.2e}",
+                tt.median_ms,
+                tf / cub_tf,
+            );
+        }
+    }
+}
