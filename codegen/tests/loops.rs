@@ -119,11 +119,35 @@ fn matmuls_become_register_tiles_split_by_row_blocks() {
         }
     }
     assert_eq!(tiles, 1);
-    // Packed panels are call-local; the f16 result is rounded from an f32 accumulator buffer.
-    assert_eq!(lk.bufs.iter().filter(|b| b.kind == BufKind::Local).count(), 2);
-    assert_eq!(lk.phases.len(), 2);
-    assert_eq!(lk.phases[0].rows, 3, "130 rows in blocks of 64");
+    // B is packed once into scratch by a phase of its own (rows: panels of 8 columns); A's
+    // panel is call-local; the f16 result is rounded from an f32 accumulator buffer.
+    assert_eq!(lk.bufs.iter().filter(|b| b.kind == BufKind::Local).count(), 1);
+    assert_eq!(lk.bufs.iter().filter(|b| b.kind == BufKind::Scratch).count(), 2);
+    assert_eq!(lk.phases.len(), 3);
+    assert_eq!(lk.phases[0].rows, 5, "33 columns in panels of 8");
+    assert_eq!(lk.phases[1].rows, 3, "130 rows in blocks of 64");
     assert!(backend.compile_loops(&lk).is_ok());
+}
+
+#[test]
+fn batched_b_is_packed_once_per_batch_entry_and_a_broadcast_one_once() {
+    for (b_batch, packs) in [(2u64, 2u64), (1, 1)] {
+        let mut g = Graph::new("bmm");
+        let a = g.add_param("a", ty(DType::F32, &[2, 9, 20])).unwrap();
+        let b = g.add_param("b", ty(DType::F32, &[b_batch, 20, 12])).unwrap();
+        let y = g.push(Op::MatMul(a, b)).unwrap();
+        g.outputs.push(y);
+        let backend = CraneliftBackend::new().unwrap();
+        let lk = backend.lower(&kernel(g, KernelClass::MatMul), &Bindings::new()).unwrap();
+        // 12 columns: two panels of 8 (the second zero-padded), 20 deep, per packed B.
+        let packed: Vec<u64> = lk.bufs.iter().filter(|b| b.kind == BufKind::Scratch).map(|b| b.len).collect();
+        assert_eq!(packed, vec![packs * 2 * 20 * 8]);
+        // With a B per batch entry, each row (batch entry) packs its own B and multiplies: one
+        // phase. A shared B is packed first by a phase of its own (rows: its two panels).
+        let rows: Vec<u64> = lk.phases.iter().map(|p| p.rows).collect();
+        assert_eq!(rows, if packs == 2 { vec![2] } else { vec![2, 2] });
+        assert!(backend.compile_loops(&lk).is_ok());
+    }
 }
 
 #[test]

@@ -103,12 +103,12 @@ fn matmul_dims(body: &Body, b: &Bindings) -> Option<(f64, f64, f64, f64)> {
 fn matmul_prologue(body: &Body) -> Vec<bool> {
     let mut feeds = vec![false; body.nodes.len()];
     for (i, node) in body.nodes.iter().enumerate().rev() {
-        if let BodyNode::Op(op, kids) = node {
-            if *op == TOp::MatMul || feeds[i] {
-                for &k in kids {
-                    if let Some(f) = feeds.get_mut(k) {
-                        *f = true;
-                    }
+        if let BodyNode::Op(op, kids) = node
+            && (*op == TOp::MatMul || feeds[i])
+        {
+            for &k in kids {
+                if let Some(f) = feeds.get_mut(k) {
+                    *f = true;
                 }
             }
         }

@@ -33,8 +33,8 @@ impl Default for LowerOptions {
     }
 }
 
-/// Tile sizes of a packed matmul: an `mr x nr` register tile, `mc x kc` panels of A and
-/// `kc x nc` panels of B.
+/// Tile sizes of a packed matmul: an `mr x nr` register tile and `mc x kc` blocks of A; B is
+/// packed whole, in panels of `nr` columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GemmTiles {
     /// Rows of the register tile (1..=8).
@@ -43,7 +43,8 @@ pub struct GemmTiles {
     pub nr: u32,
     /// Rows of an A panel (a multiple of `mr`).
     pub mc: u32,
-    /// Columns of a B panel (a multiple of `nr`).
+    /// Columns of a B block (a multiple of `nr`); the lowering packs B whole, so this no longer
+    /// changes the code (kept for schedules and callers that set it).
     pub nc: u32,
     /// Depth of both panels.
     pub kc: u32,
@@ -476,10 +477,14 @@ impl<'g> Lowerer<'g> {
         Ok(wrap_loops(&vars, &out_dims, body))
     }
 
-    /// A matmul as packed panels and register tiles (GotoBLAS order: for each block of `mc` rows,
-    /// for each `nc` columns, for each `kc` depth: pack B and A panels, then run the tiles).
-    /// Operands are evaluated while packing, so a pointwise prologue costs one pass over them.
-    /// Panels are call-local; each row block (or batch entry) is independent.
+    /// A matmul as packed panels and register tiles. B is packed once, in a phase of its own
+    /// (rows: panels of `nr` columns, or B's batch entries), into a shared scratch buffer: for
+    /// each panel, every depth step's `nr` values side by side. Then for each block of `mc` rows
+    /// and each `kc` depth block, the A block is packed into a call-local panel and the register
+    /// tiles sweep every column panel (B's panel of that depth block stays in L1 while the A
+    /// block, in L2, is reused across all columns). Operands are evaluated while packing, so a
+    /// pointwise prologue costs one pass over them. Each row block (or batch entry) is
+    /// independent. `nc` is not used: every A block is packed once for all columns.
     fn gemm_nest(
         &mut self,
         n: NodeId,
@@ -496,47 +501,61 @@ impl<'g> Lowerer<'g> {
             return Err(self.bad(format!("matmul {n} has operands of rank below 2")));
         }
         let (m, nn, k) = (out_dims[r - 2], out_dims[r - 1], a_dims[ra - 1]);
-        let (mr, nr, mc, nc, kc) =
-            (u64::from(t.mr), u64::from(t.nr), u64::from(t.mc), u64::from(t.nc), u64::from(t.kc));
+        let (mr, nr, mc, kc) = (u64::from(t.mr), u64::from(t.nr), u64::from(t.mc), u64::from(t.kc));
         let dtype = self.dtype(n)?;
         let c = if dtype == DType::F32 {
             buf
         } else {
             self.push_buf(BufDecl { dtype: DType::F32, len: numel(&out_dims), kind: BufKind::Scratch })
         };
+        let i64c = as_i64;
+        let n_panels = nn.div_ceil(nr);
+        // Elements of one B matrix packed: `n_panels` panels of `k x nr`.
+        let panel_len = k.saturating_mul(nr);
+        let b_len = n_panels.saturating_mul(panel_len);
+        let b_batch_dims = b_dims[..rb - 2].to_vec();
+        let bp = self.push_buf(BufDecl {
+            dtype: DType::F32,
+            len: numel(&b_batch_dims).saturating_mul(b_len),
+            kind: BufKind::Scratch,
+        });
         let ap = self.push_buf(BufDecl { dtype: DType::F32, len: mc * kc, kind: BufKind::Local });
-        let bp = self.push_buf(BufDecl { dtype: DType::F32, len: nc * kc, kind: BufKind::Local });
+
+        // Pack B: for bb, jp, p, jj: bp[bb*b_len + jp*k*nr + p*nr + jj] = B[bb, p, jp*nr + jj].
+        let bb_vars: Vec<VarId> = b_batch_dims.iter().map(|_| self.new_var()).collect();
+        let bb: Vec<Index> = bb_vars.iter().map(|&v| Index::var(v)).collect();
+        let (jp, p, jj) = (self.new_var(), self.new_var(), self.new_var());
+        let mut b_idx = bb.clone();
+        b_idx.push(Index::var(p));
+        b_idx.push(Index::var(jp).scale(i64c(nr)).add(&Index::var(jj)));
+        let b_val = self.expr_at(b, &b_idx)?;
+        let b_at = Index::flatten(&bb, &b_batch_dims)
+            .scale(i64c(b_len))
+            .add(&Index::var(jp).scale(i64c(panel_len)))
+            .add(&Index::var(p).scale(i64c(nr)))
+            .add(&Index::var(jj));
+        let pack_b = vec![Stmt::Loop {
+            var: jp,
+            extent: Extent::Const(n_panels),
+            body: vec![Stmt::Loop {
+                var: p,
+                extent: Extent::Const(k),
+                body: vec![Stmt::Loop {
+                    var: jj,
+                    extent: Extent::Tail { total: nn, block: nr, outer: Index::var(jp) },
+                    body: vec![Stmt::Store { buf: bp, index: b_at, value: b_val }],
+                }],
+            }],
+        }];
+        let pack_b = wrap_loops(&bb_vars, &b_batch_dims, pack_b);
+
         let batch_vars: Vec<VarId> = out_dims[..r - 2].iter().map(|_| self.new_var()).collect();
         let batch: Vec<Index> = batch_vars.iter().map(|&v| Index::var(v)).collect();
-        let (icb, jcb, pcb) = (self.new_var(), self.new_var(), self.new_var());
-        let i64c = as_i64;
+        let (icb, pcb) = (self.new_var(), self.new_var());
         // Rows of C before this batch entry, and the panel counts.
         let batch_row = Index::flatten(&batch, &out_dims[..r - 2]).scale(i64c(m));
         let k_eff = Extent::Tail { total: k, block: kc, outer: Index::var(pcb) };
         let k0 = Index::var(pcb).scale(i64c(kc));
-        // Pack B: for jr, p, jj: bp[jr*kc*nr + p*nr + jj] = B[batch, k0 + p, jcb*nc + jr*nr + jj].
-        let (jr, p, jj) = (self.new_var(), self.new_var(), self.new_var());
-        let n_panels = Extent::Tail { total: nn.div_ceil(nr), block: nc / nr, outer: Index::var(jcb) };
-        let panel_n = Index::var(jcb).scale(i64c(nc / nr)).add(&Index::var(jr));
-        let col = panel_n.scale(i64c(nr)).add(&Index::var(jj));
-        let mut b_idx = broadcast_index(&batch, &b_dims[..rb - 2], &out_dims[..r - 2]);
-        b_idx.push(k0.add(&Index::var(p)));
-        b_idx.push(col);
-        let b_val = self.expr_at(b, &b_idx)?;
-        let b_at = Index::var(jr).scale(i64c(kc * nr)).add(&Index::var(p).scale(i64c(nr))).add(&Index::var(jj));
-        let pack_b = Stmt::Loop {
-            var: jr,
-            extent: n_panels.clone(),
-            body: vec![Stmt::Loop {
-                var: p,
-                extent: k_eff.clone(),
-                body: vec![Stmt::Loop {
-                    var: jj,
-                    extent: Extent::Tail { total: nn, block: nr, outer: panel_n.clone() },
-                    body: vec![Stmt::Store { buf: bp, index: b_at, value: b_val }],
-                }],
-            }],
-        };
         // Pack A: for ir, ii, p: ap[ir*kc*mr + p*mr + ii] = A[batch, icb*mc + ir*mr + ii, k0 + p].
         let (ir, ii, p2) = (self.new_var(), self.new_var(), self.new_var());
         let m_panels = Extent::Tail { total: m.div_ceil(mr), block: mc / mr, outer: Index::var(icb) };
@@ -560,10 +579,14 @@ impl<'g> Lowerer<'g> {
                 }],
             }],
         };
-        // Tiles: for jr, ir: C[batch_row + panel_m*mr, panel_n*nr] (+)= ap[ir] . bp[jr].
+        // Tiles: for jt, it: C[batch_row + tile_m*mr, jt*nr] (+)= ap[it] . bp[bb, jt, k0..].
         let (jt, it) = (self.new_var(), self.new_var());
         let tile_m = Index::var(icb).scale(i64c(mc / mr)).add(&Index::var(it));
-        let tile_n = Index::var(jcb).scale(i64c(nc / nr)).add(&Index::var(jt));
+        let b_of_batch = broadcast_index(&batch, &b_batch_dims, &out_dims[..r - 2]);
+        let b_panel = Index::flatten(&b_of_batch, &b_batch_dims)
+            .scale(i64c(b_len))
+            .add(&Index::var(jt).scale(i64c(panel_len)))
+            .add(&k0.scale(i64c(nr)));
         let bound = if batch.is_empty() { (Index::var(icb).scale(i64c(mc)), mc) } else { (batch_row.clone(), m) };
         let tile = Stmt::MicroKernel(Box::new(MicroKernel {
             mr: t.mr,
@@ -571,33 +594,26 @@ impl<'g> Lowerer<'g> {
             a: ap,
             a_at: Index::var(it).scale(i64c(kc * mr)),
             b: bp,
-            b_at: Index::var(jt).scale(i64c(kc * nr)),
+            b_at: b_panel,
             depth: k_eff,
             c,
             c_row: batch_row.add(&tile_m.scale(i64c(mr))),
-            c_col: tile_n.scale(i64c(nr)),
+            c_col: Index::var(jt).scale(i64c(nr)),
             ldc: i64c(nn),
             bound,
             rows: Extent::Tail { total: m, block: mr, outer: tile_m },
-            cols: Extent::Tail { total: nn, block: nr, outer: tile_n },
+            cols: Extent::Tail { total: nn, block: nr, outer: Index::var(jt) },
             first: Index::var(pcb),
         }));
         let tiles = Stmt::Loop {
             var: jt,
-            extent: n_panels,
+            extent: Extent::Const(n_panels),
             body: vec![Stmt::Loop { var: it, extent: m_panels, body: vec![tile] }],
         };
-        let per_block = vec![Stmt::Loop {
-            var: jcb,
-            extent: Extent::Const(nn.div_ceil(nc)),
-            body: vec![Stmt::Loop {
-                var: pcb,
-                extent: Extent::Const(k.div_ceil(kc)),
-                body: vec![pack_b, pack_a, tiles],
-            }],
-        }];
+        let per_block = vec![Stmt::Loop { var: pcb, extent: Extent::Const(k.div_ceil(kc)), body: vec![pack_a, tiles] }];
         let row_blocks = vec![Stmt::Loop { var: icb, extent: Extent::Const(m.div_ceil(mc)), body: per_block }];
         let stmts = wrap_loops(&batch_vars, &out_dims[..r - 2], row_blocks);
+        self.body.push(pack_b);
         if c != buf {
             // Round the f32 result once to the node's dtype, in a nest of its own.
             let out = self.pointwise_nest(n, buf, |l, idx| {

@@ -2,6 +2,7 @@
 //! kernels on a thread pool, splitting each kernel's rows across threads.
 
 pub mod kernel;
+mod spare;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,6 +15,7 @@ use crate::bind::{bind_inputs, describe};
 use crate::error::RuntimeError;
 use crate::tensor::HostTensor;
 use kernel::LoadedKernel;
+use spare::Spares;
 
 /// Below this many innermost iterations per thread, a kernel runs on fewer threads.
 pub const MIN_WORK_PER_THREAD: u64 = 1 << 15;
@@ -25,6 +27,8 @@ struct CompiledLaunch {
     inputs: Vec<ValueRef>,
     outputs: Vec<ValueRef>,
     threads: usize,
+    /// Scratch and call-local buffers kept between runs.
+    spares: Spares,
 }
 
 /// A program compiled for one set of shape bindings.
@@ -177,6 +181,7 @@ impl CpuDevice {
                 inputs: launch.inputs.clone(),
                 outputs: launch.outputs.clone(),
                 threads,
+                spares: Spares::default(),
             });
         }
         Ok(CompiledProgram {
@@ -272,7 +277,7 @@ impl CompiledProgram {
                 .and_then(|n| n.checked_mul(decl.dtype.size_bytes()))
                 .ok_or_else(|| bad("buffer too large"))?;
             if decl.kind == BufKind::Scratch {
-                scratch.push(vec![0u8; need]);
+                scratch.push(launch.spares.take(need));
             }
             if decl.kind == BufKind::Local {
                 locals.push((ptrs.len(), need));
@@ -325,18 +330,20 @@ impl CompiledProgram {
             let mut mine = ptrs.clone();
             let mut storage: Vec<Vec<u8>> = Vec::with_capacity(locals.len());
             for &(slot, bytes) in &locals {
-                let mut v = vec![0u8; bytes];
+                let mut v = launch.spares.take(bytes);
                 mine[slot] = v.as_mut_ptr() as usize;
                 storage.push(v);
             }
             // SAFETY: `mine` holds one pointer per declared buffer, each checked above to span
-            // exactly the declared bytes (local ones freshly allocated for this call and alive
+            // exactly the declared bytes (local ones freshly taken for this call and alive
             // until it returns); outputs are distinct buffers not read by this launch and scratch
-            // is freshly allocated, so nothing aliases; phases run one after another; concurrent
+            // is freshly taken, so nothing aliases; phases run one after another; concurrent
             // calls get disjoint row ranges of a phase whose lowering proved that different rows
             // write disjoint elements and never read what another row writes.
             unsafe { kernel.call(phase, &mine, begin, end) };
-            drop(storage);
+            for v in storage {
+                launch.spares.give(v);
+            }
         };
         for (phase, (rows, work)) in kernel.phases().into_iter().enumerate() {
             let by_work = usize::try_from(work / MIN_WORK_PER_THREAD).unwrap_or(usize::MAX).max(1);
@@ -350,7 +357,9 @@ impl CompiledProgram {
                 (0..chunks).into_par_iter().for_each(|c| run(phase, rows * c / chunks, rows * (c + 1) / chunks));
             });
         }
-        drop(scratch);
+        for s in scratch {
+            launch.spares.give(s);
+        }
         Ok(())
     }
 }

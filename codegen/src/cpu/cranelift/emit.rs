@@ -78,7 +78,18 @@ struct Emitter<'k, 'f> {
     depends: Vec<bool>,
     recips: HashMap<ExprId, Value>,
     mode: Mode,
+    /// While an innermost scalar loop is emitted: its variable and one pointer per access
+    /// (buffer, index without the variable's term, that term's coefficient), advanced every
+    /// iteration (see [`Emitter::hoist_addresses`]).
+    hoisted: Option<(VarId, Pointers)>,
 }
+
+/// Pointer variables of an innermost loop's accesses, each with its (buffer, index without the
+/// loop variable's term, that term's coefficient), in the order the accesses were found.
+type Pointers = Vec<((BufId, Index, i64), Variable)>;
+
+/// Most pointers an innermost scalar loop keeps in registers.
+const MAX_HOISTED: usize = 6;
 
 fn mem() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
@@ -119,6 +130,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
             depends: vec![false; n],
             recips: HashMap::new(),
             mode: Mode::Scalar,
+            hoisted: None,
         }
     }
 
@@ -324,10 +336,88 @@ impl<'k, 'f> Emitter<'k, 'f> {
         self.scalar_loop(var, zero, n, body)
     }
 
+    /// Before an innermost scalar loop over `var` starting at `start`: one pointer variable per
+    /// distinct access (at most [`MAX_HOISTED`]), set to the access's address at `start` and
+    /// advanced by [`Emitter::advance_pointers`] every iteration; [`Emitter::address`] then
+    /// returns the pointer. Cranelift would otherwise recompute every outer loop's term of
+    /// every index in every iteration (it does not move them out of the loop). Returns whether
+    /// it did.
+    fn hoist_addresses(&mut self, var: VarId, start: Value, body: &[Stmt]) -> Result<bool, CodegenError> {
+        if self.hoisted.is_some()
+            || !body.iter().all(|s| matches!(s, Stmt::Store { .. } | Stmt::AccInit { .. } | Stmt::AccUpdate { .. }))
+        {
+            return Ok(false);
+        }
+        let mut keys: Vec<(BufId, Index, i64)> = Vec::new();
+        let mut add = |buf: BufId, index: &Index| {
+            let key = (buf, index.substitute(var, &Index::constant(0)), index.coef(var));
+            if !key.1.terms.is_empty() && !keys.contains(&key) {
+                keys.push(key);
+            }
+        };
+        let mut roots = Vec::new();
+        for s in body {
+            match s {
+                Stmt::Store { buf, index, value } => {
+                    add(*buf, index);
+                    roots.push(*value);
+                }
+                Stmt::AccInit { value, .. } | Stmt::AccUpdate { value, .. } => roots.push(*value),
+                _ => {}
+            }
+        }
+        let mut seen = vec![false; self.k.exprs.len()];
+        while let Some(e) = roots.pop() {
+            match seen.get_mut(e.0 as usize) {
+                Some(s) if !*s => *s = true,
+                _ => continue,
+            }
+            if let Some(Expr::Load { buf, index }) = self.k.expr(e) {
+                add(*buf, index);
+            }
+            roots.extend(self.k.operands(e));
+        }
+        if keys.is_empty() || keys.len() > MAX_HOISTED {
+            return Ok(false);
+        }
+        let mut map = Vec::with_capacity(keys.len());
+        for key in keys {
+            let (buf, rest, coef) = &key;
+            let size = self.k.buf(*buf).map_or(1, |d| i64::try_from(d.dtype.size_bytes()).unwrap_or(1));
+            let base = self.address(*buf, rest)?;
+            let step = self.b.ins().imul_imm_s(start, coef.wrapping_mul(size));
+            let at = self.b.ins().iadd(base, step);
+            let p = self.b.declare_var(types::I64);
+            self.b.def_var(p, at);
+            map.push((key, p));
+        }
+        self.hoisted = Some((var, map));
+        Ok(true)
+    }
+
+    /// Moves the pointers of [`Emitter::hoist_addresses`] to the next iteration.
+    fn advance_pointers(&mut self) {
+        let Some((_, map)) = &self.hoisted else { return };
+        let steps: Vec<(Variable, i64)> = map
+            .iter()
+            .filter(|((_, _, coef), _)| *coef != 0)
+            .map(|&((buf, _, coef), p)| {
+                let size = self.k.buf(buf).map_or(1, |d| i64::try_from(d.dtype.size_bytes()).unwrap_or(1));
+                (p, coef.wrapping_mul(size))
+            })
+            .collect();
+        for (p, step) in steps {
+            let v = self.b.use_var(p);
+            let next = self.b.ins().iadd_imm_s(v, step);
+            self.b.def_var(p, next);
+        }
+    }
+
     /// `for var in start..end { body }`.
     fn scalar_loop(&mut self, var: VarId, start: Value, end: Value, body: &[Stmt]) -> Result<(), CodegenError> {
         let v = self.var(var);
         self.b.def_var(v, start);
+        let hoisted = self.hoist_addresses(var, start, body)?;
         let header = self.b.create_block();
         let block = self.b.create_block();
         let exit = self.b.create_block();
@@ -338,8 +428,13 @@ impl<'k, 'f> Emitter<'k, 'f> {
         self.b.ins().brif(go, block, &[], exit, &[]);
         self.b.switch_to_block(block);
         self.memo.push(HashMap::new());
-        self.stmts(body)?;
+        let result = self.stmts(body);
         self.memo.pop();
+        if hoisted {
+            self.advance_pointers();
+            self.hoisted = None;
+        }
+        result?;
         let i = self.b.use_var(v);
         let next = self.b.ins().iadd_imm_s(i, 1);
         self.b.def_var(v, next);
@@ -565,6 +660,12 @@ impl<'k, 'f> Emitter<'k, 'f> {
         let decl = *self.k.buf(buf).ok_or_else(|| self.bad(format!("unknown buffer {}", buf.0)))?;
         let base = *self.bases.get(buf.0 as usize).ok_or_else(|| self.bad("buffer base missing"))?;
         let size = i64::try_from(decl.dtype.size_bytes()).unwrap_or(1);
+        if let Some((lv, map)) = &self.hoisted {
+            let key = (buf, index.substitute(*lv, &Index::constant(0)), index.coef(*lv));
+            if let Some(&(_, p)) = map.iter().find(|(k, _)| *k == key) {
+                return Ok(self.b.use_var(p));
+            }
+        }
         let mut addr =
             if index.offset != 0 { self.b.ins().iadd_imm_s(base, index.offset.wrapping_mul(size)) } else { base };
         for &(v, c) in &index.terms {
@@ -894,8 +995,8 @@ impl<'k, 'f> Emitter<'k, 'f> {
         Ok(v)
     }
 
-    /// An `mr x nr` register tile: `mr * nr / 4` f32x4 accumulators, one broadcast of A and
-    /// `nr / 4` loads of B per step, fused multiply-adds; full tiles store with vectors, edge
+    /// An `mr x nr` register tile: `mr * nr / 4` f32x4 accumulators, `nr / 4` loads of B per
+    /// step and a broadcast of A per fused multiply-add; full tiles store with vectors, edge
     /// tiles through a stack copy.
     fn micro_kernel(&mut self, mk: &MicroKernel) -> Result<(), CodegenError> {
         let (mr, nv) = (mk.mr as usize, (mk.nr / 4) as usize);
@@ -913,16 +1014,27 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 v
             })
             .collect();
-        // for p in 0..depth, walking both panel pointers.
-        let pa = self.b.declare_var(types::I64);
+        // for p in 0..depth, walking the panel pointers: two steps per iteration, then one.
+        // Every multiply-add gets its own broadcast of A: x86 FMAs overwrite a multiplicand, so
+        // a broadcast shared by several would be copied for each but the last, and one loaded
+        // once and used twice is not folded into the broadcast (`vmovss` + a shuffle instead
+        // of one `vbroadcastss` from memory). Cranelift merges equal loads, so each column
+        // vector reads A through its own copy of the panel pointer.
+        let pas: Vec<Variable> = (0..nv)
+            .map(|_| {
+                let v = self.b.declare_var(types::I64);
+                self.b.def_var(v, a_base);
+                v
+            })
+            .collect();
         let pb = self.b.declare_var(types::I64);
         let left = self.b.declare_var(types::I64);
-        self.b.def_var(pa, a_base);
         self.b.def_var(pb, b_base);
         self.b.def_var(left, depth);
-        // One step per iteration: unrolling makes cranelift load every step's operands first
-        // and spill them.
-        self.tile_steps(mk, &accs, [pa, pb, left], 1);
+        // Two steps: the accumulators' loop-carried moves are paid once per two; with more,
+        // cranelift loads every step's B vectors first and spills.
+        self.tile_steps(mk, &accs, &pas, [pb, left], 2);
+        self.tile_steps(mk, &accs, &pas, [pb, left], 1);
 
         // Store: C = acc where `first` is 0, C += acc elsewhere.
         let c_index = mk.c_row.scale(mk.ldc).add(&mk.c_col);
@@ -939,23 +1051,32 @@ impl<'k, 'f> Emitter<'k, 'f> {
         let done = self.b.create_block();
         self.b.ins().brif(full, full_block, &[], edge_block, &[]);
 
+        // A full tile of the first depth block only writes C (never reading the output's fresh
+        // pages, which would fault twice: once to map the zero page, once to copy it); later
+        // blocks add to it. (The accumulators start at +0, so they are never -0 and storing
+        // them equals adding them to +0.)
         self.b.switch_to_block(full_block);
-        let wide = self.b.ins().uextend(types::I32, is_first);
-        let wide = self.b.ins().ineg(wide);
-        let mask = self.b.ins().splat(types::I32X4, wide);
-        let mask = self.b.ins().bitcast(types::F32X4, le(), mask);
-        for i in 0..mr {
-            for v in 0..nv {
-                let offset = (i as i64 * mk.ldc + 4 * v as i64) * 4;
-                let ptr = self.b.ins().iadd_imm_s(c_base, offset);
-                let old = self.b.ins().load(types::F32X4, mem(), ptr, 0);
-                let base = self.b.ins().bitselect(mask, zero, old);
-                let acc = self.b.use_var(accs[i * nv + v]);
-                let new = self.b.ins().fadd(acc, base);
-                self.b.ins().store(mem(), new, ptr, 0);
+        let write_block = self.b.create_block();
+        let add_block = self.b.create_block();
+        self.b.ins().brif(is_first, write_block, &[], add_block, &[]);
+        for (block, add) in [(write_block, false), (add_block, true)] {
+            self.b.switch_to_block(block);
+            for i in 0..mr {
+                for v in 0..nv {
+                    let offset = (i as i64 * mk.ldc + 4 * v as i64) * 4;
+                    let ptr = self.b.ins().iadd_imm_s(c_base, offset);
+                    let acc = self.b.use_var(accs[i * nv + v]);
+                    let new = if add {
+                        let old = self.b.ins().load(types::F32X4, mem(), ptr, 0);
+                        self.b.ins().fadd(acc, old)
+                    } else {
+                        acc
+                    };
+                    self.b.ins().store(mem(), new, ptr, 0);
+                }
             }
+            self.b.ins().jump(done, &[]);
         }
-        self.b.ins().jump(done, &[]);
 
         self.b.switch_to_block(edge_block);
         let slot = self.b.create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
@@ -1020,8 +1141,16 @@ impl<'k, 'f> Emitter<'k, 'f> {
         Ok(())
     }
 
-    /// `while left >= unroll { unroll steps of the tile }`, advancing the panel pointers.
-    fn tile_steps(&mut self, mk: &MicroKernel, accs: &[Variable], [pa, pb, left]: [Variable; 3], unroll: i64) {
+    /// `while left >= unroll { unroll steps of the tile }`, advancing the panel pointers (`pas`:
+    /// one copy of the A pointer per column vector).
+    fn tile_steps(
+        &mut self,
+        mk: &MicroKernel,
+        accs: &[Variable],
+        pas: &[Variable],
+        [pb, left]: [Variable; 2],
+        unroll: i64,
+    ) {
         let (mr, nv) = (mk.mr as usize, (mk.nr / 4) as usize);
         let header = self.b.create_block();
         let block = self.b.create_block();
@@ -1032,30 +1161,33 @@ impl<'k, 'f> Emitter<'k, 'f> {
         let go = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, l, unroll);
         self.b.ins().brif(go, block, &[], exit, &[]);
         self.b.switch_to_block(block);
-        let a_ptr = self.b.use_var(pa);
+        let a_ptrs: Vec<Value> = pas.iter().map(|&v| self.b.use_var(v)).collect();
         let b_ptr = self.b.use_var(pb);
-        for step in 0..unroll as usize {
+        // The panels are not written while tiles run: their loads may move next to their uses
+        // (cranelift keeps side-effecting loads in order, which would keep every value live).
+        let panel = mem().with_readonly().with_can_move();
+        for step in 0..usize::try_from(unroll).unwrap_or(1) {
             let b_off = step * mk.nr as usize * 4;
             let a_off = step * mr * 4;
-            // The panels are not written while tiles run: their loads may move next to their uses
-            // (cranelift keeps side-effecting loads in order, which would keep every value live).
-            let panel = mem().with_readonly().with_can_move();
             let bv: Vec<Value> = (0..nv)
                 .map(|v| self.b.ins().load(types::F32X4, panel, b_ptr, i32::try_from(b_off + 16 * v).unwrap_or(0)))
                 .collect();
             for i in 0..mr {
-                let a = self.b.ins().load(types::F32, panel, a_ptr, i32::try_from(a_off + 4 * i).unwrap_or(0));
-                let a = self.b.ins().splat(types::F32X4, a);
-                for (v, &b) in bv.iter().enumerate() {
+                let off = i32::try_from(a_off + 4 * i).unwrap_or(0);
+                for ((v, &b), &pa) in bv.iter().enumerate().zip(&a_ptrs) {
+                    let s = self.b.ins().load(types::F32, panel, pa, off);
+                    let a = self.b.ins().splat(types::F32X4, s);
                     let acc = self.b.use_var(accs[i * nv + v]);
                     let r = self.simd(true).mul_add(a, b, acc);
                     self.b.def_var(accs[i * nv + v], r);
                 }
             }
         }
-        let a_next = self.b.ins().iadd_imm_s(a_ptr, i64::from(mk.mr) * 4 * unroll);
+        for (&v, &p) in pas.iter().zip(&a_ptrs) {
+            let next = self.b.ins().iadd_imm_s(p, i64::from(mk.mr) * 4 * unroll);
+            self.b.def_var(v, next);
+        }
         let b_next = self.b.ins().iadd_imm_s(b_ptr, i64::from(mk.nr) * 4 * unroll);
-        self.b.def_var(pa, a_next);
         self.b.def_var(pb, b_next);
         let l = self.b.use_var(left);
         let l = self.b.ins().iadd_imm_s(l, -unroll);

@@ -133,7 +133,7 @@ impl LlvmCpuBackend {
 
     /// The matmul tiles used when the schedule's are not: a `12 x 32` register tile with 16
     /// lanes (24 zmm accumulators; 14 loads per 24 FMAs), `6 x 16` with 8 lanes (12 ymm), `4 x 8`
-    /// with 4; depth panels of 512, A blocks of 43 tiles (516 rows), B panels of 1024 columns.
+    /// with 4; depth panels of 512, A blocks of 43 tiles (516 rows) (`nc` is unused: B is packed whole).
     /// (On the 2-core Zen machine, shared with others: 12x32, 6x64 and 8x48 register tiles were
     /// within its timing noise of each other; depth 512 beat 256 and 384 by a few percent.)
     pub fn default_tiles(lanes: u32) -> GemmTiles {
