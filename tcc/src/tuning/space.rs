@@ -5,7 +5,8 @@
 //!
 //! - matmul kernels: the register tile (`micro_m x micro_n`, only shapes the emitter builds without
 //!   rounding: `micro_n` of 4, 8, 12 or 16 and at most 12 f32x4 accumulators), the cache blocks
-//!   (`tile_m`, `tile_n`, `tile_k`, none much larger than the matrix) and the thread count;
+//!   (`tile_m`, `tile_k`, none much larger than the matrix; not `tile_n`: both CPU tiers pack all of
+//!   B once and sweep every column, so it changes nothing) and the thread count;
 //! - every other class: the thread count (the cranelift tier ignores the vector width, tiles and
 //!   GPU knobs there, so varying them would only measure noise).
 //!
@@ -25,8 +26,6 @@ use super::key::TuneTarget;
 pub const MICRO_TILES: [(u32, u32); 6] = [(4, 8), (2, 16), (3, 16), (4, 12), (6, 8), (8, 4)];
 /// Cache-block rows tried (at most the next power of two of the matrix's rows).
 pub const TILE_M: [u32; 4] = [16, 32, 64, 128];
-/// Cache-block columns tried.
-pub const TILE_N: [u32; 5] = [16, 32, 64, 128, 256];
 /// Cache-block depths tried.
 pub const TILE_K: [u32; 4] = [32, 64, 128, 256];
 
@@ -68,14 +67,12 @@ pub fn variations(kernel: &Kernel, base: &Schedule, bindings: &Bindings, host_th
     let threads = thread_choices(host_threads);
     let mut out = Vec::new();
     match (kernel.class, matmul_dims(kernel, bindings)) {
-        (KernelClass::MatMul, Some((m, n, k))) => {
+        (KernelClass::MatMul, Some((m, _, k))) => {
             for &(micro_m, micro_n) in &MICRO_TILES {
                 for &tile_m in &up_to(&TILE_M, m) {
-                    for &tile_n in &up_to(&TILE_N, n) {
-                        for &tile_k in &up_to(&TILE_K, k) {
-                            for &t in &threads {
-                                out.push(Schedule { micro_m, micro_n, tile_m, tile_n, tile_k, threads: t, ..*base });
-                            }
+                    for &tile_k in &up_to(&TILE_K, k) {
+                        for &t in &threads {
+                            out.push(Schedule { micro_m, micro_n, tile_m, tile_k, threads: t, ..*base });
                         }
                     }
                 }
@@ -111,10 +108,8 @@ fn knobs_changed(a: &Schedule, b: &Schedule) -> u32 {
 /// backend rounds it to whole vectors and caps the tile at 28 vector registers).
 pub const LLVM_MICRO_TILES: [(u32, u32); 8] =
     [(4, 32), (6, 32), (8, 32), (12, 32), (6, 16), (12, 16), (4, 64), (6, 48)];
-/// Cache-block rows, columns and depths tried on the LLVM CPU tier.
+/// Cache-block rows tried on the LLVM CPU tier.
 pub const LLVM_TILE_M: [u32; 3] = [128, 256, 512];
-/// Cache-block columns tried on the LLVM CPU tier.
-pub const LLVM_TILE_N: [u32; 3] = [256, 512, 1024];
 /// Cache-block depths tried on the LLVM CPU tier.
 pub const LLVM_TILE_K: [u32; 3] = [128, 256, 512];
 
@@ -126,22 +121,12 @@ pub fn llvm_cpu_space(kernel: &Kernel, proposals: &[Schedule], bindings: &Bindin
     let threads = thread_choices(host_threads);
     let mut variations = Vec::new();
     match (kernel.class, matmul_dims(kernel, bindings)) {
-        (KernelClass::MatMul, Some((m, n, k))) => {
+        (KernelClass::MatMul, Some((m, _, k))) => {
             for &(micro_m, micro_n) in &LLVM_MICRO_TILES {
                 for &tile_m in &up_to(&LLVM_TILE_M, m) {
-                    for &tile_n in &up_to(&LLVM_TILE_N, n) {
-                        for &tile_k in &up_to(&LLVM_TILE_K, k) {
-                            for &t in &threads {
-                                variations.push(Schedule {
-                                    micro_m,
-                                    micro_n,
-                                    tile_m,
-                                    tile_n,
-                                    tile_k,
-                                    threads: t,
-                                    ..base
-                                });
-                            }
+                    for &tile_k in &up_to(&LLVM_TILE_K, k) {
+                        for &t in &threads {
+                            variations.push(Schedule { micro_m, micro_n, tile_m, tile_k, threads: t, ..base });
                         }
                     }
                 }
@@ -406,8 +391,9 @@ mod tests {
         let proposal = Schedule { tile_m: 32, ..k.schedule };
         let space = cpu_space(&k, &[proposal], &Bindings::new(), 2);
         assert_eq!(space.candidates()[0].schedule, proposal);
-        // 8 rows: only 16-row blocks; 64 deep: 32 and 64; 256 wide: all five widths.
-        assert_eq!(space.len(), 1 + MICRO_TILES.len() * 5 * 2 * 2);
+        // 8 rows: only 16-row blocks; 64 deep: 32 and 64; two thread counts.
+        assert_eq!(space.len(), 1 + MICRO_TILES.len() * 2 * 2);
+        assert!(space.candidates().iter().all(|c| c.schedule.tile_n == proposal.tile_n), "tile_n is not a CPU knob");
         for c in space.candidates() {
             let s = c.schedule;
             assert!(s.micro_m * s.micro_n <= 48 && s.micro_n % 4 == 0, "{s}");
@@ -434,9 +420,8 @@ mod tests {
         assert!(space.len() >= 200, "{}", space.len());
         assert_eq!(space.candidates()[0].schedule, k.schedule);
         // The lowering sends a valid warpgroup schedule to wgmma, anything else to mma.sync.
-        let warpgroup_ok = |arch: GpuArch, s: &Schedule| {
-            tcc_codegen::ptx::wgmma::validate_wgmma_schedule(&problem, s, arch).is_ok()
-        };
+        let warpgroup_ok =
+            |arch: GpuArch, s: &Schedule| tcc_codegen::ptx::wgmma::validate_wgmma_schedule(&problem, s, arch).is_ok();
         let mut warpgroup = 0;
         for c in &space.candidates()[1..] {
             if warpgroup_ok(GpuArch::Sm90a, &c.schedule) {
@@ -448,7 +433,8 @@ mod tests {
         assert!(warpgroup > 0, "sm_90a offers warpgroup schedules");
         let thin = gpu_space(&k, &[k.schedule], &Bindings::new(), GpuArch::Sm90a, 132, Some(256));
         assert_eq!(thin.len(), 257.min(space.len()));
-        let thin_warpgroup = thin.candidates()[1..].iter().filter(|c| warpgroup_ok(GpuArch::Sm90a, &c.schedule)).count();
+        let thin_warpgroup =
+            thin.candidates()[1..].iter().filter(|c| warpgroup_ok(GpuArch::Sm90a, &c.schedule)).count();
         assert_eq!(thin_warpgroup, warpgroup, "thinning keeps every warpgroup schedule");
         // sm_80 has no wgmma: only mma.sync schedules.
         let ampere = gpu_space(&k, &[k.schedule], &Bindings::new(), GpuArch::Sm80, 108, None);
