@@ -150,8 +150,9 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         let batch: u64 = out_ty.map_or(1, |t| {
             t.shape.0.iter().take(rank.saturating_sub(2)).map(|d| d.resolve(bindings).unwrap_or(1)).product()
         });
-        if m.div_ceil(128) * n.div_ceil(256) * batch >= u64::from(target.cores) {
-            out.push(warpgroup_schedule(base));
+        let tiles = m.div_ceil(128) * n.div_ceil(256) * batch;
+        if tiles >= u64::from(target.cores) {
+            out.push(warpgroup_schedule(base, tiles >= 8 * u64::from(target.cores)));
         }
     }
     for (tm, tn, tk, wm, wn, stages) in TENSOR_CORE_TILES {
@@ -173,9 +174,10 @@ pub fn is_warpgroup_schedule(s: &Schedule) -> bool {
 }
 
 /// The untuned warpgroup GEMM schedule (the PTX backend's `default_wgmma_schedule`): 128x256x64
-/// blocks of two consumer warpgroups, four cp.async stages, block swizzle 8. Measured on an H100
-/// at 0.86-0.93 of cuBLAS on the suite's large f16/bf16 GEMMs (BENCHMARKS.md).
-fn warpgroup_schedule(base: Schedule) -> Schedule {
+/// blocks of two consumer warpgroups, four cp.async stages (three when there are at least eight
+/// waves of tiles, `many_tiles`), block swizzle 8. Measured on an H100 at 0.88-0.93 of cuBLAS on
+/// the suite's large f16/bf16 GEMMs (BENCHMARKS.md).
+fn warpgroup_schedule(base: Schedule, many_tiles: bool) -> Schedule {
     Schedule {
         tile_m: 128,
         tile_n: 256,
@@ -183,7 +185,7 @@ fn warpgroup_schedule(base: Schedule) -> Schedule {
         micro_m: 64,
         micro_n: 256,
         vector_width: 8,
-        stages: 4,
+        stages: if many_tiles { 3 } else { 4 },
         warps: 8,
         split_k: 1,
         swizzle: 8,
@@ -334,6 +336,11 @@ mod tests {
         let ampere = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_80())).unwrap();
         let s = ampere.program.launches[0].kernel.schedule;
         assert!(!is_warpgroup_schedule(&s), "{s}");
+        // Eight waves of tiles or more: three stages.
+        let g = graph("a: f16[8192, 8192]; b: f16[8192, 8192]", &["(matmul a b)"]);
+        let big = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
+        let s = big.program.launches[0].kernel.schedule;
+        assert!(is_warpgroup_schedule(&s) && s.stages == 3, "{s}");
         // Too few 128x256 tiles to fill the SMs: mma.sync tiles only.
         let body = matmul_body("f16", 1024, 1024, 1024);
         assert!(!candidates(&body, &TargetModel::sm_90a(), &Bindings::new()).iter().any(is_warpgroup_schedule));

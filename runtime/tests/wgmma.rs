@@ -68,12 +68,25 @@ fn problem(dtype: DType, m: u64, n: u64, k: u64, nk: bool) -> MatmulProblem {
     MatmulProblem { m, n, k, batch: 1, dtype, b_layout: if nk { BLayout::NK } else { BLayout::KN } }
 }
 
+/// A schedule's variant key, `{tile_m}x{tile_n}w{warps}` (as `TCC_WG_SKIP` / `TCC_WG_ONLY` name it).
+fn key(s: &Schedule) -> String {
+    format!("{}x{}w{}", s.tile_m, s.tile_n, s.warps)
+}
+
+/// Whether the environment leaves variant `s` in: `TCC_WG_SKIP` and `TCC_WG_ONLY` are
+/// comma-separated keys (see [`key`]), so that a device run can take one variant at a time.
+fn selected(s: &Schedule) -> bool {
+    let listed = |var: &str| std::env::var(var).ok().map(|v| v.split(',').any(|x| x == key(s)));
+    listed("TCC_WG_SKIP") != Some(true) && listed("TCC_WG_ONLY") != Some(false)
+}
+
 /// One schedule per (consumers, tile_n, producer) of the space, at `stages` stages.
 fn variants(stages: u32) -> Vec<Schedule> {
     let p = problem(DType::F16, 4096, 4096, 4096, false);
     let mut out: Vec<Schedule> = Vec::new();
     for s in wgmma_schedule_space(&p, GpuArch::Sm90a) {
         if s.stages == stages
+            && selected(&s)
             && s.swizzle == 8
             && !out.iter().any(|o| (o.tile_m, o.tile_n, o.warps) == (s.tile_m, s.tile_n, s.warps))
         {

@@ -3,10 +3,13 @@
 //! fused epilogues) compiles for sm_90a and assembles with ptxas without spills and without
 //! wgmma serialization; the same kernels keep `mma.sync` on sm_80; schedule validation.
 //!
-//! Known: with a producer warpgroup and a fused epilogue (bias + gelu), ptxas sometimes reports
-//! C7514 (wgmmas serialized because non-wgmma instructions read the accumulators inside a
-//! pipeline stage) although every read in the PTX follows `wgmma.wait_group 0`; those cases are
-//! assembled but not held to the serialization check.
+//! Known: with a producer warpgroup and a fused epilogue (bias + gelu), ptxas 12.9 reports C7514
+//! (wgmmas serialized because non-wgmma instructions read the accumulators inside a pipeline
+//! stage) although every read in the PTX follows `wgmma.wait_group 0`; those cases are
+//! assembled but not held to the serialization check. The same happens to any tile loop around
+//! the k loop with such an epilogue (bisected on the PTX: removing the tile loop's back edge
+//! removes it; barriers, fences or resetting the ring there do not), which is why the
+//! all-threads variant is persistent only for plain stores.
 
 use tcc_codegen::ptx::wgmma::{
     default_wgmma_schedule, is_wgmma_schedule, validate_wgmma_schedule, wgmma_schedule_space,
@@ -149,4 +152,32 @@ fn invalid_wgmma_schedules_name_the_reason() {
     // A schedule outside the encoding compiles with mma.sync on sm_90a too.
     let plain = Schedule { ..Schedule::default_for(Tier::Ptx) };
     assert!(!is_wgmma_schedule(&plain) || validate_wgmma_schedule(&p, &plain, GpuArch::Sm90a).is_err());
+}
+
+#[test]
+fn defaults_of_the_benchmark_shapes_assemble_and_plain_products_run_persistent_blocks() {
+    for (m, n, k, stages) in [(4096u64, 4096u64, 4096u64, 4u32), (8192, 8192, 8192, 3), (8192, 14336, 4096, 3)] {
+        let s = default_wgmma_schedule(&problem(DType::F16, m, n, k, false), GpuArch::Sm90a).unwrap();
+        assert_eq!((s.tile_m, s.tile_n, s.warps, s.stages), (128, 256, 8, stages), "{m}x{n}x{k}");
+        for epilogue in [false, true] {
+            let g = gemm_graph(DType::F16, &[], m, n, k, false, epilogue);
+            let kern = kernel(format!("wg_default_{m}x{n}x{k}_{epilogue}"), g, s);
+            check_sm90a(&kern, true);
+            let compiled = ptx::compile_kernel(&kern, &Bindings::new(), GpuArch::Sm90a).unwrap();
+            let step = compiled.ir.steps.iter().find(|st| st.lowering == "matmul-wgmma").unwrap();
+            // A plain product keeps one block per SM whose copies run on into its next tile; with
+            // arithmetic in the epilogue every tile gets its own block.
+            assert_eq!(step.launch.blocks_per_sm == 1, !epilogue, "{m}x{n}x{k} epilogue={epilogue}");
+        }
+    }
+    // Fewer k-tiles than the copies run ahead: a block per tile.
+    let s = default_wgmma_schedule(&problem(DType::F16, 4096, 4096, 4096, false), GpuArch::Sm90a).unwrap();
+    let compiled = ptx::compile_kernel(
+        &kernel("wg_shallow".into(), gemm_graph(DType::F16, &[], 4096, 4096, 128, false, false), s),
+        &Bindings::new(),
+        GpuArch::Sm90a,
+    )
+    .unwrap();
+    let step = compiled.ir.steps.iter().find(|st| st.lowering == "matmul-wgmma").unwrap();
+    assert!(step.launch.blocks_per_sm > 1);
 }

@@ -298,11 +298,19 @@ fn lower_wgmma(
     scratch_end: u64,
 ) -> Result<Lowered, PtxError> {
     let rank = out_dims.len();
+    let k = problem.k.div_ceil(8) * 8;
+    // Without a producer, blocks are persistent when every tile has at least as many k-tiles
+    // as the copies run ahead and the epilogue only stores: with arithmetic after the
+    // product (bias, activation), ptxas 12.9 serializes the wgmmas of that loop nest (C7514).
+    let plain = cx.g.nodes.iter().all(|n| {
+        !matches!(n.op, Op::Unary(..) | Op::Binary(..) | Op::Compare(..) | Op::Select { .. } | Op::Reduce { .. })
+    });
+    let persistent = wc.producer || (plain && k.div_ceil(64) >= u64::from(wc.prefetch()));
     let g = WgGemm {
         c: wc,
         m: problem.m,
         n: problem.n,
-        k: problem.k.div_ceil(8) * 8,
+        k,
         k_real: problem.k,
         batch: problem.batch,
         dtype: problem.dtype,
@@ -312,6 +320,7 @@ fn lower_wgmma(
         node,
         batch_dims: &out_dims[..rank - 2],
         out_dims,
+        persistent,
     };
     let entry = format!("{name}_mma");
     let smem_sym = format!("{entry}_smem");
@@ -323,9 +332,9 @@ fn lower_wgmma(
     let launch = LaunchConfig {
         block_threads: wc.threads(),
         max_blocks: tiles.max(1),
-        // A producer runs ahead into the block's next tile while its consumers store: one
-        // persistent block per SM. Without one, every tile gets its own block.
-        blocks_per_sm: if wc.producer { 1 } else { cx.caps.max_blocks_per_sm },
+        // Persistent blocks (one per SM) copy their next tile while they store this one;
+        // otherwise every tile gets its own block.
+        blocks_per_sm: if persistent { 1 } else { cx.caps.max_blocks_per_sm },
         shared_bytes: 0,
         dynamic_shared_bytes: wc.shared_bytes(),
     };

@@ -6,7 +6,12 @@
 //! Each consumer warpgroup multiplies its 64 rows by the whole B tile with
 //! `wgmma.mma_async.m64n{bn}k16`, keeping one k-tile of wgmmas in flight.
 //!
-//! Without a producer every thread copies, and one barrier per k-tile orders the ring. With a
+//! Without a producer every thread copies, `stages - 1` k-tiles ahead, and two barriers per
+//! k-tile order the ring (copies landed; every warpgroup's wgmmas of the previous k-tile done,
+//! so that its stage can be refilled). When the epilogue only stores, such blocks are persistent
+//! and the ring runs on from one tile into the next, so the next tile's first copies are in
+//! flight during this tile's epilogue (with arithmetic in the epilogue, ptxas 12.9 serializes
+//! the wgmmas of that loop nest, C7514, so those keep a block per tile). With a
 //! producer warpgroup (`setmaxnreg` moves registers to the consumers when there are two), it
 //! copies and signals `full[s]` through `cp.async.mbarrier.arrive`; consumers wait on it and
 //! free a stage through `empty[s]` once its wgmmas have completed. Such blocks are persistent
@@ -55,6 +60,9 @@ pub(crate) struct WgGemm<'a> {
     pub(crate) batch_dims: &'a [u64],
     /// Output dims.
     pub(crate) out_dims: &'a [u64],
+    /// Blocks are persistent (one per SM, walking several tiles; the launch must agree): always
+    /// with a producer; without one, the ring then runs on from each tile into the next.
+    pub(crate) persistent: bool,
 }
 
 /// Bytes of one 64-column block of an MN-major B tile (64 k rows of 128 bytes).
@@ -208,9 +216,8 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
 
     // The tile loop, per role.
     let saved = em.save();
-    let tile_loop = |em: &mut Em, start: &str, iters: &[(String, String)]| {
-        let tl = em.f.loop_begin("i32", start, &total.to_string(), iters);
-        let t = tl.i.clone();
+    // The tile (and batch) of linear index `t` (an i32), in swizzled order.
+    let tile_at = |em: &mut Em, t: &str| -> Tile {
         let tile_lin = em.f.v(format!("urem i32 {t}, {tiles}"));
         let bidx = em.f.v(format!("udiv i32 {t}, {tiles}"));
         let gsz = u64::from(c.swizzle).min(tiles_m);
@@ -226,7 +233,12 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let tn = em.f.v(format!("udiv i32 {within}, {gh}"));
         let row0 = em.f.v(format!("mul i32 {tm}, {bm}"));
         let col0 = em.f.v(format!("mul i32 {tn}, {bn}"));
-        (tl, Tile { row0, col0, bidx })
+        Tile { row0, col0, bidx }
+    };
+    let tile_loop = |em: &mut Em, start: &str, iters: &[(String, String)]| {
+        let tl = em.f.loop_begin("i32", start, &total.to_string(), iters);
+        let tile = tile_at(em, &tl.i);
+        (tl, tile)
     };
 
     // Per-tile sources of the chunks this thread copies.
@@ -379,9 +391,68 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
     };
     let ntiles = k_tiles.to_string();
 
-    if !c.producer {
-        // Every thread copies; prefetch distance S-2 keeps one stage for the wgmmas in flight.
-        let dist = s_n - 2;
+    if !c.producer && g.persistent {
+        // Every thread copies, S-1 k-tiles ahead: a stage is refilled once every warpgroup has
+        // waited for the wgmmas that read it (a second barrier per k-tile, after the wait).
+        // Persistent blocks with one ring for all their tiles: the last k-tiles of a tile load
+        // the first k-tiles of the block's next tile, so its copies are in flight while this
+        // tile's epilogue runs.
+        let dist = c.prefetch();
+        let has = em.f.v(format!("icmp ult i32 {ctaid}, {total}"));
+        let cont = em.f.if_begin(&has);
+        let t0 = tile_at(em, &ctaid);
+        let srcs0 = tile_src(em, &t0);
+        for s in 0..dist {
+            load_tile(em, &srcs0, &s.to_string(), &s.to_string());
+        }
+        em.f.if_end(&cont);
+        for _ in 0..dist {
+            em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+        }
+        let ring = [("i32".to_string(), "0".to_string()), ("i32".to_string(), dist.to_string())];
+        let (tl, tile) = tile_loop(em, &ctaid, &ring);
+        let srcs = tile_src(em, &tile);
+        let nt = em.f.v(format!("add i32 {}, {nctaid}", tl.i));
+        let has_next = em.f.v(format!("icmp ult i32 {nt}, {total}"));
+        let mut carried = zeros.clone();
+        carried.push(("i32".into(), tl.accs[0].clone()));
+        carried.push(("i32".into(), tl.accs[1].clone()));
+        let kl = em.f.loop_begin("i32", "0", &ntiles, &carried);
+        let rs = kl.accs[nacc].clone();
+        let ws = kl.accs[nacc + 1].clone();
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(dist - 1).to_string())]);
+        asm::fence_proxy_async(&mut em.f);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
+        let mut next = mma_tile(em, &kl.accs[..nacc], &rs, &first);
+        asm::wait(&mut em.f, 1);
+        // Every warpgroup's wgmmas of the previous k-tile are done: its stage takes k-tile j.
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let j = em.f.v(format!("add i32 {}, {dist}", kl.i));
+        let p = em.f.v(format!("icmp ult i32 {j}, {ntiles}"));
+        let cont = em.f.if_begin(&p);
+        load_tile(em, &srcs, &j, &ws);
+        em.f.if_end(&cont);
+        let np = em.f.v(format!("xor i1 {p}, true"));
+        let np = em.f.v(format!("and i1 {np}, {has_next}"));
+        let cont = em.f.if_begin(&np);
+        let tn = tile_at(em, &nt);
+        let srcs_n = tile_src(em, &tn);
+        let jn = em.f.v(format!("sub i32 {j}, {ntiles}"));
+        load_tile(em, &srcs_n, &jn, &ws);
+        em.f.if_end(&cont);
+        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+        next.push(bump(em, &rs));
+        next.push(bump(em, &ws));
+        em.f.loop_end(&kl, "1", &next);
+        let acc = asm::wait_acc(&mut em.f, 0, &kl.accs[..nacc]);
+        epilogue(em, g, outs, &tile, &tid, &wg, &acc)?;
+        em.f.loop_end(&tl, &nctaid, &[kl.accs[nacc].clone(), kl.accs[nacc + 1].clone()]);
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
+    } else if !c.producer {
+        // Fewer k-tiles than the prefetch distance, or arithmetic in the epilogue: a prologue
+        // per tile.
+        let dist = c.prefetch();
         let (tl, tile) = tile_loop(em, &ctaid, &[]);
         let srcs = tile_src(em, &tile);
         for s in 0..dist {
@@ -399,15 +470,16 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(dist - 1).to_string())]);
         asm::fence_proxy_async(&mut em.f);
         em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
+        let mut next = mma_tile(em, &kl.accs[..nacc], &rs, &first);
+        asm::wait(&mut em.f, 1);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
         let j = em.f.v(format!("add i32 {}, {dist}", kl.i));
         let p = em.f.v(format!("icmp ult i32 {j}, {ntiles}"));
         let cont = em.f.if_begin(&p);
         load_tile(em, &srcs, &j, &ws);
         em.f.if_end(&cont);
         em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
-        let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
-        let mut next = mma_tile(em, &kl.accs[..nacc], &rs, &first);
-        asm::wait(&mut em.f, 1);
         next.push(bump(em, &rs));
         next.push(bump(em, &ws));
         em.f.loop_end(&kl, "1", &next);
