@@ -1,7 +1,8 @@
 //! Tensor-core GEMMs on a CUDA device (feature `gpu-tests`): tcc's matmuls against the
 //! interpreter on random shapes (1, off the tile grid, rows not 16-byte aligned), both B layouts,
 //! f16 and bf16, batches, fused epilogues, k splits and sampled schedules; and (ignored unless
-//! asked) a timing sweep of the benchmark shapes against cuBLAS in the same process.
+//! asked) a timing sweep of the benchmark shapes against cuBLAS in the same process, with
+//! alternative or explicitly given schedules.
 
 #![cfg(feature = "gpu-tests")]
 
@@ -54,6 +55,22 @@ fn gemm_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk: bool, epi
     g
 }
 
+/// Two outputs of one product: `gelu(a @ b + bias) * 0.5 + r` (a residual of the output's shape)
+/// and the product cast to f32.
+fn gemm_two_outputs_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk: bool) -> Graph {
+    let mut g = gemm_graph(dtype, batch, m, n, k, nk, true);
+    let y = g.outputs[0];
+    let dims: Vec<u64> = batch.iter().copied().chain([m, n]).collect();
+    let r = g.add_param("r", t(dtype, &dims)).unwrap();
+    let half = g.constant(0.5, dtype).unwrap();
+    let y = g.push(Op::Binary(BinaryOp::Mul, y, half)).unwrap();
+    let y = g.push(Op::Binary(BinaryOp::Add, y, r)).unwrap();
+    let mm = g.nodes.iter().position(|x| matches!(x.op, Op::MatMul(..))).unwrap();
+    let c = g.push_typed(Op::Cast(tcc_ir::NodeId(mm as u32)), t(DType::F32, &dims)).unwrap();
+    g.outputs = vec![y, c];
+    g
+}
+
 fn program(g: &Graph, schedule: Option<Schedule>) -> Program {
     let mut p = whole(g, KernelClass::MatMul);
     if let Some(s) = schedule {
@@ -71,13 +88,16 @@ fn problem(dtype: DType, m: u64, n: u64, k: u64, nk: bool) -> MatmulProblem {
 }
 
 fn check(g: &Graph, schedule: Option<Schedule>, seed: u64) -> Result<(), String> {
+    check_within(g, schedule, seed, &Tolerance { outlier_fraction: 0.001, ..Tolerance::default() }.scaled(4.0))
+}
+
+fn check_within(g: &Graph, schedule: Option<Schedule>, seed: u64, tol: &Tolerance) -> Result<(), String> {
     let inputs = random_inputs(g, &Bindings::new(), seed).map_err(|e| e.to_string())?;
     let expected = run_graph(g, &inputs).map_err(|e| format!("interp: {e}"))?;
     let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
     let out = device().run_program(&program(g, schedule), &host).map_err(|e| e.to_string())?;
     let actual: Vec<Tensor> = out.iter().map(HostTensor::to_interp).collect();
-    let tol = Tolerance { outlier_fraction: 0.001, ..Tolerance::default() }.scaled(4.0);
-    compare_outputs(&expected, &actual, &tol).map_err(|m| m.to_string())
+    compare_outputs(&expected, &actual, tol).map_err(|m| m.to_string())
 }
 
 #[test]
@@ -120,6 +140,51 @@ fn tensor_core_gemms_match_the_interpreter() {
         }
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// The staged epilogue with a residual read as vectors, a scale, a cast and two outputs: n a
+/// multiple of 8, 4, 2 and odd (store vectors of 8, 4, 2 and 1), rows off the tile grid, a
+/// batch, both layouts, the default and sampled schedules (k splits and warps splitting k
+/// included).
+#[test]
+fn staged_epilogues_with_a_residual_a_cast_and_two_outputs_match_the_interpreter() {
+    let cases: [(&[u64], u64, u64, u64); 7] = [
+        (&[], 128, 256, 64),
+        (&[], 64, 132, 64),
+        (&[], 33, 18, 16),
+        (&[], 77, 51, 40),
+        (&[2], 40, 24, 64),
+        (&[], 16, 264, 1000),
+        (&[], 200, 136, 520),
+    ];
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (i, (batch, m, n, k)) in cases.into_iter().enumerate() {
+        for nk in [false, true] {
+            let dtype = if i % 3 == 2 { DType::BF16 } else { DType::F16 };
+            let g = gemm_two_outputs_graph(dtype, batch, m, n, k, nk);
+            let p = problem(dtype, m, n, k, nk);
+            let mut schedules = vec![None];
+            if batch.is_empty() {
+                let space = ptx::matmul_schedule_space(&p, arch());
+                schedules.push(Some(ptx::default_matmul_schedule(&p, arch())));
+                schedules.extend(space.get((i * 7919 + usize::from(nk) * 31) % space.len().max(1)).copied().map(Some));
+                schedules.extend(space.iter().rev().find(|s| s.split_k > 1).copied().map(Some));
+            }
+            // The f32 output is the product rounded to f16/bf16 and widened: an f32 accumulation
+            // in another order than the interpreter's may round it one f16/bf16 unit apart.
+            let base = Tolerance { outlier_fraction: 0.001, ..Tolerance::default() };
+            let tol = Tolerance { f32: Tolerance::default_for(dtype), ..base }.scaled(4.0);
+            for s in schedules {
+                checked += 1;
+                if let Err(e) = check_within(&g, s, 200 + i as u64, &tol) {
+                    failures.push(format!("{dtype} {batch:?} {m}x{n}x{k} nk={nk} {s:?}: {e}"));
+                }
+            }
+        }
+    }
+    assert!(checked >= 30, "{checked}");
+    assert!(failures.is_empty(), "{} of {checked} failed:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// One-warp-tile blocks whose warps split k (each warp its own ring, sums through shared memory),
@@ -292,6 +357,35 @@ fn gemm_sweep_against_cublas() {
                 match ptx::validate_matmul_schedule(&p, &s, arch()) {
                     Ok(()) if s != base => schedules.push((format!("{s}"), Some(s))),
                     Ok(()) => {}
+                    Err(e) => println!("SWEEP {name} skipped: {e}"),
+                }
+            }
+        }
+        // TCC_SWEEP_SCHEDULES="bm,bn,bk,wm,wn,stages,split_k,warps;..." times these tensor-core
+        // schedules on every selected shape, fused epilogues included (the same schedule on a
+        // plain and a fused GEMM shows what the epilogue costs).
+        if let Some(list) = std::env::var("TCC_SWEEP_SCHEDULES").ok().filter(|_| dtype != DType::F32) {
+            let p = problem(dtype, m, n, k, nk);
+            let base = ptx::default_matmul_schedule(&p, arch());
+            for item in list.split(';').filter(|x| !x.trim().is_empty()) {
+                let v: Vec<u32> = item.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+                let [bm, bn, bk, wm, wn, stages, split_k, warps] = v[..] else {
+                    println!("SWEEP {name} skipped: `{item}` is not 8 numbers");
+                    continue;
+                };
+                let s = Schedule {
+                    tile_m: bm,
+                    tile_n: bn,
+                    tile_k: bk,
+                    micro_m: wm,
+                    micro_n: wn,
+                    stages,
+                    split_k,
+                    warps,
+                    ..base
+                };
+                match ptx::validate_matmul_schedule(&p, &s, arch()) {
+                    Ok(()) => schedules.push((format!("{s}"), Some(s))),
                     Err(e) => println!("SWEEP {name} skipped: {e}"),
                 }
             }

@@ -15,7 +15,8 @@
 //! - `log`: `lg2.approx.f32 · ln 2`: absolute error at most about 2^-22 for x in [0.5, 2], relative
 //!   error about 3 ulp elsewhere.
 //! - `tanh`: Cephes `tanhf` (odd polynomial for |x| < 0.625, `1 - 2/(e^{2|x|}+1)` above): a few ulp.
-//! - `sigmoid`, `gelu`: built from `exp`/`tanh` with correctly rounded division: a few ulp.
+//! - `sigmoid`, `gelu`: built from `exp` with correctly rounded division: a few ulp. For f16/bf16
+//!   results gelu multiplies by `rcp.approx.ftz.f32` (1 ulp), see [`gelu`].
 //! - `pow(a, b) = 2^(b·log2|a|)` with IEEE special cases: relative error about
 //!   `(2 + |b·log2|a||)·2^-22`, so it grows with the size of the result's exponent.
 
@@ -186,7 +187,8 @@ fn sigmoid(f: &mut Func, x: &str) -> String {
 /// form as the interpreter and the CPU tiers. (The textbook `0.5·x·(1 + tanh u)` cancels to 0 for
 /// x below about -5, where the true value is a tiny negative number.)
 /// For results rounded to f16 or bf16 (`half`), `e^(-2u)` is [`exp_half`] and the quotient is
-/// `x·(1/d)`: a few f32 ulp, far below their rounding, and cheap enough for a GEMM epilogue.
+/// `x·(1/d)` with the approximate reciprocal: a few f32 ulp, far below their rounding, and cheap
+/// enough for a GEMM epilogue (where `x < -10` the true value is below 10^-37 and the result is 0).
 fn gelu(f: &mut Func, x: &str, half: bool) -> String {
     let x2 = f.v(format!("fmul float {x}, {x}"));
     let x3 = f.v(format!("fmul float {x2}, {x}"));
@@ -195,7 +197,9 @@ fn gelu(f: &mut Func, x: &str, half: bool) -> String {
     let e = if half { exp_half(f, &m2u) } else { exp(f, &m2u) };
     let d = f.v(format!("fadd float {}, {e}", fc(1.0)));
     let r = if half {
-        let inv = f.v(format!("fdiv float {}, {d}", fc(1.0)));
+        // `x·rcp.approx.ftz(d)` (1 ulp, 0 for d above 2^126): no slow-path branch, so a GEMM
+        // epilogue's elements interleave.
+        let inv = f.call("float", "llvm.nvvm.rcp.approx.ftz.f", &[("float", &d)]);
         f.v(format!("fmul float {x}, {inv}"))
     } else {
         f.v(format!("fdiv float {x}, {d}"))

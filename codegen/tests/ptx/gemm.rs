@@ -32,6 +32,22 @@ pub(super) fn gemm_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk
     g
 }
 
+/// Two outputs of one product: `gelu(a @ b + bias) * 0.5 + r` (a residual of the output's shape,
+/// read as vectors by the staged epilogue) and the product cast to f32.
+pub(super) fn gemm_two_outputs_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk: bool) -> Graph {
+    let mut g = gemm_graph(dtype, batch, m, n, k, nk, true);
+    let y = g.outputs[0];
+    let dims: Vec<u64> = batch.iter().copied().chain([m, n]).collect();
+    let r = g.add_param("r", t(dtype, &dims)).unwrap();
+    let half = g.constant(0.5, dtype).unwrap();
+    let y = g.push(Op::Binary(BinaryOp::Mul, y, half)).unwrap();
+    let y = g.push(Op::Binary(BinaryOp::Add, y, r)).unwrap();
+    let mm = g.nodes.iter().position(|x| matches!(x.op, Op::MatMul(..))).unwrap();
+    let c = g.push_typed(Op::Cast(tcc_ir::NodeId(mm as u32)), t(DType::F32, &dims)).unwrap();
+    g.outputs = vec![y, c];
+    g
+}
+
 fn gemm_kernel(g: Graph, schedule: Option<Schedule>) -> Kernel {
     let mut k = Kernel {
         name: g.name.clone(),
@@ -172,5 +188,28 @@ fn k_split_inside_the_block_assembles_for_skinny_products() {
                 assert_eq!(l.contains(&"matmul-reduce"), s.split_k > 1, "{s}: {l:?}");
             }
         }
+    }
+}
+
+#[test]
+fn staged_epilogues_with_a_residual_a_cast_and_two_outputs_assemble() {
+    // n a multiple of 8, 4, 2 and odd (store vectors of 8, 4, 2, 1), a batch, a k split.
+    let cases: [(&[u64], u64, u64, u64); 5] =
+        [(&[], 128, 256, 64), (&[], 64, 132, 64), (&[], 33, 18, 16), (&[], 77, 51, 40), (&[2], 40, 24, 64)];
+    for (i, (batch, m, n, k)) in cases.into_iter().enumerate() {
+        let nk = i % 2 == 1;
+        let g = gemm_two_outputs_graph(DType::F16, batch, m, n, k, nk);
+        let mut kern = gemm_kernel(g, None);
+        kern.name = format!("two_outputs_{i}");
+        for c in check_kernel(&kern, &Bindings::new()) {
+            assert!(lowerings(&c).contains(&"matmul-mma"), "{:?}", lowerings(&c));
+        }
+    }
+    let p = problem(DType::BF16, 16, 256, 2048, false);
+    let s = Schedule { split_k: 4, ..ptx::default_matmul_schedule(&p, GpuArch::Sm80) };
+    let mut kern = gemm_kernel(gemm_two_outputs_graph(DType::BF16, &[], 16, 256, 2048, false), Some(s));
+    kern.name = "two_outputs_split".into();
+    for c in check_kernel(&kern, &Bindings::new()) {
+        assert_eq!(lowerings(&c), ["matmul-mma", "matmul-reduce"]);
     }
 }

@@ -1,6 +1,6 @@
 //! A CPU emulator of the PTX backend's kernels, for tests without a GPU: the kernel's LLVM IR is
 //! retargeted to the host (special registers, barriers and warp shuffles become calls into this
-//! file; `ex2/lg2.approx` become `llvm.exp2/log2`) and JIT-compiled; each block runs as one OS
+//! file; `ex2/lg2/rcp.approx` become host functions) and JIT-compiled; each block runs as one OS
 //! thread per GPU thread, blocks one after another, entries in launch order.
 //!
 //! It checks everything the backend decides (plans, index mappings, scalar semantics, loops,
@@ -79,6 +79,9 @@ extern "C" fn sim_shfl_i32(_mask: i32, v: i32, off: i32, _c: i32) -> i32 {
 extern "C" fn sim_exp2(x: f32) -> f32 {
     x.exp2()
 }
+extern "C" fn sim_rcp(x: f32) -> f32 {
+    1.0 / x
+}
 extern "C" fn sim_log2(x: f32) -> f32 {
     x.log2()
 }
@@ -113,6 +116,7 @@ const HOST_FNS: &[(&str, &str, &[&str])] = &[
     ("sim_shfl_i32", "i32", &["i32", "i32", "i32", "i32"]),
     ("sim_exp2", "float", &["float"]),
     ("sim_log2", "float", &["float"]),
+    ("sim_rcp", "float", &["float"]),
     ("sim_fma", "float", &["float", "float", "float"]),
     ("sim_floor", "float", &["float"]),
     ("sim_sqrt", "float", &["float"]),
@@ -138,6 +142,7 @@ fn host_ir(ir: &KernelIr) -> String {
         ("@llvm.nvvm.ex2.approx.f(", "@sim_exp2("),
         ("@llvm.nvvm.ex2.approx.ftz.f(", "@sim_exp2("),
         ("@llvm.nvvm.lg2.approx.f(", "@sim_log2("),
+        ("@llvm.nvvm.rcp.approx.ftz.f(", "@sim_rcp("),
         ("@llvm.fma.f32(", "@sim_fma("),
         ("@llvm.floor.f32(", "@sim_floor("),
         ("@llvm.sqrt.f32(", "@sim_sqrt("),
@@ -280,7 +285,7 @@ pub fn run(
         .unwrap_or_else(|e| panic!("{}: host IR does not parse: {e}", ir.name));
     let ee = module.create_jit_execution_engine(OptimizationLevel::Less).unwrap();
     // In the order of HOST_FNS.
-    let table: [usize; 15] = [
+    let table: [usize; 16] = [
         sim_tid as extern "C" fn() -> i32 as usize,
         sim_ctaid as extern "C" fn() -> i32 as usize,
         sim_ntid as extern "C" fn() -> i32 as usize,
@@ -290,6 +295,7 @@ pub fn run(
         sim_shfl_i32 as extern "C" fn(i32, i32, i32, i32) -> i32 as usize,
         sim_exp2 as extern "C" fn(f32) -> f32 as usize,
         sim_log2 as extern "C" fn(f32) -> f32 as usize,
+        sim_rcp as extern "C" fn(f32) -> f32 as usize,
         sim_fma as extern "C" fn(f32, f32, f32) -> f32 as usize,
         sim_floor as extern "C" fn(f32) -> f32 as usize,
         sim_sqrt as extern "C" fn(f32) -> f32 as usize,

@@ -91,9 +91,16 @@ impl MmaConfig {
         if self.kw > 1 { self.ring_bytes().max(self.wm * self.wn * 4) } else { self.ring_bytes() }
     }
 
-    /// Dynamic shared memory per block, bytes.
+    /// Bytes of the block tile staged in shared memory by the fused epilogue (f16 and bf16 alike),
+    /// from offset 0 (with a k split inside the block, within warp 0's ring region, whose f32
+    /// accumulators take more).
+    pub(crate) fn staging_bytes(&self) -> u32 {
+        super::epilogue::staging_bytes(self.bm, self.bn, DType::F16)
+    }
+
+    /// Dynamic shared memory per block, bytes: the rings, or the staged tile where it is larger.
     pub(crate) fn shared_bytes(&self) -> u32 {
-        self.kw * self.ring_region_bytes()
+        (self.kw * self.ring_region_bytes()).max(self.staging_bytes())
     }
 
     /// A rough count of the registers a thread needs: accumulators, two sets of fragments (the

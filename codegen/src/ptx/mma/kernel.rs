@@ -2,21 +2,24 @@
 //! swizzled tiles, batches and k splits); `cp.async` copies 16-byte chunks of A and B into an
 //! `stages`-deep ring of XOR-swizzled shared-memory tiles (zero-filled outside the operands);
 //! each warp loads its fragments with `ldmatrix` (`.trans` for a `[k, n]` B) and accumulates
-//! `wm x wn` outputs in f32 with `mma.sync.m16n8k16`; then the epilogue writes the accumulators
-//! (fused expressions and stores, or f32 partial sums for a k split).
+//! `wm x wn` outputs in f32 with `mma.sync.m16n8k16`; then the epilogue writes the accumulators:
+//! staged through shared memory (the ring, reused after a barrier) and stored as fused
+//! expressions in 16-byte row vectors (see [`super::epilogue`]), or for a k split as f32 partial
+//! sums straight from the fragments (pairs of 8 bytes).
 //!
 //! With a k split inside the block (`kw` warps, the block tile one warp tile: the skinny
 //! products' default), every warp owns a ring of its own over every `kw`-th k-tile, synchronized
 //! by `bar.warp.sync` only, so each keeps its copies in flight independently; at the end warps
-//! 1.. write their accumulators to their rings and warp 0 adds them in warp order and runs the
-//! epilogue (one launch, deterministic).
+//! 1.. write their accumulators to their rings and warp 0 adds them in warp order and stages the
+//! sums, which every warp then stores (one launch, deterministic).
 
 use tcc_ir::DType;
 
-use super::super::expr::{Em, Ix};
+use super::super::expr::Em;
 use super::super::math;
 use super::super::plan::{Out, Src};
 use super::config::{BLayout, MmaConfig};
+use super::epilogue;
 use super::{MemRef, Operand};
 use crate::ptx::error::PtxError;
 
@@ -488,42 +491,52 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
         let (acc, cont) = sum_warps(em, &c, &smem, &warp, &lane, &ring, &kl.accs[..nacc]);
         (acc, Some(cont))
     } else {
+        // Every warp is done reading the ring (the staged tile reuses it).
         em.f.call_void("llvm.nvvm.barrier0", &[]);
         (kl.accs[..nacc].to_vec(), None)
     };
-    let tile_saved = em.save();
+    let frag = epilogue::mma_fragment(em, &lane, (&wrow, &wcol), (mi_n, ni_n), &acc);
 
-    // Epilogue.
-    let gq = em.f.v(format!("lshr i32 {lane}, 2"));
-    let tq = em.f.v(format!("and i32 {lane}, 3"));
-    let t2 = em.f.v(format!("shl i32 {tq}, 1"));
-    let r_base = em.f.v(format!("add i32 {row0}, {wrow}"));
-    let r_base = em.f.v(format!("add i32 {r_base}, {gq}"));
-    let c_base = em.f.v(format!("add i32 {col0}, {wcol}"));
-    let c_base = em.f.v(format!("add i32 {c_base}, {t2}"));
-    let bmulti = {
-        let bi = em.widen(&bidx);
-        em.delinearize(&bi, g.batch_dims)
-    };
-    for mi in 0..mi_n {
-        for ni in 0..ni_n {
-            for h in 0..2usize {
-                let row = em.f.v(format!("add i32 {r_base}, {}", mi * 16 + h * 8));
-                let col = em.f.v(format!("add i32 {c_base}, {}", ni * 8));
-                let vals = [acc[(mi * ni_n + ni) * 4 + 2 * h].clone(), acc[(mi * ni_n + ni) * 4 + 2 * h + 1].clone()];
-                match epi {
-                    Epilogue::Partial(off) => partial_store(em, g, *off, &split, &bidx, &row, &col, &vals),
-                    Epilogue::Fused(outs) => fused_store(em, g, outs, &bmulti, &row, &col, &vals)?,
-                }
+    match epi {
+        Epilogue::Partial(off) => {
+            let tile_saved = em.save();
+            let r = em.f.v(format!("add i32 {row0}, {}", frag.row));
+            let cl = em.f.v(format!("add i32 {col0}, {}", frag.col));
+            for (dr, dc, vals) in &frag.pairs {
+                let row = em.f.v(format!("add i32 {r}, {dr}"));
+                let col = em.f.v(format!("add i32 {cl}, {dc}"));
+                partial_store(em, g, *off, &split, &bidx, &row, &col, vals);
                 em.restore(tile_saved.clone());
             }
+            if let Some(cont) = only_warp0 {
+                em.f.if_end(&cont);
+                em.restore(before_sum);
+                // Every warp waits until warp 0 has read the sums out of the rings the next tile refills.
+                em.f.call_void("llvm.nvvm.barrier0", &[]);
+            }
         }
-    }
-    if let Some(cont) = only_warp0 {
-        em.f.if_end(&cont);
-        em.restore(before_sum);
-        // Every warp waits until warp 0 has read the sums out of the rings the next tile refills.
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        Epilogue::Fused(outs) => {
+            // Staged through shared memory at offset 0: the block's ring (with a k split inside
+            // the block, warp 0's, which it no longer reads; see `MmaConfig::ring_region_bytes`).
+            let st = epilogue::Staging { smem: &smem, base: 0, rows: c.bm, cols: c.bn, dtype: em.dtype(g.node) };
+            let product =
+                epilogue::Product { m: g.m, n: g.n, node: g.node, batch_dims: g.batch_dims, out_dims: g.out_dims };
+            let at = epilogue::TileAt { row0: &row0, col0: &col0, bidx: &bidx };
+            let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
+            match only_warp0 {
+                None => epilogue::staged(em, &st, &product, outs, &at, &frag, (&tid, threads), barrier)?,
+                Some(cont) => {
+                    // Warp 0 holds the sums; every warp takes part in the stores.
+                    epilogue::write_fragment(em, &st, &frag)?;
+                    em.f.if_end(&cont);
+                    em.restore(before_sum);
+                    barrier(em);
+                    epilogue::store_tile(em, &st, &product, outs, &at, (&tid, threads))?;
+                }
+            }
+            // Every thread has read the staged tile before the next tile refills the ring.
+            barrier(em);
+        }
     }
     em.f.loop_end(&tl, &nctaid, &[]);
     em.restore(saved);
@@ -532,8 +545,8 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
 
 /// The k split inside a block: warps 1.. write their accumulators `acc` into their own rings
 /// (`[quad][lane]` vectors of four, conflict-free), then warp 0 adds them to its own in warp
-/// order. Opens an `if` that only warp 0 enters (the epilogue follows inside it; the caller closes
-/// it with the returned label) and returns the sums there.
+/// order. Opens an `if` that only warp 0 enters (its share of the epilogue follows inside it; the
+/// caller closes it with the returned label) and returns the sums there.
 // Reason: the IR value names the sum needs (config, shared symbol, warp, lane, ring, accumulators).
 #[allow(clippy::too_many_arguments)]
 fn sum_warps(
@@ -640,67 +653,4 @@ fn partial_store(em: &mut Em, g: &Gemm, off: u64, split: &str, bidx: &str, row: 
             em.f.if_end(&cont);
         }
     }
-}
-
-/// Clamps an i32 index to `size - 1` and converts it to the index type.
-fn clamp_ix(em: &mut Em, v: &str, size: u64) -> String {
-    let last = size.saturating_sub(1);
-    let over = em.f.v(format!("icmp ugt i32 {v}, {last}"));
-    let c = em.f.v(format!("select i1 {over}, i32 {last}, i32 {v}"));
-    em.widen(&c)
-}
-
-/// The fused epilogue of two adjacent accumulators (row, col) and (row, col+1): rounds each to
-/// the matmul's dtype, evaluates every output at it and stores what lies inside the output.
-fn fused_store(
-    em: &mut Em,
-    g: &Gemm,
-    outs: &[Out],
-    bmulti: &[String],
-    row: &str,
-    col: &str,
-    vals: &[String; 2],
-) -> Result<(), PtxError> {
-    let out_dtype = em.dtype(g.node);
-    let rc = clamp_ix(em, row, g.m);
-    let rok = em.f.v(format!("icmp ult i32 {row}, {}", g.m));
-    let mut per_elem: Vec<(String, String, Vec<String>)> = Vec::new();
-    for (e, acc) in vals.iter().enumerate() {
-        let ce = if e == 0 { col.to_string() } else { em.f.v(format!("add i32 {col}, {e}")) };
-        let cok = em.f.v(format!("icmp ult i32 {ce}, {}", g.n));
-        let ok = em.f.v(format!("and i1 {rok}, {cok}"));
-        let cc = clamp_ix(em, &ce, g.n);
-        let mut multi = bmulti.to_vec();
-        multi.push(rc.clone());
-        multi.push(cc);
-        let flat = em.linearize(&multi, g.out_dims);
-        let value = math::round(&mut em.f, em.caps, out_dtype, acc)?;
-        em.env.insert(g.node, value);
-        let at = Ix { flat: flat.clone(), multi: Some(multi), vec: None };
-        let mut vs = Vec::new();
-        for o in outs {
-            vs.push(em.eval_out(o, &at)?);
-        }
-        em.env.remove(&g.node);
-        per_elem.push((ok, flat, vs));
-    }
-    if g.n.is_multiple_of(2) {
-        // Both elements lie inside or outside together; the pair is 2-element aligned.
-        let cont = em.f.if_begin(&per_elem[0].0);
-        for (k, o) in outs.iter().enumerate() {
-            let dt = em.dtype(o.node);
-            em.store_vec(o.dest, dt, &per_elem[0].1, &[per_elem[0].2[k].clone(), per_elem[1].2[k].clone()])?;
-        }
-        em.f.if_end(&cont);
-    } else {
-        for (ok, flat, vs) in &per_elem {
-            let cont = em.f.if_begin(ok);
-            for (o, v) in outs.iter().zip(vs) {
-                let dt = em.dtype(o.node);
-                em.store(o.dest, dt, flat, v)?;
-            }
-            em.f.if_end(&cont);
-        }
-    }
-    Ok(())
 }

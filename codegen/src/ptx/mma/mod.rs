@@ -16,6 +16,7 @@
 //! loop to the warpgroup kernel instead, after the same operand packing.
 
 mod config;
+pub(crate) mod epilogue;
 mod kernel;
 
 pub use config::{BLayout, MatmulProblem, default_matmul_schedule, matmul_schedule_space, validate_matmul_schedule};
