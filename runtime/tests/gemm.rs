@@ -19,7 +19,8 @@ use tcc_runtime::cuda::{Cublas, CudaDevice, GemmShape, TimingOptions};
 
 use crate::common::whole;
 
-fn device() -> &'static CudaDevice {
+/// The CUDA device the tests run on (opened once).
+pub(super) fn device() -> &'static CudaDevice {
     static D: OnceLock<CudaDevice> = OnceLock::new();
     D.get_or_init(|| match CudaDevice::open(0) {
         Ok(d) => d,
@@ -27,12 +28,13 @@ fn device() -> &'static CudaDevice {
     })
 }
 
-fn t(dtype: DType, dims: &[u64]) -> TensorType {
+/// A tensor type with constant dims.
+pub(super) fn t(dtype: DType, dims: &[u64]) -> TensorType {
     TensorType { dtype, shape: Shape::from_consts(dims) }
 }
 
 /// `gelu(a @ b + bias)` (or the plain product) with B stored `[k, n]` or `[n, k]`.
-fn gemm_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk: bool, epilogue: bool) -> Graph {
+pub(super) fn gemm_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk: bool, epilogue: bool) -> Graph {
     let mut g = Graph::new("gemm");
     let dims = |r: u64, c: u64| -> Vec<u64> { batch.iter().copied().chain([r, c]).collect() };
     let a = g.add_param("a", t(dtype, &dims(m, k))).unwrap();
@@ -71,7 +73,8 @@ fn gemm_two_outputs_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, n
     g
 }
 
-fn program(g: &Graph, schedule: Option<Schedule>) -> Program {
+/// `g` as one matmul kernel, with `schedule` when given.
+pub(super) fn program(g: &Graph, schedule: Option<Schedule>) -> Program {
     let mut p = whole(g, KernelClass::MatMul);
     if let Some(s) = schedule {
         p.launches[0].kernel.schedule = s;
@@ -83,11 +86,13 @@ fn arch() -> GpuArch {
     device().info().arch
 }
 
-fn problem(dtype: DType, m: u64, n: u64, k: u64, nk: bool) -> MatmulProblem {
+/// A plain (unbatched) tensor-core problem.
+pub(super) fn problem(dtype: DType, m: u64, n: u64, k: u64, nk: bool) -> MatmulProblem {
     MatmulProblem { m, n, k, batch: 1, dtype, b_layout: if nk { BLayout::NK } else { BLayout::KN } }
 }
 
-fn check(g: &Graph, schedule: Option<Schedule>, seed: u64) -> Result<(), String> {
+/// Runs `g` under `schedule` on random inputs and compares with the interpreter.
+pub(super) fn check(g: &Graph, schedule: Option<Schedule>, seed: u64) -> Result<(), String> {
     check_within(g, schedule, seed, &Tolerance { outlier_fraction: 0.001, ..Tolerance::default() }.scaled(4.0))
 }
 
@@ -225,7 +230,7 @@ fn skinny_gemms_with_warps_splitting_k_match_the_interpreter() {
 }
 
 /// `||got - want|| / ||want||` over sampled entries of two `[m, n]` results.
-fn sampled_rel_err(got: &Tensor, want: &[(usize, f64)]) -> f64 {
+pub(super) fn sampled_rel_err(got: &Tensor, want: &[(usize, f64)]) -> f64 {
     let (mut d, mut w) = (0.0, 0.0);
     for &(i, v) in want {
         d += (got.data[i] - v) * (got.data[i] - v);
@@ -235,7 +240,15 @@ fn sampled_rel_err(got: &Tensor, want: &[(usize, f64)]) -> f64 {
 }
 
 /// The f64 product at sampled entries.
-fn reference(a: &Tensor, b: &Tensor, m: usize, n: usize, k: usize, nk: bool, samples: usize) -> Vec<(usize, f64)> {
+pub(super) fn reference(
+    a: &Tensor,
+    b: &Tensor,
+    m: usize,
+    n: usize,
+    k: usize,
+    nk: bool,
+    samples: usize,
+) -> Vec<(usize, f64)> {
     (0..samples)
         .map(|s| {
             let i = (s * 7919 + 13) % m;

@@ -6,66 +6,17 @@
 
 #![cfg(feature = "gpu-tests")]
 
-use std::sync::OnceLock;
-
 use tcc_codegen::ptx::wgmma::{default_wgmma_schedule, wgmma_schedule_space};
-use tcc_codegen::ptx::{self, BLayout, GpuArch, MatmulProblem};
-use tcc_ir::interp::{Tensor, run_graph};
-use tcc_ir::testing::{Tolerance, compare_outputs, random_inputs};
-use tcc_ir::{BinaryOp, Bindings, DType, Graph, KernelClass, Op, Program, Schedule, Shape, TensorType, UnaryOp};
+use tcc_codegen::ptx::{self, GpuArch};
+use tcc_ir::testing::random_inputs;
+use tcc_ir::{Bindings, DType, Schedule};
 use tcc_runtime::HostTensor;
-use tcc_runtime::cuda::{Cublas, CudaDevice, GemmShape, TimingOptions};
+use tcc_runtime::cuda::{Cublas, GemmShape, TimingOptions};
 
-use crate::common::whole;
-
-fn device() -> &'static CudaDevice {
-    static D: OnceLock<CudaDevice> = OnceLock::new();
-    D.get_or_init(|| match CudaDevice::open(0) {
-        Ok(d) => d,
-        Err(e) => panic!("feature `gpu-tests` needs a CUDA device: {e}"),
-    })
-}
+use crate::gemm::{check, device, gemm_graph, problem, program, reference, sampled_rel_err};
 
 fn hopper() -> bool {
     device().info().arch == GpuArch::Sm90a
-}
-
-fn t(dtype: DType, dims: &[u64]) -> TensorType {
-    TensorType { dtype, shape: Shape::from_consts(dims) }
-}
-
-/// `gelu(a @ b + bias)` (or the plain product) with B stored `[k, n]` or `[n, k]`.
-fn gemm_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk: bool, epilogue: bool) -> Graph {
-    let mut g = Graph::new("wgemm");
-    let dims = |r: u64, c: u64| -> Vec<u64> { batch.iter().copied().chain([r, c]).collect() };
-    let a = g.add_param("a", t(dtype, &dims(m, k))).unwrap();
-    let b = if nk {
-        let raw = g.add_param("b", t(dtype, &dims(n, k))).unwrap();
-        let r = batch.len() + 2;
-        let mut perm: Vec<usize> = (0..r).collect();
-        perm.swap(r - 2, r - 1);
-        g.push(Op::Permute { input: raw, perm }).unwrap()
-    } else {
-        g.add_param("b", t(dtype, &dims(k, n))).unwrap()
-    };
-    let mut y = g.push(Op::MatMul(a, b)).unwrap();
-    if epilogue {
-        let bias = g.add_param("bias", t(dtype, &[n])).unwrap();
-        y = g.push(Op::Binary(BinaryOp::Add, y, bias)).unwrap();
-        y = g.push(Op::Unary(UnaryOp::Gelu, y)).unwrap();
-    }
-    g.outputs.push(y);
-    g
-}
-
-fn program(g: &Graph, schedule: Schedule) -> Program {
-    let mut p = whole(g, KernelClass::MatMul);
-    p.launches[0].kernel.schedule = schedule;
-    p
-}
-
-fn problem(dtype: DType, m: u64, n: u64, k: u64, nk: bool) -> MatmulProblem {
-    MatmulProblem { m, n, k, batch: 1, dtype, b_layout: if nk { BLayout::NK } else { BLayout::KN } }
 }
 
 /// A schedule's variant key, `{tile_m}x{tile_n}w{warps}` (as `TCC_WG_SKIP` / `TCC_WG_ONLY` name it).
@@ -96,16 +47,6 @@ fn variants(stages: u32) -> Vec<Schedule> {
     out
 }
 
-fn check(g: &Graph, schedule: Schedule, seed: u64) -> Result<(), String> {
-    let inputs = random_inputs(g, &Bindings::new(), seed).map_err(|e| e.to_string())?;
-    let expected = run_graph(g, &inputs).map_err(|e| format!("interp: {e}"))?;
-    let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
-    let out = device().run_program(&program(g, schedule), &host).map_err(|e| e.to_string())?;
-    let actual: Vec<Tensor> = out.iter().map(HostTensor::to_interp).collect();
-    let tol = Tolerance { outlier_fraction: 0.001, ..Tolerance::default() }.scaled(4.0);
-    compare_outputs(&expected, &actual, &tol).map_err(|m| m.to_string())
-}
-
 #[test]
 fn wgmma_gemms_match_the_interpreter() {
     if !hopper() {
@@ -124,40 +65,17 @@ fn wgmma_gemms_match_the_interpreter() {
             let nk = (case / 2) % 2 == 1;
             let epilogue = (case / 3).is_multiple_of(2);
             let g = gemm_graph(dtype, &[], m, n, k, nk, epilogue);
-            if let Err(e) = check(&g, s, case) {
+            if let Err(e) = check(&g, Some(s), case) {
                 failures.push(format!("{dtype} {m}x{n}x{k} nk={nk} epi={epilogue} [{s}]: {e}"));
             }
         }
         let nk = case.is_multiple_of(2);
         let g = gemm_graph(DType::F16, &[3], 40, 24, 64, nk, true);
-        if let Err(e) = check(&g, s, 5) {
+        if let Err(e) = check(&g, Some(s), 5) {
             failures.push(format!("batched nk={nk} [{s}]: {e}"));
         }
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
-}
-
-/// `||got - want|| / ||want||` over sampled entries of two `[m, n]` results.
-fn sampled_rel_err(got: &Tensor, want: &[(usize, f64)]) -> f64 {
-    let (mut d, mut w) = (0.0, 0.0);
-    for &(i, v) in want {
-        d += (got.data[i] - v) * (got.data[i] - v);
-        w += v * v;
-    }
-    (d / w.max(1e-30)).sqrt()
-}
-
-/// The f64 product at sampled entries.
-fn reference(a: &Tensor, b: &Tensor, m: usize, n: usize, k: usize, nk: bool, samples: usize) -> Vec<(usize, f64)> {
-    (0..samples)
-        .map(|s| {
-            let i = (s * 7919 + 13) % m;
-            let j = (s * 104_729 + 7) % n;
-            let v: f64 =
-                (0..k).map(|p| a.data[i * k + p] * if nk { b.data[j * k + p] } else { b.data[p * n + j] }).sum();
-            (i * n + j, v)
-        })
-        .collect()
 }
 
 #[test]
@@ -172,7 +90,7 @@ fn large_wgmma_gemms_match_the_f64_reference_on_sampled_entries() {
         let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
         let want = reference(&inputs[0], &inputs[1], m as usize, n as usize, k as usize, nk, 512);
         for s in variants(4) {
-            let out = device().run_program(&program(&g, s), &host).unwrap()[0].to_interp();
+            let out = device().run_program(&program(&g, Some(s)), &host).unwrap()[0].to_interp();
             let err = sampled_rel_err(&out, &want);
             if err.is_nan() || err > 2e-3 {
                 failures.push(format!("{m}x{n}x{k} nk={nk} [{s}]: relative error {err:.2e}"));
@@ -234,7 +152,7 @@ fn wgmma_sweep_against_cublas() {
             }
         }
         for (label, s) in schedules {
-            let prog = program(&g, s);
+            let prog = program(&g, Some(s));
             let tt = match dev.time_program(&prog, &host, opts) {
                 Ok(t) => t,
                 Err(e) => {
