@@ -168,6 +168,10 @@ fn defaults_of_the_benchmark_shapes_assemble_and_plain_products_run_persistent_b
             // A plain product keeps one block per SM whose copies run on into its next tile; with
             // arithmetic in the epilogue every tile gets its own block.
             assert_eq!(step.launch.blocks_per_sm == 1, !epilogue, "{m}x{n}x{k} epilogue={epilogue}");
+            // A block per tile stages its tile through shared memory and stores 16-byte vectors.
+            if epilogue {
+                assert!(compiled.ptx.contains("st.global.v4"), "{m}x{n}x{k}: no 16-byte stores");
+            }
         }
     }
     // Fewer k-tiles than the copies run ahead: a block per tile.

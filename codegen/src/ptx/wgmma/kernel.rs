@@ -19,8 +19,11 @@
 //! variant the two consumers take alternate 64-row tiles from the same ring, so one stores its
 //! tile while the other multiplies.
 //!
-//! The epilogue evaluates the fused outputs straight from the accumulators (whose layout per
-//! warp is that of `mma.sync`'s C fragment).
+//! The accumulators' layout per warp is that of `mma.sync`'s C fragment. Blocks of one tile
+//! without a producer stage the tile through shared memory (the ring, free after the main loop)
+//! and store it in 16-byte row vectors ([`epilogue::staged`]); persistent blocks, whose ring (or
+//! producer) runs on into the next tile, evaluate the fused outputs straight from the
+//! accumulators with 4-byte stores per pair.
 
 use tcc_ir::{DType, NodeId};
 
@@ -29,7 +32,7 @@ use super::config::{BK, WG_M, WgConfig};
 use crate::ptx::error::PtxError;
 use crate::ptx::expr::{Em, Ix};
 use crate::ptx::math;
-use crate::ptx::mma::{BLayout, MemRef, Operand};
+use crate::ptx::mma::{BLayout, MemRef, Operand, epilogue};
 use crate::ptx::plan::{Out, Src};
 
 /// Everything the main loop needs to know about one product.
@@ -485,8 +488,11 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         em.f.loop_end(&kl, "1", &next);
         let acc = asm::wait_acc(&mut em.f, 0, &kl.accs[..nacc]);
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
+        // Every warpgroup is done reading the ring: the staged tile reuses it.
         em.f.call_void("llvm.nvvm.barrier0", &[]);
-        epilogue(em, g, outs, &tile, &tid, &wg, &acc)?;
+        staged_epilogue(em, g, outs, &tile, &tid, &wg, &acc, &smem)?;
+        // Every thread has read the staged tile before the next tile refills the ring.
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
         em.f.loop_end(&tl, &nctaid, &[]);
     } else {
         // Producer / consumer: the ring position runs on across tiles (`it` counts k-tiles).
@@ -602,6 +608,38 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
     }
     em.restore(saved);
     Ok(())
+}
+
+/// Stores a block tile through shared memory (see [`epilogue::staged`]): every thread writes its
+/// accumulators (per warp 16 rows, `mma.sync`'s C layout per 8 columns) into a staged tile at the
+/// start of the dynamic shared memory, then the block stores it in 16-byte row vectors. Every
+/// thread holds accumulators (no producer); the caller synchronizes before (the ring is no
+/// longer read) and after (before it is refilled).
+// Reason: the IR value names of the tile, thread and shared memory, plus the product and its outputs.
+#[allow(clippy::too_many_arguments)]
+fn staged_epilogue(
+    em: &mut Em,
+    g: &WgGemm,
+    outs: &[Out],
+    tile: &Tile,
+    tid: &str,
+    wg: &str,
+    acc: &[String],
+    smem: &str,
+) -> Result<(), PtxError> {
+    let c = g.c;
+    let lane = em.f.v(format!("and i32 {tid}, 31"));
+    let warp = em.f.v(format!("lshr i32 {tid}, 5"));
+    let wiw = em.f.v(format!("and i32 {warp}, 3"));
+    let wr = em.f.v(format!("mul i32 {wg}, {WG_M}"));
+    let w16 = em.f.v(format!("shl i32 {wiw}, 4"));
+    let row0 = em.f.v(format!("add i32 {wr}, {w16}"));
+    let frag = epilogue::mma_fragment(em, &lane, (&row0, "0"), (1, (c.bn / 8) as usize), acc);
+    let st = epilogue::Staging { smem, base: 0, rows: c.bm(), cols: c.bn, dtype: em.dtype(g.node) };
+    let product = epilogue::Product { m: g.m, n: g.n, node: g.node, batch_dims: g.batch_dims, out_dims: g.out_dims };
+    let at = epilogue::TileAt { row0: &tile.row0, col0: &tile.col0, bidx: &tile.bidx };
+    let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
+    epilogue::staged(em, &st, &product, outs, &at, &frag, (tid, c.threads()), barrier)
 }
 
 /// Stores a tile's accumulators: per warp 16 rows (`mma.sync`'s C layout per 8 columns).
