@@ -73,7 +73,8 @@ fn swz(em: &mut Em, row: &str, chunks: u32) -> String {
     }
 }
 
-fn ext64(em: &mut Em, v: &str) -> String {
+/// An i32 value zero-extended to i64.
+pub(crate) fn ext64(em: &mut Em, v: &str) -> String {
     em.f.v(format!("zext i32 {v} to i64"))
 }
 
@@ -83,7 +84,7 @@ fn gptr(em: &mut Em, base: &str, st: &str, off: &str) -> String {
 }
 
 /// The global base pointer of an operand.
-fn base_ptr(em: &mut Em, r: MemRef) -> String {
+pub(crate) fn base_ptr(em: &mut Em, r: MemRef) -> String {
     match r {
         MemRef::Param(i) => format!("%in{i}"),
         MemRef::Mat(Src::Output(k)) => format!("%out{k}"),
@@ -120,7 +121,7 @@ fn copy_plan(em: &mut Em, tid: &str, rows: u32, row_chunks: u32, threads: u32) -
 }
 
 /// Issues one `cp.async` of 16 bytes (zero-filled when `ok` is false, from a valid address).
-fn cp_async(em: &mut Em, smem: &str, soff: &str, base: &str, st: &str, goff: &str, ok: &str) {
+pub(crate) fn cp_async(em: &mut Em, smem: &str, soff: &str, base: &str, st: &str, goff: &str, ok: &str) {
     let sp = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {smem}, i32 {soff}"));
     let real = gptr(em, base, st, goff);
     let src = em.f.v(format!("select i1 {ok}, ptr addrspace(1) {real}, ptr addrspace(1) {base}"));

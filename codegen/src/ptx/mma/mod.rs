@@ -17,7 +17,7 @@
 
 mod config;
 pub(crate) mod epilogue;
-mod kernel;
+pub(crate) mod kernel;
 
 pub use config::{BLayout, MatmulProblem, default_matmul_schedule, matmul_schedule_space, validate_matmul_schedule};
 

@@ -32,8 +32,9 @@ use super::config::{BK, WG_M, WgConfig};
 use crate::ptx::error::PtxError;
 use crate::ptx::expr::{Em, Ix};
 use crate::ptx::math;
-use crate::ptx::mma::{BLayout, MemRef, Operand, epilogue};
-use crate::ptx::plan::{Out, Src};
+use crate::ptx::mma::kernel::{base_ptr, cp_async, ext64};
+use crate::ptx::mma::{BLayout, Operand, epilogue};
+use crate::ptx::plan::Out;
 
 /// Everything the main loop needs to know about one product.
 pub(crate) struct WgGemm<'a> {
@@ -76,21 +77,6 @@ const DESC_K_MAJOR: u64 = (1 << 62) | (64 << 32) | (1 << 16);
 /// The same for an MN-major B: LBO is the distance between 64-column blocks.
 const DESC_MN_MAJOR: u64 = (1 << 62) | (64 << 32) | ((KN_BLOCK as u64 >> 4) << 16);
 
-fn ext64(em: &mut Em, v: &str) -> String {
-    em.f.v(format!("zext i32 {v} to i64"))
-}
-
-/// The global base pointer of an operand.
-fn base_ptr(em: &mut Em, r: MemRef) -> String {
-    match r {
-        MemRef::Param(i) => format!("%in{i}"),
-        MemRef::Mat(Src::Output(k)) => format!("%out{k}"),
-        MemRef::Mat(Src::Scratch(off)) => {
-            em.f.v(format!("getelementptr inbounds i8, ptr addrspace(1) %scratch, i64 {off}"))
-        }
-    }
-}
-
 /// One 16-byte chunk a copying thread moves per k-tile.
 struct Chunk {
     /// Byte offset within the operand's tile in shared memory.
@@ -129,18 +115,6 @@ fn copy_plan(em: &mut Em, ct: &str, rows: u32, row_chunks: u32, threads: u32) ->
         chunks.push(Chunk { soff, row_step: i * step });
     }
     CopyPlan { row, chunk, chunks }
-}
-
-/// Issues one `cp.async` of 16 bytes (zero-filled when `ok` is false, from a valid address).
-fn cp_async(em: &mut Em, smem: &str, soff: &str, base: &str, st: &str, goff: &str, ok: &str) {
-    let sp = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {smem}, i32 {soff}"));
-    let real = em.f.v(format!("getelementptr inbounds {st}, ptr addrspace(1) {base}, i64 {goff}"));
-    let src = em.f.v(format!("select i1 {ok}, ptr addrspace(1) {real}, ptr addrspace(1) {base}"));
-    let size = em.f.v(format!("select i1 {ok}, i32 16, i32 0"));
-    em.f.call_void(
-        "llvm.nvvm.cp.async.cg.shared.global.16.s",
-        &[("ptr addrspace(3)", &sp), ("ptr addrspace(1)", &src), ("i32", &size)],
-    );
 }
 
 /// Per tile: one global element offset (without k) and validity per chunk of a copy plan.
