@@ -83,6 +83,7 @@ fn faulting_kernel(d: &CudaDevice) -> PtxKernel {
             arch: d.info().arch,
             llvm_ir: String::new(),
             steps: vec![PtxStep {
+                tensor_maps: Vec::new(),
                 entry: "tcc_fault".into(),
                 lowering: "elementwise",
                 launch: LaunchConfig {

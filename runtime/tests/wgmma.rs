@@ -19,9 +19,10 @@ fn hopper() -> bool {
     device().info().arch == GpuArch::Sm90a
 }
 
-/// A schedule's variant key, `{tile_m}x{tile_n}w{warps}` (as `TCC_WG_SKIP` / `TCC_WG_ONLY` name it).
+/// A schedule's variant key, `{tile_m}x{tile_n}w{warps}v{vector_width}` (as `TCC_WG_SKIP` /
+/// `TCC_WG_ONLY` name it; `v64` copies by TMA, `v8` by cp.async).
 fn key(s: &Schedule) -> String {
-    format!("{}x{}w{}", s.tile_m, s.tile_n, s.warps)
+    format!("{}x{}w{}v{}", s.tile_m, s.tile_n, s.warps, s.vector_width)
 }
 
 /// Whether the environment leaves variant `s` in: `TCC_WG_SKIP` and `TCC_WG_ONLY` are
@@ -31,16 +32,12 @@ fn selected(s: &Schedule) -> bool {
     listed("TCC_WG_SKIP") != Some(true) && listed("TCC_WG_ONLY") != Some(false)
 }
 
-/// One schedule per (consumers, tile_n, producer) of the space, at `stages` stages.
+/// One schedule per (consumers, tile_n, producer, copy engine) of the space, at `stages` stages.
 fn variants(stages: u32) -> Vec<Schedule> {
     let p = problem(DType::F16, 4096, 4096, 4096, false);
     let mut out: Vec<Schedule> = Vec::new();
     for s in wgmma_schedule_space(&p, GpuArch::Sm90a) {
-        if s.stages == stages
-            && selected(&s)
-            && s.swizzle == 8
-            && !out.iter().any(|o| (o.tile_m, o.tile_n, o.warps) == (s.tile_m, s.tile_n, s.warps))
-        {
+        if s.stages == stages && selected(&s) && s.swizzle == 8 && !out.iter().any(|o| key(o) == key(&s)) {
             out.push(s);
         }
     }
@@ -57,7 +54,7 @@ fn wgmma_gemms_match_the_interpreter() {
     let mut failures = Vec::new();
     let mut case = 0u64;
     // Every variant meets four cases (dtype, shape, B layout and epilogue cycling) and a batch.
-    for s in variants(4).into_iter().chain(variants(3).into_iter().take(2)) {
+    for s in variants(4).into_iter().chain(variants(3).into_iter().take(4)) {
         for _ in 0..4 {
             case += 1;
             let dtype = if case.is_multiple_of(2) { DType::F16 } else { DType::BF16 };
@@ -120,12 +117,23 @@ fn wgmma_sweep_against_cublas() {
         ("gemm_f16_llm_up", DType::F16, 8192, 14336, 4096, false, false),
         ("gemm_f16_ragged", DType::F16, 1999, 3001, 997, false, false),
     ];
+    // `TCC_SWEEP_SHAPES=MxNxK,...` adds plain f16 products (`[k, n]` B) of those shapes.
+    let extra: Vec<(String, u64, u64, u64)> = std::env::var("TCC_SWEEP_SHAPES")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|x| {
+            let d: Vec<u64> = x.split('x').filter_map(|v| v.parse().ok()).collect();
+            (d.len() == 3).then(|| (format!("f16_{x}"), d[0], d[1], d[2]))
+        })
+        .collect();
+    let extra: Vec<(&str, DType, u64, u64, u64, bool, bool)> =
+        extra.iter().map(|(name, m, n, k)| (name.as_str(), DType::F16, *m, *n, *k, false, false)).collect();
     let only = std::env::var("TCC_SWEEP_ONLY").ok();
     let stages: Vec<u32> = std::env::var("TCC_WG_STAGES")
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
         .unwrap_or_else(|| vec![4]);
-    for &(name, dtype, m, n, k, nk, epi) in shapes {
+    for &(name, dtype, m, n, k, nk, epi) in shapes.iter().chain(&extra) {
         if only.as_ref().is_some_and(|o| !o.split(',').any(|x| x == name)) {
             continue;
         }

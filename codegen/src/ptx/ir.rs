@@ -170,16 +170,30 @@ pub(crate) struct ModuleText {
     globals: Vec<String>,
     decls: BTreeSet<String>,
     funcs: Vec<String>,
-    kernels: Vec<(String, u32)>,
+    kernels: Vec<(String, u32, Vec<usize>)>,
 }
 
 impl ModuleText {
     /// Adds a kernel entry `name(params)` whose blocks have `block_threads` threads.
     pub(crate) fn add_kernel(&mut self, name: &str, params: &[String], body: Func, block_threads: u32) {
+        self.add_kernel_with_grid_constants(name, params, body, block_threads, &[]);
+    }
+
+    /// [`Self::add_kernel`] where the parameters at the 0-based positions `grid_constants` are
+    /// `byval` structs read in place (`grid_constant`: their address is the parameter's own, as
+    /// TMA tensor maps need, never a copy in local memory).
+    pub(crate) fn add_kernel_with_grid_constants(
+        &mut self,
+        name: &str,
+        params: &[String],
+        body: Func,
+        block_threads: u32,
+        grid_constants: &[usize],
+    ) {
         let (text, decls) = body.finish();
         self.decls.extend(decls);
         self.funcs.push(format!("define void @{name}({}) {{\n{text}\n}}", params.join(", ")));
-        self.kernels.push((name.to_string(), block_threads));
+        self.kernels.push((name.to_string(), block_threads, grid_constants.to_vec()));
     }
 
     /// Declares a static shared-memory array `[count x elem]` named `name`.
@@ -208,7 +222,7 @@ impl ModuleText {
         }
         let mut md = Vec::new();
         let mut ids = Vec::new();
-        for (name, threads) in &self.kernels {
+        for (name, threads, grid_constants) in &self.kernels {
             ids.push(format!("!{}", md.len()));
             md.push(format!("!{} = !{{ptr @{name}, !\"kernel\", i32 1}}", md.len()));
             ids.push(format!("!{}", md.len()));
@@ -216,6 +230,13 @@ impl ModuleText {
             // Without a minimum, ptxas may cap registers for occupancy and spill (seen on sm_90a).
             ids.push(format!("!{}", md.len()));
             md.push(format!("!{} = !{{ptr @{name}, !\"minctasm\", i32 1}}", md.len()));
+            if !grid_constants.is_empty() {
+                // 1-based parameter indices (LLVM 19's NVPTX form).
+                let list: Vec<String> = grid_constants.iter().map(|i| format!("i32 {}", i + 1)).collect();
+                ids.push(format!("!{}", md.len()));
+                md.push(format!("!{} = !{{ptr @{name}, !\"grid_constant\", !{}}}", md.len(), md.len() + 1));
+                md.push(format!("!{} = !{{{}}}", md.len(), list.join(", ")));
+            }
         }
         let _ = writeln!(out, "!nvvm.annotations = !{{{}}}", ids.join(", "));
         for m in md {

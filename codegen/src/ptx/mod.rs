@@ -9,7 +9,8 @@
 //! Kernel ABI (every entry of a kernel has the same parameters, in this order): one
 //! `.global` pointer per kernel input (the kernel graph's params), one per kernel output, then
 //! one scratch pointer (`scratch_bytes` long; may be null when 0). Every pointer must be 16-byte
-//! aligned; sizes are specialized into the code (the kernel is compiled for one binding of its
+//! aligned; entries that load through TMA take tensor maps after it ([`PtxStep::tensor_maps`]);
+//! sizes are specialized into the code (the kernel is compiled for one binding of its
 //! shape variables). Elements are stored densely in row-major order: f32, f16, bf16 and i32 in
 //! their own formats, bool as one byte 0 or 1. The runtime launches the entries in order on one
 //! stream; each is a grid-stride loop, so any grid size from 1 up is correct.
@@ -26,6 +27,7 @@ mod plan;
 mod ptxas;
 mod rows;
 mod stages;
+pub(crate) mod tma;
 pub mod wgmma;
 
 pub use arch::{Feature, GpuArch, GpuCaps};
@@ -34,6 +36,7 @@ pub use error::PtxError;
 pub use llvm::{compile_kernel, compile_program, ir_to_ptx};
 pub use mma::{BLayout, MatmulProblem, default_matmul_schedule, matmul_schedule_space, validate_matmul_schedule};
 pub use ptxas::{EntryReport, PtxasError, PtxasReport, assemble, find_ptxas};
+pub use tma::{TensorMapSpec, TmaBuffer};
 
 use tcc_ir::{Bindings, Kernel};
 
@@ -77,6 +80,8 @@ pub struct PtxStep {
     pub lowering: &'static str,
     /// How to launch it.
     pub launch: LaunchConfig,
+    /// Tensor maps the entry takes by value after the scratch pointer, in order (see [`tma`]).
+    pub tensor_maps: Vec<TensorMapSpec>,
 }
 
 /// The LLVM IR of one kernel and how to launch its entries.
@@ -145,7 +150,12 @@ pub fn emit_llvm_ir_with_caps(
         {
             scratch_bytes = scratch_bytes.max(low.scratch_end);
             for e in low.entries {
-                steps.push(PtxStep { entry: format!("{entry}{}", e.suffix), lowering: e.lowering, launch: e.launch });
+                steps.push(PtxStep {
+                    entry: format!("{entry}{}", e.suffix),
+                    lowering: e.lowering,
+                    launch: e.launch,
+                    tensor_maps: e.tensor_maps,
+                });
             }
             continue;
         }
@@ -159,7 +169,7 @@ pub fn emit_llvm_ir_with_caps(
             Stage::Reduce { node, dest } => ("reduce", stages::reduce(&cx, &mut module, &entry, *node, *dest)?),
             Stage::MatMul { node, outs } => ("matmul", stages::matmul(&cx, &mut module, &entry, *node, outs)?),
         };
-        steps.push(PtxStep { entry, lowering, launch });
+        steps.push(PtxStep { entry, lowering, launch, tensor_maps: Vec::new() });
     }
     Ok(KernelIr {
         name: kernel.name.clone(),

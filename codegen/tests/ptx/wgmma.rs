@@ -50,7 +50,7 @@ fn variants(p: &MatmulProblem) -> Vec<Schedule> {
     let mut seen = Vec::new();
     let mut out = Vec::new();
     for s in wgmma_schedule_space(p, GpuArch::Sm90a) {
-        let key = (s.tile_m, s.tile_n, s.warps);
+        let key = (s.tile_m, s.tile_n, s.warps, s.vector_width);
         if !seen.contains(&key) && s.stages == 4 {
             seen.push(key);
             out.push(s);
@@ -63,7 +63,8 @@ fn variants(p: &MatmulProblem) -> Vec<Schedule> {
 fn every_variant_assembles_for_sm90a_without_spills_or_serialization() {
     let p = problem(DType::F16, 4096, 4096, 4096, false);
     let vs = variants(&p);
-    assert!(vs.len() >= 8, "{vs:?}");
+    assert!(vs.len() >= 16, "{vs:?}");
+    assert!(vs.iter().any(|s| s.vector_width == 64), "TMA variants: {vs:?}");
     for s in vs {
         // A fused epilogue after a producer's consumers sometimes makes ptxas serialize the
         // wgmmas (C7514; see the module doc): strict only where it never does.
@@ -72,10 +73,11 @@ fn every_variant_assembles_for_sm90a_without_spills_or_serialization() {
         {
             let g = gemm_graph(dtype, &[], 4096, 4096, 4096, nk, epilogue);
             let name = format!(
-                "wg_{}x{}_w{}_{dtype}_{}_{epilogue}",
+                "wg_{}x{}_w{}_v{}_{dtype}_{}_{epilogue}",
                 s.tile_m,
                 s.tile_n,
                 s.warps,
+                s.vector_width,
                 if nk { "nk" } else { "kn" }
             );
             let r = check_sm90a(&kernel(name, g, s), !(producer && epilogue));
@@ -88,14 +90,16 @@ fn every_variant_assembles_for_sm90a_without_spills_or_serialization() {
 fn ragged_batched_and_packed_products_use_wgmma_on_sm90a_and_mma_sync_on_sm80() {
     let s = default_wgmma_schedule(&problem(DType::F16, 4096, 4096, 4096, false), GpuArch::Sm90a).unwrap();
     let producer = Schedule { warps: s.warps + 4, ..s };
+    let tma = Schedule { vector_width: 64, ..s };
+    let tma_producer = Schedule { vector_width: 64, ..producer };
     validate_wgmma_schedule(&problem(DType::F16, 77, 50, 33, false), &producer, GpuArch::Sm90a).unwrap();
     for (m, n, k) in [(77, 50, 33), (129, 257, 31), (200, 136, 520), (1, 1, 1)] {
         for nk in [false, true] {
-            for sched in [s, producer] {
+            for sched in [s, producer, tma, tma_producer] {
                 let g = gemm_graph(DType::BF16, &[], m, n, k, nk, true);
-                let name = format!("wg_ragged_{m}x{n}x{k}_{nk}_{}", sched.warps);
+                let name = format!("wg_ragged_{m}x{n}x{k}_{nk}_{}_{}", sched.warps, sched.vector_width);
                 let kern = kernel(name, g, sched);
-                check_sm90a(&kern, sched == s);
+                check_sm90a(&kern, sched.warps == s.warps);
                 // Both targets assemble; sm_80 falls back to mma.sync (the schedule is not its).
                 let both = check_kernel(&kern, &Bindings::new());
                 assert!(lowerings(&both[0]).contains(&"matmul-mma"), "{:?}", lowerings(&both[0]));
@@ -105,8 +109,42 @@ fn ragged_batched_and_packed_products_use_wgmma_on_sm90a_and_mma_sync_on_sm80() 
             }
         }
     }
-    let g = gemm_graph(DType::F16, &[3], 40, 24, 64, true, true);
-    check_sm90a(&kernel("wg_batched".into(), g, s), true);
+    for sched in [s, tma] {
+        let g = gemm_graph(DType::F16, &[3], 40, 24, 64, true, true);
+        check_sm90a(&kernel(format!("wg_batched_{}", sched.vector_width), g, sched), true);
+    }
+}
+
+#[test]
+fn tma_variants_take_their_tensor_maps_by_value_and_copy_boxes_into_the_swizzled_stages() {
+    let s = default_wgmma_schedule(&problem(DType::F16, 4096, 4096, 4096, false), GpuArch::Sm90a).unwrap();
+    for sched in [Schedule { vector_width: 64, ..s }, Schedule { vector_width: 64, warps: s.warps + 4, ..s }] {
+        for nk in [false, true] {
+            // A batched product with a fused epilogue: 3 products of 200 x 136 x 520.
+            let g = gemm_graph(DType::BF16, &[3], 200, 136, 520, nk, true);
+            let k = kernel(format!("wg_tma_maps_{nk}_{}", sched.warps), g, sched);
+            let compiled = ptx::compile_kernel(&k, &Bindings::new(), GpuArch::Sm90a).unwrap();
+            let step = compiled.ir.steps.iter().find(|st| st.lowering == "matmul-wgmma").unwrap();
+            let [a, b] = step.tensor_maps.as_slice() else { panic!("{:?}", step.tensor_maps) };
+            // A: [3][200][520] bf16, k innermost; one box of 64 k x 128 rows per copy.
+            assert_eq!(a.buffer, ptx::TmaBuffer::Input(0));
+            assert_eq!((a.dims.as_slice(), a.strides.as_slice()), (&[520, 200, 3][..], &[1040, 1040 * 200][..]));
+            assert_eq!(a.box_dims, [64, 128, 1]);
+            if nk {
+                assert_eq!((b.dims.as_slice(), b.box_dims.as_slice()), (&[520, 136, 3][..], &[64, 256, 1][..]));
+            } else {
+                assert_eq!((b.dims.as_slice(), b.box_dims.as_slice()), (&[136, 520, 3][..], &[64, 64, 1][..]));
+            }
+            assert_eq!(a.box_bytes() + b.box_bytes() * if nk { 1 } else { 4 }, (128 + 256) * 64 * 2);
+            // The maps are 128-byte parameters read in place (cvta.param), never copied to local memory.
+            let ptx = &compiled.ptx;
+            assert_eq!(ptx.matches(".param .align 64 .b8").count(), 2, "{ptx}");
+            assert!(ptx.contains("cvta.param.u64"), "{ptx}");
+            assert!(ptx.contains("cp.async.bulk.tensor.3d"), "{ptx}");
+            assert!(!ptx.contains(".local"), "{ptx}");
+            check_sm90a(&k, sched.warps == s.warps);
+        }
+    }
 }
 
 #[test]

@@ -5,13 +5,14 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult};
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use tcc_codegen::ptx::{GpuArch, KernelIr, PtxKernel};
 use tcc_ir::DType;
 
 use super::error::CudaError;
+use super::tensor_map::{self, TensorMap};
 use crate::tensor::HostTensor;
 
 /// What a device is.
@@ -240,7 +241,8 @@ impl CudaDevice {
         self.stream.memset_zeros(&mut buf.slice).map_err(|e| CudaError::driver("clearing a buffer", e))
     }
 
-    /// Queues every entry of `kernel` on the stream with the kernel ABI: inputs, outputs, scratch.
+    /// Queues every entry of `kernel` on the stream with the kernel ABI: inputs, outputs, scratch,
+    /// then the entry's tensor maps, encoded here from its specs and the buffers they name.
     pub fn launch(
         &self,
         kernel: &LoadedKernel,
@@ -267,21 +269,47 @@ impl CudaDevice {
                 block_dim: (step.launch.block_threads, 1, 1),
                 shared_mem_bytes: step.launch.dynamic_shared_bytes,
             };
+            // Encoded first, as the builder points at them; `reads` (cudarc's read guards of the
+            // mapped buffers) are dropped after the launch, so the reads are recorded after it.
+            let mut maps: Vec<TensorMap> = Vec::with_capacity(step.tensor_maps.len());
+            let mut reads = Vec::with_capacity(step.tensor_maps.len());
+            for (j, spec) in step.tensor_maps.iter().enumerate() {
+                let map_error = |reason: String| CudaError::TensorMap {
+                    kernel: ir.name.clone(),
+                    entry: step.entry.clone(),
+                    index: j,
+                    reason,
+                };
+                let (buf, offset) =
+                    tensor_map::locate(spec.buffer, inputs, outputs, scratch, scratch.bytes).map_err(map_error)?;
+                let (address, read) = buf.slice.device_ptr(&self.stream);
+                reads.push(read);
+                let base = address.checked_add(offset).ok_or_else(|| map_error("the address overflows".into()))?;
+                let available = buf.bytes.saturating_sub(offset);
+                maps.push(tensor_map::encode(spec, base, available, &ir.name, &step.entry, j)?);
+            }
             let mut args = self.stream.launch_builder(func);
             for b in inputs.iter().chain(outputs) {
                 args.arg(&b.slice);
             }
             args.arg(&scratch.slice);
+            for map in &maps {
+                args.arg(map);
+            }
             // SAFETY: the entry's parameters are exactly (inputs, outputs, scratch) pointers (the
-            // kernel ABI of tcc_codegen::ptx), checked in count above; every buffer is at least
-            // as large as the kernel's specialized shapes need (the caller allocates them from
-            // the same bindings the kernel was compiled for), 16-byte aligned, and stays alive
-            // until the stream is synchronized (cudarc records the uses).
+            // kernel ABI of tcc_codegen::ptx), checked in count above, then one 128-byte tensor
+            // map per spec of the step (`PtxStep::tensor_maps`, in order); every buffer is at
+            // least as large as the kernel's specialized shapes need (the caller allocates them
+            // from the same bindings the kernel was compiled for), 16-byte aligned, and stays
+            // alive until the stream is synchronized (cudarc records the uses); every tensor map
+            // describes one of those buffers and lies within its size (checked by
+            // `tensor_map::validate`), and `maps` outlives the launch call, which copies them.
             unsafe { args.launch(cfg) }.map_err(|source| CudaError::Launch {
                 kernel: ir.name.clone(),
                 entry: step.entry.clone(),
                 source,
             })?;
+            drop(reads);
         }
         Ok(())
     }

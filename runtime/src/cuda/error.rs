@@ -59,6 +59,19 @@ pub enum CudaError {
         #[source]
         source: DriverError,
     },
+    /// A tensor map an entry takes could not be encoded: its spec is outside the driver's limits,
+    /// names a buffer the launch lacks or a tensor larger than its buffer, or the driver refused it.
+    #[error("kernel `{kernel}` (entry `{entry}`): tensor map {index}: {reason}")]
+    TensorMap {
+        /// The kernel.
+        kernel: String,
+        /// The entry.
+        entry: String,
+        /// Which of the entry's tensor maps.
+        index: usize,
+        /// What is wrong, naming the field.
+        reason: String,
+    },
     /// Any other driver call failed.
     #[error("CUDA {what} failed: {source}")]
     Driver {

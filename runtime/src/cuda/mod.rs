@@ -13,6 +13,7 @@ mod device;
 mod error;
 #[cfg(feature = "llvm")]
 mod program;
+mod tensor_map;
 
 pub use ceilings::GpuCeilings;
 #[cfg(feature = "llvm")]

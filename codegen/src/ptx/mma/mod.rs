@@ -72,6 +72,8 @@ pub(crate) struct Entry {
     pub(crate) lowering: &'static str,
     /// Its launch.
     pub(crate) launch: LaunchConfig,
+    /// Tensor maps it takes after the scratch pointer.
+    pub(crate) tensor_maps: Vec<crate::ptx::TensorMapSpec>,
 }
 
 /// A lowered matmul stage: its entries in launch order and the scratch bytes it needs from
@@ -233,7 +235,7 @@ pub(crate) fn lower(
         }
         let entry = format!("{name}{suffix}");
         let launch = pack(cx, module, &entry, operand, &batch_dims, off, rows, cols, pitch, nb)?;
-        entries.push(Entry { suffix, lowering: "matmul-pack", launch });
+        entries.push(Entry { suffix, lowering: "matmul-pack", launch, tensor_maps: Vec::new() });
     }
 
     if let Some(wc) = wgmma_config {
@@ -273,11 +275,12 @@ pub(crate) fn lower(
     kernel::emit(&mut em, &g, &smem_sym, &epi)?;
     module.add_kernel(&entry, cx.params, em.f, c.threads());
     let tiles = m.div_ceil(u64::from(c.bm)) * n.div_ceil(u64::from(c.bn));
-    entries.push(Entry { suffix: "_mma", lowering: "matmul-mma", launch: mma_launch(cx, &c, tiles * problem.batch) });
+    let launch = mma_launch(cx, &c, tiles * problem.batch);
+    entries.push(Entry { suffix: "_mma", lowering: "matmul-mma", launch, tensor_maps: Vec::new() });
     if let Some(off) = partial {
         let entry = format!("{name}_reduce");
         let launch = reduce(cx, module, &entry, node, outs, off, c.split_k, problem.batch * m * n)?;
-        entries.push(Entry { suffix: "_reduce", lowering: "matmul-reduce", launch });
+        entries.push(Entry { suffix: "_reduce", lowering: "matmul-reduce", launch, tensor_maps: Vec::new() });
     }
     Ok(Some(Lowered { entries, scratch_end: scratch }))
 }
@@ -328,7 +331,11 @@ fn lower_wgmma(
     module.add_extern_shared(&smem_sym);
     let mut em = Em::new(cx.g, cx.plan, cx.caps);
     wgmma::kernel::emit(&mut em, &g, &smem_sym, outs)?;
-    module.add_kernel(&entry, cx.params, em.f, wc.threads());
+    let tensor_maps = wgmma::kernel::tensor_maps(&g);
+    let mut params = cx.params.to_vec();
+    let grid_constants: Vec<usize> = (0..tensor_maps.len()).map(|j| params.len() + j).collect();
+    params.extend((0..tensor_maps.len()).map(crate::ptx::tma::param));
+    module.add_kernel_with_grid_constants(&entry, &params, em.f, wc.threads(), &grid_constants);
     let tiles = problem.m.div_ceil(u64::from(wc.bm())) * problem.n.div_ceil(u64::from(wc.bn)) * problem.batch;
     let launch = LaunchConfig {
         block_threads: wc.threads(),
@@ -339,7 +346,7 @@ fn lower_wgmma(
         shared_bytes: 0,
         dynamic_shared_bytes: wc.shared_bytes(),
     };
-    entries.push(Entry { suffix: "_mma", lowering: "matmul-wgmma", launch });
+    entries.push(Entry { suffix: "_mma", lowering: "matmul-wgmma", launch, tensor_maps });
     Ok(Lowered { entries, scratch_end })
 }
 

@@ -138,3 +138,33 @@ pub(crate) fn setmaxnreg(f: &mut Func, inc: bool, n: u32) {
     let dir = if inc { "inc" } else { "dec" };
     asm(f, "void", &format!("setmaxnreg.{dir}.sync.aligned.u32 {n};"), "~{memory}", &[]);
 }
+
+/// `mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], bytes`: one arrival on `bar` that also
+/// expects `bytes` (an i32) more bytes of asynchronous copies to complete on it.
+pub(crate) fn mbar_arrive_expect_tx(f: &mut Func, bar: &str, bytes: u32) {
+    let args = [("i32".to_string(), bar.to_string()), ("i32".to_string(), bytes.to_string())];
+    asm(f, "void", "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,n,~{memory}", &args);
+}
+
+/// `prefetch.tensormap [map]`: fetches a tensor map (a generic address, i64) into the cache.
+pub(crate) fn prefetch_tensormap(f: &mut Func, map: &str) {
+    let args = [("i64".to_string(), map.to_string())];
+    asm(f, "void", "prefetch.tensormap [$0];", "l,~{memory}", &args);
+}
+
+/// One TMA tile load (`cp.async.bulk.tensor.{n}d`, 1 to 5 coordinates, innermost first, i32s)
+/// of tensor map `map` (a generic address of a `grid_constant` parameter, i64) into shared
+/// address `dst` (i32), completing `box` bytes on the mbarrier `bar` (i32).
+pub(crate) fn tma_load(f: &mut Func, dst: &str, map: &str, coords: &[String], bar: &str) {
+    let n = coords.len();
+    let list = (0..n).map(|i| format!("${}", i + 2)).collect::<Vec<_>>().join(", ");
+    let text = format!(
+        "cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {{{list}}}], [${}];",
+        n + 2
+    );
+    let mut args = vec![("i32".to_string(), dst.to_string()), ("i64".to_string(), map.to_string())];
+    args.extend(coords.iter().map(|c| ("i32".to_string(), c.clone())));
+    args.push(("i32".to_string(), bar.to_string()));
+    let cons = ["r", "l"].into_iter().chain(std::iter::repeat_n("r", n + 1)).collect::<Vec<_>>().join(",");
+    asm(f, "void", &text, &format!("{cons},~{{memory}}"), &args);
+}

@@ -8,7 +8,10 @@
 //!   warpgroup copies, the consumers multiply); `tile_m = 64` with 12 warps is the ping-pong
 //!   variant: a producer and two consumer warpgroups that take alternate 64-row tiles, so one
 //!   stores its tile while the other multiplies;
-//! - `stages` 3 to 8 shared-memory stages; `split_k = 1`; `swizzle` the block-order group.
+//! - `stages` 3 to 8 shared-memory stages; `split_k = 1`; `swizzle` the block-order group;
+//! - `vector_width` how tiles reach shared memory: 8 for 16-byte `cp.async` copies by every
+//!   copying thread, 64 for TMA (`cp.async.bulk.tensor`, one 128-byte swizzle row of 64
+//!   elements per box row, issued by one thread, completing on an mbarrier per stage).
 //!
 //! `mma.sync` needs `warps = (tile_m / micro_m) x (tile_n / micro_n)`, here `tile_m / 64`, never
 //! `4 x tile_m / 64`: the two encodings cannot overlap.
@@ -23,6 +26,10 @@ use crate::ptx::mma::MatmulProblem;
 pub(crate) const WG_M: u32 = 64;
 /// The k-tile: 64 16-bit elements, one 128-byte swizzle row.
 pub(crate) const BK: u32 = 64;
+/// `vector_width` of a schedule whose tiles arrive by 16-byte `cp.async` copies.
+pub(crate) const CP_ASYNC_WIDTH: u32 = 8;
+/// `vector_width` of a schedule whose tiles arrive by TMA (box rows of 64 elements).
+pub(crate) const TMA_WIDTH: u32 = 64;
 /// Extra dynamic shared memory so that the stages can start on a 1024-byte boundary.
 pub(crate) const ALIGN_SLACK: u32 = 1024;
 
@@ -41,6 +48,8 @@ pub(crate) struct WgConfig {
     pub(crate) pingpong: bool,
     /// Block-index swizzle group (along M).
     pub(crate) swizzle: u32,
+    /// Tiles arrive by TMA (else by `cp.async`).
+    pub(crate) tma: bool,
 }
 
 impl WgConfig {
@@ -67,7 +76,7 @@ impl WgConfig {
 
     /// Dynamic shared memory per block, bytes (stages, mbarriers, alignment slack).
     pub(crate) fn shared_bytes(&self) -> u32 {
-        let bars = if self.producer { 16 * self.stages + 16 } else { 0 };
+        let bars = if self.producer || self.tma { 16 * self.stages + 16 } else { 0 };
         self.stages * self.stage_bytes() + bars + ALIGN_SLACK
     }
 
@@ -80,7 +89,7 @@ impl WgConfig {
             tile_k: BK,
             micro_m: WG_M,
             micro_n: self.bn,
-            vector_width: 8,
+            vector_width: if self.tma { TMA_WIDTH } else { CP_ASYNC_WIDTH },
             stages: self.stages,
             warps: 4 * (self.consumers + u32::from(self.producer)),
             split_k: 1,
@@ -145,13 +154,24 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
     if !s.swizzle.is_power_of_two() || s.swizzle > 64 {
         return Err(reject(caps, s, "swizzle must be a power of two up to 64"));
     }
-    let c = WgConfig { consumers, bn: s.tile_n, stages: s.stages, producer, pingpong, swizzle: s.swizzle };
+    let tma = match s.vector_width {
+        CP_ASYNC_WIDTH => false,
+        TMA_WIDTH => {
+            caps.require(Feature::Tma, "a warpgroup matmul fed by TMA")?;
+            true
+        }
+        _ => return Err(reject(caps, s, "vector_width must be 8 (cp.async) or 64 (TMA)")),
+    };
+    if tma && (problem.m > u64::from(u32::MAX) || problem.n > u64::from(u32::MAX) || problem.k > u64::from(u32::MAX)) {
+        return Err(reject(caps, s, "TMA tensor dims must stay below 2^32"));
+    }
+    let c = WgConfig { consumers, bn: s.tile_n, stages: s.stages, producer, pingpong, swizzle: s.swizzle, tma };
     if c.shared_bytes() > caps.max_shared_optin_bytes {
         return Err(reject(caps, s, &format!("needs {} bytes of shared memory", c.shared_bytes())));
     }
     // Accumulators (bn / 2 f32 per thread) plus addressing: 256-wide tiles with two consumers
     // and every thread copying leave too few registers.
-    if c.bn == 256 && consumers == 1 && !producer {
+    if c.bn == 256 && consumers == 1 && !producer && !tma {
         return Err(reject(caps, s, "a 64x256 tile needs a second warpgroup to share the copies"));
     }
     let tiles = problem.m.div_ceil(u64::from(c.bm())) * problem.n.div_ceil(u64::from(c.bn));
@@ -173,10 +193,12 @@ pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sched
             {
                 for stages in 3u32..=6 {
                     for swizzle in [1u32, 8] {
-                        let c = WgConfig { consumers, bn, stages, producer, pingpong, swizzle };
-                        let s = c.schedule();
-                        if config(problem, &s, &caps).is_ok() {
-                            out.push(s);
+                        for tma in [false, true] {
+                            let c = WgConfig { consumers, bn, stages, producer, pingpong, swizzle, tma };
+                            let s = c.schedule();
+                            if config(problem, &s, &caps).is_ok() {
+                                out.push(s);
+                            }
                         }
                     }
                 }
@@ -199,7 +221,7 @@ pub fn default_wgmma_schedule(problem: &MatmulProblem, arch: GpuArch) -> Option<
         return None;
     }
     let stages = if tiles >= 8 * u64::from(caps.typical_sm_count) { 3 } else { 4 };
-    let c = WgConfig { consumers: 2, bn: 256, stages, producer: false, pingpong: false, swizzle: 8 };
+    let c = WgConfig { consumers: 2, bn: 256, stages, producer: false, pingpong: false, swizzle: 8, tma: false };
     let s = c.schedule();
     config(problem, &s, &caps).is_ok().then_some(s)
 }

@@ -33,8 +33,9 @@ use crate::ptx::error::PtxError;
 use crate::ptx::expr::{Em, Ix};
 use crate::ptx::math;
 use crate::ptx::mma::kernel::{base_ptr, cp_async, ext64};
-use crate::ptx::mma::{BLayout, Operand, epilogue};
-use crate::ptx::plan::Out;
+use crate::ptx::mma::{BLayout, MemRef, Operand, epilogue};
+use crate::ptx::plan::{Out, Src};
+use crate::ptx::{TensorMapSpec, TmaBuffer};
 
 /// Everything the main loop needs to know about one product.
 pub(crate) struct WgGemm<'a> {
@@ -68,6 +69,20 @@ pub(crate) struct WgGemm<'a> {
     /// with a producer; without one, the ring then runs on from each tile into the next.
     pub(crate) persistent: bool,
 }
+
+/// Tensor-map parameter of A (`%tmap0`) and of B (`%tmap1`) in TMA variants.
+pub(crate) const TMAP_A: usize = 0;
+/// See [`TMAP_A`].
+pub(crate) const TMAP_B: usize = 1;
+/// Registers per thread of a cp.async producer warpgroup, and of the two consumers beside it
+/// (128 x 72 + 256 x 216 = 64,512 of the SM's 65,536).
+const PRODUCER_REGS: u32 = 72;
+/// See [`PRODUCER_REGS`].
+const CONSUMER_REGS: u32 = 216;
+/// The same with a TMA producer, which only counts and issues (128 x 40 + 256 x 232 = 64,512).
+const PRODUCER_REGS_TMA: u32 = 40;
+/// See [`PRODUCER_REGS_TMA`].
+const CONSUMER_REGS_TMA: u32 = 232;
 
 /// Bytes of one 64-column block of an MN-major B tile (64 k rows of 128 bytes).
 const KN_BLOCK: u32 = BK * 128;
@@ -129,6 +144,37 @@ struct Tile {
     bidx: String,
 }
 
+/// The tensor maps a TMA variant of `g` takes (A at [`TMAP_A`], B at [`TMAP_B`]), matching the
+/// boxes `emit` copies; empty for `cp.async` variants.
+pub(crate) fn tensor_maps(g: &WgGemm) -> Vec<TensorMapSpec> {
+    if !g.c.tma {
+        return Vec::new();
+    }
+    let elem = g.dtype.size_bytes() as u64;
+    let spec = |op: &Operand, inner: u64, outer: u64, box_outer: u32| {
+        let buffer = match op.mem {
+            MemRef::Param(i) => TmaBuffer::Input(i),
+            MemRef::Mat(Src::Output(k)) => TmaBuffer::Output(k),
+            MemRef::Mat(Src::Scratch(off)) => TmaBuffer::Scratch(off),
+        };
+        let mut dims = vec![inner, outer];
+        let mut strides = vec![op.ld * elem];
+        let mut box_dims = vec![BK, box_outer];
+        if op.batch_stride != 0 && g.batch > 1 {
+            dims.push(g.batch);
+            strides.push(op.batch_stride * elem);
+            box_dims.push(1);
+        }
+        TensorMapSpec { buffer, dtype: g.dtype, dims, strides, box_dims }
+    };
+    let a = spec(&g.a, g.k_real, g.m, g.c.bm());
+    let b = match g.b_layout {
+        BLayout::NK => spec(&g.b, g.k_real, g.n, g.c.bn),
+        BLayout::KN => spec(&g.b, g.n, g.k_real, BK),
+    };
+    vec![a, b]
+}
+
 /// Emits the warpgroup GEMM body into `em` (the caller adds the entry with `c.threads()`).
 pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Result<(), PtxError> {
     let c = g.c;
@@ -156,14 +202,23 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
     let a_base = base_ptr(em, g.a.mem);
     let b_base = base_ptr(em, g.b.mem);
 
-    // Barriers (producer variant): full[s] at bar0 + 8s, empty[s] at bar0 + 8(S + s).
+    // Barriers (producer or TMA variants): full[s] at bar0 + 8s, empty[s] at bar0 + 8(S + s).
     let bar0 = em.f.v(format!("add i32 {al}, {}", s_n * stage_bytes));
-    if c.producer {
+    // TMA: the generic addresses of the A and B tensor maps (`grid_constant` parameters).
+    let maps = if c.tma {
+        let ma = em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_A));
+        let mb = em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_B));
+        Some((ma, mb))
+    } else {
+        None
+    };
+    if c.producer || c.tma {
         let first = em.f.v(format!("icmp eq i32 {tid}, 0"));
         let cont = em.f.if_begin(&first);
         for s in 0..s_n {
             let full = em.f.v(format!("add i32 {bar0}, {}", 8 * s));
-            asm::mbar_init(&mut em.f, &full, 128);
+            // TMA: the issuing thread's expect_tx is the one arrival (the bytes complete it).
+            asm::mbar_init(&mut em.f, &full, if c.tma { 1 } else { 128 });
             let empty = em.f.v(format!("add i32 {bar0}, {}", 8 * (s_n + s)));
             asm::mbar_init(&mut em.f, &empty, if c.pingpong { 128 } else { 128 * c.consumers });
         }
@@ -315,6 +370,54 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         }
     };
 
+    // TMA: one thread arms full[stage] with the stage's bytes and copies k-tile `kt` of `tile`
+    // into `stage` (both i32): A as one box of bm rows, B as one box of bn rows (`[n, k]`) or
+    // bn / 64 boxes of 64 k rows (`[k, n]`); the boxes land in the swizzled layouts above.
+    let a_batched = g.a.batch_stride != 0 && g.batch > 1;
+    let b_batched = g.b.batch_stride != 0 && g.batch > 1;
+    let tma_tile = |em: &mut Em, tile: &Tile, kt: &str, stage: &str| {
+        let Some((ma, mb)) = &maps else { return };
+        let sb = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
+        let sb = em.f.v(format!("add i32 {al}, {sb}"));
+        let full = em.f.v(format!("mul i32 {stage}, 8"));
+        let full = em.f.v(format!("add i32 {bar0}, {full}"));
+        asm::mbar_arrive_expect_tx(&mut em.f, &full, stage_bytes);
+        let k0 = em.f.v(format!("shl i32 {kt}, 6"));
+        let mut ca = vec![k0.clone(), tile.row0.clone()];
+        if a_batched {
+            ca.push(tile.bidx.clone());
+        }
+        asm::tma_load(&mut em.f, &sb, ma, &ca, &full);
+        let bsb = em.f.v(format!("add i32 {sb}, {a_bytes}"));
+        match g.b_layout {
+            BLayout::NK => {
+                let mut cb = vec![k0, tile.col0.clone()];
+                if b_batched {
+                    cb.push(tile.bidx.clone());
+                }
+                asm::tma_load(&mut em.f, &bsb, mb, &cb, &full);
+            }
+            BLayout::KN => {
+                for j in 0..bn / 64 {
+                    let col = em.f.v(format!("add i32 {}, {}", tile.col0, 64 * j));
+                    let dst = em.f.v(format!("add i32 {bsb}, {}", j * KN_BLOCK));
+                    let mut cb = vec![col, k0.clone()];
+                    if b_batched {
+                        cb.push(tile.bidx.clone());
+                    }
+                    asm::tma_load(&mut em.f, &dst, mb, &cb, &full);
+                }
+            }
+        }
+    };
+    // The ring slot and phase parity of the block's `it`-th k-tile (i32).
+    let slot = |em: &mut Em, it: &str| -> (String, String) {
+        let stage = em.f.v(format!("urem i32 {it}, {s_n}"));
+        let round = em.f.v(format!("udiv i32 {it}, {s_n}"));
+        let par = em.f.v(format!("and i32 {round}, 1"));
+        (stage, par)
+    };
+
     // Descriptors of this warpgroup's A rows and of B at stage 0, k16 step 0.
     let enc = |em: &mut Em, addr: &str, bits: u64| -> String {
         let a4 = em.f.v(format!("lshr i32 {addr}, 4"));
@@ -368,7 +471,77 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
     };
     let ntiles = k_tiles.to_string();
 
-    if !c.producer && g.persistent {
+    if !c.producer && c.tma {
+        // Every warpgroup multiplies; thread 0 issues the TMA copies S-1 k-tiles ahead, into the
+        // stage every warpgroup has finished reading (a barrier per k-tile, after the wgmma wait).
+        // The ring runs on across the block's tiles (`it` counts its k-tiles); persistent blocks
+        // load their next tile's first k-tiles while this tile's last ones are multiplied.
+        let dist = c.prefetch();
+        let lead = em.f.v(format!("icmp eq i32 {tid}, 0"));
+        let (tl, tile) = tile_loop(em, &ctaid, &[("i32".into(), "0".into())]);
+        let it0 = tl.accs[0].clone();
+        let first_tile = em.f.v(format!("icmp eq i32 {}, {ctaid}", tl.i));
+        let prologue = if g.persistent { em.f.v(format!("and i1 {lead}, {first_tile}")) } else { lead.clone() };
+        let cont = em.f.if_begin(&prologue);
+        if let (true, Some((ma, mb))) = (g.persistent, &maps) {
+            asm::prefetch_tensormap(&mut em.f, ma);
+            asm::prefetch_tensormap(&mut em.f, mb);
+        }
+        for s in 0..dist {
+            if u64::from(s) < k_tiles {
+                let it = em.f.v(format!("add i32 {it0}, {s}"));
+                let (stage, _) = slot(em, &it);
+                tma_tile(em, &tile, &s.to_string(), &stage);
+            }
+        }
+        em.f.if_end(&cont);
+        let nt = em.f.v(format!("add i32 {}, {nctaid}", tl.i));
+        let has_next = em.f.v(format!("icmp ult i32 {nt}, {total}"));
+        let kl = em.f.loop_begin("i32", "0", &ntiles, &zeros);
+        let it = em.f.v(format!("add i32 {it0}, {}", kl.i));
+        let (stage, par) = slot(em, &it);
+        let full = em.f.v(format!("mul i32 {stage}, 8"));
+        let full = em.f.v(format!("add i32 {bar0}, {full}"));
+        asm::mbar_wait(&mut em.f, &full, &par);
+        let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
+        let next = mma_tile(em, &kl.accs, &stage, &first);
+        asm::wait(&mut em.f, 1);
+        // Every warpgroup's wgmmas of the previous k-tile are done: its stage takes k-tile j.
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let j = em.f.v(format!("add i32 {}, {dist}", kl.i));
+        let itj = em.f.v(format!("add i32 {it}, {dist}"));
+        let (ws, _) = slot(em, &itj);
+        let p = em.f.v(format!("icmp ult i32 {j}, {ntiles}"));
+        let lp = em.f.v(format!("and i1 {lead}, {p}"));
+        let cont = em.f.if_begin(&lp);
+        tma_tile(em, &tile, &j, &ws);
+        em.f.if_end(&cont);
+        if g.persistent {
+            let np = em.f.v(format!("xor i1 {p}, true"));
+            let np = em.f.v(format!("and i1 {np}, {has_next}"));
+            let np = em.f.v(format!("and i1 {np}, {lead}"));
+            let cont = em.f.if_begin(&np);
+            let tn = tile_at(em, &nt);
+            let jn = em.f.v(format!("sub i32 {j}, {ntiles}"));
+            tma_tile(em, &tn, &jn, &ws);
+            em.f.if_end(&cont);
+        }
+        em.f.loop_end(&kl, "1", &next);
+        let acc = asm::wait_acc(&mut em.f, 0, &kl.accs);
+        if g.persistent {
+            epilogue(em, g, outs, &tile, &tid, &wg, &acc)?;
+        } else {
+            // Every warpgroup is done reading the ring: the staged tile reuses it.
+            em.f.call_void("llvm.nvvm.barrier0", &[]);
+            staged_epilogue(em, g, outs, &tile, &tid, &wg, &acc, &smem)?;
+            // Every thread has read the staged tile (through the generic proxy) before the next
+            // tile's TMA copies (the async proxy) refill the ring.
+            asm::fence_proxy_async(&mut em.f);
+            em.f.call_void("llvm.nvvm.barrier0", &[]);
+        }
+        let it_next = em.f.v(format!("add i32 {it0}, {ntiles}"));
+        em.f.loop_end(&tl, &nctaid, &[it_next]);
+    } else if !c.producer && g.persistent {
         // Every thread copies, S-1 k-tiles ahead: a stage is refilled once every warpgroup has
         // waited for the wgmmas that read it (a second barrier per k-tile, after the wait).
         // Persistent blocks with one ring for all their tiles: the last k-tiles of a tile load
@@ -478,10 +651,19 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
 
         em.f.start_block(&prod);
         if c.consumers == 2 {
-            asm::setmaxnreg(&mut em.f, false, 72);
+            asm::setmaxnreg(&mut em.f, false, if c.tma { PRODUCER_REGS_TMA } else { PRODUCER_REGS });
+        }
+        if let Some((ma, mb)) = &maps {
+            // One thread issues every copy; the rest of the producer warpgroup is done.
+            let issuer = em.f.label("issuer");
+            let lead = em.f.v(format!("icmp eq i32 {ct}, 0"));
+            em.f.op(format!("br i1 {lead}, label %{issuer}, label %{done}"));
+            em.f.start_block(&issuer);
+            asm::prefetch_tensormap(&mut em.f, ma);
+            asm::prefetch_tensormap(&mut em.f, mb);
         }
         let (tl, tile) = tile_loop(em, &ctaid, &[("i32".into(), "0".into())]);
-        let srcs = tile_src(em, &tile);
+        let srcs = if c.tma { None } else { Some(tile_src(em, &tile)) };
         let it0 = tl.accs[0].clone();
         let kl = em.f.loop_begin("i32", "0", &ntiles, &[]);
         let it = em.f.v(format!("add i32 {it0}, {}", kl.i));
@@ -493,20 +675,28 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let empty = em.f.v(format!("add i32 {empty}, {}", 8 * s_n));
         let empty = em.f.v(format!("add i32 {bar0}, {empty}"));
         asm::mbar_wait(&mut em.f, &empty, &par);
-        load_tile(em, &srcs, &kl.i, &stage);
-        let full = em.f.v(format!("mul i32 {stage}, 8"));
-        let full = em.f.v(format!("add i32 {bar0}, {full}"));
-        asm::mbar_arrive_cp_async(&mut em.f, &full);
+        match &srcs {
+            Some(srcs) => {
+                load_tile(em, srcs, &kl.i, &stage);
+                let full = em.f.v(format!("mul i32 {stage}, 8"));
+                let full = em.f.v(format!("add i32 {bar0}, {full}"));
+                asm::mbar_arrive_cp_async(&mut em.f, &full);
+            }
+            None => tma_tile(em, &tile, &kl.i, &stage),
+        }
         em.f.loop_end(&kl, "1", &[]);
         let it_next = em.f.v(format!("add i32 {it0}, {ntiles}"));
         em.f.loop_end(&tl, &nctaid, &[it_next]);
-        // Nothing may exit while its copies are in flight.
-        em.f.call_void("llvm.nvvm.cp.async.wait.all", &[]);
+        // Nothing may exit while its copies are in flight (the consumers wait for every TMA
+        // copy on the full barriers).
+        if !c.tma {
+            em.f.call_void("llvm.nvvm.cp.async.wait.all", &[]);
+        }
         em.f.br(&done);
 
         em.f.start_block(&cons);
         if c.consumers == 2 {
-            asm::setmaxnreg(&mut em.f, true, 216);
+            asm::setmaxnreg(&mut em.f, true, if c.tma { CONSUMER_REGS_TMA } else { CONSUMER_REGS });
         }
         // Ping-pong: consumer `wg` takes the block's tiles wg, wg + 2, ...
         let (start, step, it_first, it_step) = if c.pingpong {
@@ -543,7 +733,10 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let full = em.f.v(format!("mul i32 {stage}, 8"));
         let full = em.f.v(format!("add i32 {bar0}, {full}"));
         asm::mbar_wait(&mut em.f, &full, &par);
-        asm::fence_proxy_async(&mut em.f);
+        if !c.tma {
+            // cp.async wrote the stage through the generic proxy; wgmma reads it through the async one.
+            asm::fence_proxy_async(&mut em.f);
+        }
         let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
         let next = mma_tile(em, &kl.accs, &stage, &first);
         asm::wait(&mut em.f, 1);
