@@ -174,9 +174,9 @@ pub fn is_warpgroup_schedule(s: &Schedule) -> bool {
 }
 
 /// The untuned warpgroup GEMM schedule (the PTX backend's `default_wgmma_schedule`): 128x256x64
-/// blocks of two consumer warpgroups, four cp.async stages (three when there are at least eight
-/// waves of tiles, `many_tiles`), block swizzle 8. Measured on an H100 at 0.88-0.93 of cuBLAS on
-/// the suite's large f16/bf16 GEMMs (BENCHMARKS.md).
+/// blocks of two consumer warpgroups, tiles loaded by TMA (`vector_width` 64) into four stages
+/// (three when there are at least eight waves of tiles, `many_tiles`), block swizzle 8.
+/// Measured on an H100 at 1.00-1.02 of cuBLAS on the suite's large f16/bf16 GEMMs (BENCHMARKS.md).
 fn warpgroup_schedule(base: Schedule, many_tiles: bool) -> Schedule {
     Schedule {
         tile_m: 128,
@@ -184,7 +184,7 @@ fn warpgroup_schedule(base: Schedule, many_tiles: bool) -> Schedule {
         tile_k: 64,
         micro_m: 64,
         micro_n: 256,
-        vector_width: 8,
+        vector_width: 64,
         stages: if many_tiles { 3 } else { 4 },
         warps: 8,
         split_k: 1,

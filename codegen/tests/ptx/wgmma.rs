@@ -125,7 +125,17 @@ fn tma_variants_take_their_tensor_maps_by_value_and_copy_boxes_into_the_swizzled
             let k = kernel(format!("wg_tma_maps_{nk}_{}", sched.warps), g, sched);
             let compiled = ptx::compile_kernel(&k, &Bindings::new(), GpuArch::Sm90a).unwrap();
             let step = compiled.ir.steps.iter().find(|st| st.lowering == "matmul-wgmma").unwrap();
-            let [a, b] = step.tensor_maps.as_slice() else { panic!("{:?}", step.tensor_maps) };
+            // The blocks are persistent (9 k-tiles, more than the copies run ahead) and store
+            // the tile by TMA too.
+            let maps = &step.tensor_maps;
+            assert_eq!(maps.len(), 3, "{maps:?}");
+            let (a, b) = (&maps[0], &maps[1]);
+            if let Some(c) = maps.get(2) {
+                // The output, [3][200][136] bf16, in boxes of 64 x 64.
+                assert_eq!(c.buffer, ptx::TmaBuffer::Output(0));
+                assert_eq!((c.dims.as_slice(), c.strides.as_slice()), (&[136, 200, 3][..], &[272, 272 * 200][..]));
+                assert_eq!(c.box_dims, [64, 64, 1]);
+            }
             // A: [3][200][520] bf16, k innermost; one box of 64 k x 128 rows per copy.
             assert_eq!(a.buffer, ptx::TmaBuffer::Input(0));
             assert_eq!((a.dims.as_slice(), a.strides.as_slice()), (&[520, 200, 3][..], &[1040, 1040 * 200][..]));
@@ -138,7 +148,8 @@ fn tma_variants_take_their_tensor_maps_by_value_and_copy_boxes_into_the_swizzled
             assert_eq!(a.box_bytes() + b.box_bytes() * if nk { 1 } else { 4 }, (128 + 256) * 64 * 2);
             // The maps are 128-byte parameters read in place (cvta.param), never copied to local memory.
             let ptx = &compiled.ptx;
-            assert_eq!(ptx.matches(".param .align 64 .b8").count(), 2, "{ptx}");
+            assert_eq!(ptx.matches(".param .align 64 .b8").count(), maps.len(), "{ptx}");
+            assert!(ptx.contains("cp.async.bulk.tensor.3d.global.shared::cta"), "{ptx}");
             assert!(ptx.contains("cvta.param.u64"), "{ptx}");
             assert!(ptx.contains("cp.async.bulk.tensor.3d"), "{ptx}");
             assert!(!ptx.contains(".local"), "{ptx}");
@@ -193,23 +204,22 @@ fn invalid_wgmma_schedules_name_the_reason() {
 }
 
 #[test]
-fn defaults_of_the_benchmark_shapes_assemble_and_plain_products_run_persistent_blocks() {
+fn defaults_of_the_benchmark_shapes_assemble_into_persistent_blocks_that_load_and_store_by_tma() {
     for (m, n, k, stages) in [(4096u64, 4096u64, 4096u64, 4u32), (8192, 8192, 8192, 3), (8192, 14336, 4096, 3)] {
         let s = default_wgmma_schedule(&problem(DType::F16, m, n, k, false), GpuArch::Sm90a).unwrap();
-        assert_eq!((s.tile_m, s.tile_n, s.warps, s.stages), (128, 256, 8, stages), "{m}x{n}x{k}");
+        assert_eq!((s.tile_m, s.tile_n, s.warps, s.stages, s.vector_width), (128, 256, 8, stages, 64), "{m}x{n}x{k}");
         for epilogue in [false, true] {
             let g = gemm_graph(DType::F16, &[], m, n, k, false, epilogue);
             let kern = kernel(format!("wg_default_{m}x{n}x{k}_{epilogue}"), g, s);
+            // Strict: even with arithmetic in the epilogue, the wgmmas are not serialized.
             check_sm90a(&kern, true);
             let compiled = ptx::compile_kernel(&kern, &Bindings::new(), GpuArch::Sm90a).unwrap();
             let step = compiled.ir.steps.iter().find(|st| st.lowering == "matmul-wgmma").unwrap();
-            // A plain product keeps one block per SM whose copies run on into its next tile; with
-            // arithmetic in the epilogue every tile gets its own block.
-            assert_eq!(step.launch.blocks_per_sm == 1, !epilogue, "{m}x{n}x{k} epilogue={epilogue}");
-            // A block per tile stages its tile through shared memory and stores 16-byte vectors.
-            if epilogue {
-                assert!(compiled.ptx.contains("st.global.v4"), "{m}x{n}x{k}: no 16-byte stores");
-            }
+            // One block per SM whose copies run on into its next tile, storing by TMA.
+            assert_eq!(step.launch.blocks_per_sm, 1, "{m}x{n}x{k} epilogue={epilogue}");
+            assert_eq!(step.tensor_maps.len(), 3);
+            assert!(compiled.ptx.contains("cp.async.bulk.tensor.2d.global.shared::cta"), "{m}x{n}x{k}");
+            assert!(!compiled.ptx.contains("st.global"), "{m}x{n}x{k}: stores outside the TMA epilogue");
         }
     }
     // Fewer k-tiles than the copies run ahead: a block per tile.

@@ -303,13 +303,23 @@ fn lower_wgmma(
 ) -> Result<Lowered, PtxError> {
     let rank = out_dims.len();
     let k = problem.k.div_ceil(8) * 8;
+    // TMA variants can store the tile by TMA: one 16-bit output with 16-byte rows.
+    let out_dtype = outs.first().map(|o| cx.g.nodes[o.node.index()].ty.dtype).unwrap_or(DType::F32);
+    let storable = wc.tma
+        && outs.len() == 1
+        && matches!(out_dtype, DType::F16 | DType::BF16)
+        && problem.n.is_multiple_of(8)
+        && problem.m <= u64::from(u32::MAX)
+        && problem.n <= u64::from(u32::MAX);
     // Without a producer, blocks are persistent when every tile has at least as many k-tiles
-    // as the copies run ahead and the epilogue only stores: with arithmetic after the
-    // product (bias, activation), ptxas 12.9 serializes the wgmmas of that loop nest (C7514).
+    // as the copies run ahead, and the epilogue only stores or stores by TMA: with arithmetic
+    // after the product (bias, activation) and pair-by-pair stores, ptxas 12.9 serializes the
+    // wgmmas of that loop nest (C7514).
     let plain = cx.g.nodes.iter().all(|n| {
         !matches!(n.op, Op::Unary(..) | Op::Binary(..) | Op::Compare(..) | Op::Select { .. } | Op::Reduce { .. })
     });
-    let persistent = wc.producer || (plain && k.div_ceil(64) >= u64::from(wc.prefetch()));
+    let persistent = wc.producer || ((plain || storable) && k.div_ceil(64) >= u64::from(wc.prefetch()));
+    let tma_store = storable && persistent;
     let g = WgGemm {
         c: wc,
         m: problem.m,
@@ -325,13 +335,14 @@ fn lower_wgmma(
         batch_dims: &out_dims[..rank - 2],
         out_dims,
         persistent,
+        tma_store,
     };
     let entry = format!("{name}_mma");
     let smem_sym = format!("{entry}_smem");
     module.add_extern_shared(&smem_sym);
     let mut em = Em::new(cx.g, cx.plan, cx.caps);
     wgmma::kernel::emit(&mut em, &g, &smem_sym, outs)?;
-    let tensor_maps = wgmma::kernel::tensor_maps(&g);
+    let tensor_maps = wgmma::kernel::tensor_maps(&g, outs, out_dtype);
     let mut params = cx.params.to_vec();
     let grid_constants: Vec<usize> = (0..tensor_maps.len()).map(|j| params.len() + j).collect();
     params.extend((0..tensor_maps.len()).map(crate::ptx::tma::param));

@@ -168,3 +168,39 @@ pub(crate) fn tma_load(f: &mut Func, dst: &str, map: &str, coords: &[String], ba
     let cons = ["r", "l"].into_iter().chain(std::iter::repeat_n("r", n + 1)).collect::<Vec<_>>().join(",");
     asm(f, "void", &text, &format!("{cons},~{{memory}}"), &args);
 }
+
+/// One TMA tile store (`cp.async.bulk.tensor.{n}d.global.shared::cta`, bulk-group completion) of
+/// the box at shared address `src` (i32) to tensor map `map` (i64) at `coords` (i32s, innermost
+/// first); elements outside the tensor are not written.
+pub(crate) fn tma_store(f: &mut Func, map: &str, coords: &[String], src: &str) {
+    let n = coords.len();
+    let list = (0..n).map(|i| format!("${}", i + 1)).collect::<Vec<_>>().join(", ");
+    let text = format!("cp.async.bulk.tensor.{n}d.global.shared::cta.tile.bulk_group [$0, {{{list}}}], [${}];", n + 1);
+    let mut args = vec![("i64".to_string(), map.to_string())];
+    args.extend(coords.iter().map(|c| ("i32".to_string(), c.clone())));
+    args.push(("i32".to_string(), src.to_string()));
+    let cons = ["l"].into_iter().chain(std::iter::repeat_n("r", n + 1)).collect::<Vec<_>>().join(",");
+    asm(f, "void", &text, &format!("{cons},~{{memory}}"), &args);
+}
+
+/// `cp.async.bulk.commit_group`: closes this thread's bulk copies issued so far into a group.
+pub(crate) fn bulk_commit(f: &mut Func) {
+    asm(f, "void", "cp.async.bulk.commit_group;", "~{memory}", &[]);
+}
+
+/// `cp.async.bulk.wait_group.read n`: waits until at most `n` of this thread's bulk groups still
+/// read their shared-memory sources.
+pub(crate) fn bulk_wait_read(f: &mut Func, n: u32) {
+    asm(f, "void", &format!("cp.async.bulk.wait_group.read {n};"), "~{memory}", &[]);
+}
+
+/// `cp.async.bulk.wait_group 0`: waits until every bulk group of this thread has completed.
+pub(crate) fn bulk_wait_all(f: &mut Func) {
+    asm(f, "void", "cp.async.bulk.wait_group 0;", "~{memory}", &[]);
+}
+
+/// `bar.sync id, threads`: a named barrier among `threads` threads (whole warps).
+pub(crate) fn named_barrier(f: &mut Func, id: &str, threads: u32) {
+    let args = [("i32".to_string(), id.to_string())];
+    asm(f, "void", &format!("bar.sync $0, {threads};"), "r,~{memory}", &args);
+}

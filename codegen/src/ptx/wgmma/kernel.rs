@@ -68,12 +68,17 @@ pub(crate) struct WgGemm<'a> {
     /// Blocks are persistent (one per SM, walking several tiles; the launch must agree): always
     /// with a producer; without one, the ring then runs on from each tile into the next.
     pub(crate) persistent: bool,
+    /// Persistent TMA blocks store the tile by TMA through staged subtiles (one 16-bit output,
+    /// rows 16-byte aligned; its map at [`TMAP_C`]); else pair by pair.
+    pub(crate) tma_store: bool,
 }
 
 /// Tensor-map parameter of A (`%tmap0`) and of B (`%tmap1`) in TMA variants.
 pub(crate) const TMAP_A: usize = 0;
 /// See [`TMAP_A`].
 pub(crate) const TMAP_B: usize = 1;
+/// Tensor-map parameter of the output (`%tmap2`) when the tile is stored by TMA.
+pub(crate) const TMAP_C: usize = 2;
 /// Registers per thread of a cp.async producer warpgroup, and of the two consumers beside it
 /// (128 x 72 + 256 x 216 = 64,512 of the SM's 65,536).
 const PRODUCER_REGS: u32 = 72;
@@ -146,7 +151,7 @@ struct Tile {
 
 /// The tensor maps a TMA variant of `g` takes (A at [`TMAP_A`], B at [`TMAP_B`]), matching the
 /// boxes `emit` copies; empty for `cp.async` variants.
-pub(crate) fn tensor_maps(g: &WgGemm) -> Vec<TensorMapSpec> {
+pub(crate) fn tensor_maps(g: &WgGemm, outs: &[Out], out_dtype: DType) -> Vec<TensorMapSpec> {
     if !g.c.tma {
         return Vec::new();
     }
@@ -172,7 +177,17 @@ pub(crate) fn tensor_maps(g: &WgGemm) -> Vec<TensorMapSpec> {
         BLayout::NK => spec(&g.b, g.k_real, g.n, g.c.bn),
         BLayout::KN => spec(&g.b, g.n, g.k_real, BK),
     };
-    vec![a, b]
+    let mut maps = vec![a, b];
+    if g.tma_store
+        && let Some(out) = outs.first()
+    {
+        // The output, dense [batch, m, n], in boxes of 64 x 64.
+        let mem = MemRef::Mat(out.dest);
+        let dtype = out_dtype;
+        let op = Operand { mem, ld: g.n, batch_stride: g.m * g.n };
+        maps.push(TensorMapSpec { dtype, ..spec(&op, g.n, g.m, WG_M) });
+    }
+    maps
 }
 
 /// Emits the warpgroup GEMM body into `em` (the caller adds the entry with `c.threads()`).
@@ -203,7 +218,8 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
     let b_base = base_ptr(em, g.b.mem);
 
     // Barriers (producer or TMA variants): full[s] at bar0 + 8s, empty[s] at bar0 + 8(S + s).
-    let bar0 = em.f.v(format!("add i32 {al}, {}", s_n * stage_bytes));
+    let staging = s_n * stage_bytes;
+    let bar0 = em.f.v(format!("add i32 {al}, {}", staging + c.store_staging_bytes()));
     // TMA: the generic addresses of the A and B tensor maps (`grid_constant` parameters).
     let maps = if c.tma {
         let ma = em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_A));
@@ -211,6 +227,16 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         Some((ma, mb))
     } else {
         None
+    };
+    let map_c = g.tma_store.then(|| em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_C)));
+    // The staging area of consumer warpgroup `cw` for TMA stores.
+    let store_staging = |em: &mut Em, cw: &str| -> Option<(String, String)> {
+        map_c.as_ref()?;
+        let o = em.f.v(format!("mul i32 {cw}, {}", 2 * SUBTILE_BYTES));
+        let o = em.f.v(format!("add i32 {o}, {staging}"));
+        let addr = em.f.v(format!("add i32 {al}, {o}"));
+        let off = em.f.v(format!("add i32 {pad}, {o}"));
+        Some((addr, off))
     };
     if c.producer || c.tma {
         let first = em.f.v(format!("icmp eq i32 {tid}, 0"));
@@ -528,7 +554,10 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         }
         em.f.loop_end(&kl, "1", &next);
         let acc = asm::wait_acc(&mut em.f, 0, &kl.accs);
-        if g.persistent {
+        if let (Some((addr, off)), Some(map)) = (store_staging(em, &wg), &map_c) {
+            let st = StoreStaging { addr, off, map, smem: &smem };
+            tma_store_epilogue(em, g, outs, &tile, (&tid, &wg, &wg), &acc, &st)?;
+        } else if g.persistent {
             epilogue(em, g, outs, &tile, &tid, &wg, &acc)?;
         } else {
             // Every warpgroup is done reading the ring: the staged tile reuses it.
@@ -541,6 +570,10 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         }
         let it_next = em.f.v(format!("add i32 {it0}, {ntiles}"));
         em.f.loop_end(&tl, &nctaid, &[it_next]);
+        if map_c.is_some() {
+            // Nothing may exit while its stores still read shared memory.
+            asm::bulk_wait_all(&mut em.f);
+        }
     } else if !c.producer && g.persistent {
         // Every thread copies, S-1 k-tiles ahead: a stage is refilled once every warpgroup has
         // waited for the wgmmas that read it (a second barrier per k-tile, after the wait).
@@ -766,10 +799,18 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let le = em.f.v(format!("add i32 {bar0}, {le}"));
         asm::mbar_arrive(&mut em.f, &le);
         let rows_wg = if c.pingpong { "0".to_string() } else { wg.clone() };
-        epilogue(em, g, outs, &tile, &tid, &rows_wg, &acc)?;
+        if let (Some((addr, off)), Some(map)) = (store_staging(em, &wg), &map_c) {
+            let st = StoreStaging { addr, off, map, smem: &smem };
+            tma_store_epilogue(em, g, outs, &tile, (&tid, &wg, &rows_wg), &acc, &st)?;
+        } else {
+            epilogue(em, g, outs, &tile, &tid, &rows_wg, &acc)?;
+        }
         let it_next = em.f.v(format!("add i32 {it0}, {it_step}"));
         let own_next = em.f.v(format!("add i32 {own}, 1"));
         em.f.loop_end(&tl, &step, &[it_next, own_next]);
+        if map_c.is_some() {
+            asm::bulk_wait_all(&mut em.f);
+        }
         em.f.br(&done);
         em.f.start_block(&done);
     }
@@ -870,6 +911,38 @@ fn store_pair(
     col: &str,
     vals: &[String; 2],
 ) -> Result<(), PtxError> {
+    let per_elem = pair_outputs(em, g, outs, bmulti, row, col, vals)?;
+    if g.n.is_multiple_of(2) {
+        let cont = em.f.if_begin(&per_elem[0].0);
+        for (k, o) in outs.iter().enumerate() {
+            let dt = em.dtype(o.node);
+            em.store_vec(o.dest, dt, &per_elem[0].1, &[per_elem[0].2[k].clone(), per_elem[1].2[k].clone()])?;
+        }
+        em.f.if_end(&cont);
+    } else {
+        for (ok, flat, vs) in &per_elem {
+            let cont = em.f.if_begin(ok);
+            for (o, v) in outs.iter().zip(vs) {
+                let dt = em.dtype(o.node);
+                em.store(o.dest, dt, flat, v)?;
+            }
+            em.f.if_end(&cont);
+        }
+    }
+    Ok(())
+}
+
+/// Per element of the pair of accumulators at (row, col) and (row, col+1): whether it lies inside
+/// the output, its flat index (clamped inside), and the value of every output there.
+fn pair_outputs(
+    em: &mut Em,
+    g: &WgGemm,
+    outs: &[Out],
+    bmulti: &[String],
+    row: &str,
+    col: &str,
+    vals: &[String; 2],
+) -> Result<Vec<(String, String, Vec<String>)>, PtxError> {
     let out_dtype = em.dtype(g.node);
     let rc = clamp_ix(em, row, g.m);
     let rok = em.f.v(format!("icmp ult i32 {row}, {}", g.m));
@@ -893,22 +966,114 @@ fn store_pair(
         em.env.remove(&g.node);
         per_elem.push((ok, flat, vs));
     }
-    if g.n.is_multiple_of(2) {
-        let cont = em.f.if_begin(&per_elem[0].0);
-        for (k, o) in outs.iter().enumerate() {
-            let dt = em.dtype(o.node);
-            em.store_vec(o.dest, dt, &per_elem[0].1, &[per_elem[0].2[k].clone(), per_elem[1].2[k].clone()])?;
-        }
+    Ok(per_elem)
+}
+
+/// Bytes of one buffer of a TMA-store staging area: a 64 x 64 subtile of 16-bit outputs.
+const SUBTILE_BYTES: u32 = 64 * 128;
+
+/// Where a consumer warpgroup stages its outputs for TMA stores, and through which map.
+struct StoreStaging<'s> {
+    /// The staging area's shared address (i32; 1024-byte aligned, two subtile buffers).
+    addr: String,
+    /// The same as a byte offset from the start of the dynamic shared memory (i32).
+    off: String,
+    /// The output's tensor map (generic address, i64).
+    map: &'s str,
+    /// The dynamic shared memory (`@sym`).
+    smem: &'s str,
+}
+
+/// Stores a persistent block's tile by TMA: each consumer warpgroup (`cw`, an i32, computing the
+/// tile's 64-row slice `slice`) writes its rows as 64 x 64 subtiles into two alternating buffers
+/// of its staging area (128-byte swizzle: chunk c of row r at c ^ (r % 8), as the output map's
+/// boxes read it), and one thread of the warpgroup stores each subtile with
+/// `cp.async.bulk.tensor` (elements outside the output are not written). The stores drain while
+/// the warpgroup goes on to its next tile; a buffer is refilled once its previous store has read it.
+// Reason: the IR value names of the tile and thread, plus the product, its output and staging.
+#[allow(clippy::too_many_arguments)]
+fn tma_store_epilogue(
+    em: &mut Em,
+    g: &WgGemm,
+    outs: &[Out],
+    tile: &Tile,
+    (tid, cw, slice): (&str, &str, &str),
+    acc: &[String],
+    st: &StoreStaging,
+) -> Result<(), PtxError> {
+    let out_dtype = outs.first().map(|o| em.dtype(o.node)).unwrap_or(DType::F16);
+    let sty = math::stype(out_dtype);
+    let lane = em.f.v(format!("and i32 {tid}, 31"));
+    let warp = em.f.v(format!("lshr i32 {tid}, 5"));
+    let wiw = em.f.v(format!("and i32 {warp}, 3"));
+    let gq = em.f.v(format!("lshr i32 {lane}, 2"));
+    let tq = em.f.v(format!("and i32 {lane}, 3"));
+    let t2 = em.f.v(format!("shl i32 {tq}, 1"));
+    let ltid = em.f.v(format!("and i32 {tid}, 127"));
+    let elected = em.f.v(format!("icmp eq i32 {ltid}, 0"));
+    let bar = em.f.v(format!("add i32 {cw}, 1"));
+    let w16 = em.f.v(format!("shl i32 {wiw}, 4"));
+    let rl = em.f.v(format!("add i32 {w16}, {gq}"));
+    let slice_row = em.f.v(format!("mul i32 {slice}, {WG_M}"));
+    let row0 = em.f.v(format!("add i32 {}, {slice_row}", tile.row0));
+    let grow = em.f.v(format!("add i32 {row0}, {rl}"));
+    // This thread's bytes within a subtile buffer: row rl (+8) at 128 bytes, 4 bytes per lane
+    // of the quad, chunk j ^ (row % 8) = j ^ gq.
+    let rb = em.f.v(format!("shl i32 {rl}, 7"));
+    let tb = em.f.v(format!("shl i32 {tq}, 2"));
+    let thread_off = em.f.v(format!("add i32 {rb}, {tb}"));
+    let bmulti = {
+        let bi = em.widen(&tile.bidx);
+        em.delinearize(&bi, g.batch_dims)
+    };
+    let batched = g.batch > 1;
+    let subtiles = g.c.bn / 64;
+    let saved = em.save();
+    for q in 0..subtiles {
+        let buf = (q % 2) * SUBTILE_BYTES;
+        // The buffer's previous store has read it (stores complete in order).
+        let cont = em.f.if_begin(&elected);
+        asm::bulk_wait_read(&mut em.f, u32::from(subtiles > 1));
         em.f.if_end(&cont);
-    } else {
-        for (ok, flat, vs) in &per_elem {
-            let cont = em.f.if_begin(ok);
-            for (o, v) in outs.iter().zip(vs) {
-                let dt = em.dtype(o.node);
-                em.store(o.dest, dt, flat, v)?;
+        asm::named_barrier(&mut em.f, &bar, 128);
+        let buf_off = em.f.v(format!("add i32 {}, {buf}", st.off));
+        let base = em.f.v(format!("add i32 {buf_off}, {thread_off}"));
+        for j in 0..8u32 {
+            let chunk = em.f.v(format!("xor i32 {gq}, {j}"));
+            let cb = em.f.v(format!("shl i32 {chunk}, 4"));
+            let o = em.f.v(format!("add i32 {base}, {cb}"));
+            for h in 0..2u32 {
+                let row = em.f.v(format!("add i32 {grow}, {}", 8 * h));
+                let col = em.f.v(format!("add i32 {}, {}", tile.col0, q * 64 + j * 8));
+                let col = em.f.v(format!("add i32 {col}, {t2}"));
+                let a = (4 * (q * 8 + j) + 2 * h) as usize;
+                let vals = [acc[a].clone(), acc[a + 1].clone()];
+                let per_elem = pair_outputs(em, g, outs, &bmulti, &row, &col, &vals)?;
+                let mut v = "poison".to_string();
+                for (e, (_, _, vs)) in per_elem.iter().enumerate() {
+                    let x = vs.first().cloned().unwrap_or_default();
+                    let s = math::to_storage(&mut em.f, em.caps, out_dtype, &x)?;
+                    v = em.f.v(format!("insertelement <2 x {sty}> {v}, {sty} {s}, i32 {e}"));
+                }
+                let oh = em.f.v(format!("add i32 {o}, {}", 8 * 128 * h));
+                let p = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {}, i32 {oh}", st.smem));
+                em.f.op(format!("store <2 x {sty}> {v}, ptr addrspace(3) {p}, align 4"));
+                em.restore(saved.clone());
             }
-            em.f.if_end(&cont);
         }
+        // The subtile is written (generic proxy) before the copy engine (async proxy) reads it.
+        asm::fence_proxy_async(&mut em.f);
+        asm::named_barrier(&mut em.f, &bar, 128);
+        let cont = em.f.if_begin(&elected);
+        let col = em.f.v(format!("add i32 {}, {}", tile.col0, q * 64));
+        let mut coords = vec![col, row0.clone()];
+        if batched {
+            coords.push(tile.bidx.clone());
+        }
+        let src = em.f.v(format!("add i32 {}, {buf}", st.addr));
+        asm::tma_store(&mut em.f, st.map, &coords, &src);
+        asm::bulk_commit(&mut em.f);
+        em.f.if_end(&cont);
     }
     Ok(())
 }
