@@ -15,5 +15,6 @@
 mod asm;
 pub mod config;
 pub(crate) mod kernel;
+mod store;
 
 pub use config::{default_wgmma_schedule, is_wgmma_schedule, validate_wgmma_schedule, wgmma_schedule_space};
