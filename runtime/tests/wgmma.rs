@@ -6,7 +6,7 @@
 
 #![cfg(feature = "gpu-tests")]
 
-use tcc_codegen::ptx::wgmma::{default_wgmma_schedule, wgmma_schedule_space};
+use tcc_codegen::ptx::wgmma::{default_wgmma_schedule, validate_wgmma_schedule, wgmma_schedule_space};
 use tcc_codegen::ptx::{self, GpuArch};
 use tcc_ir::testing::random_inputs;
 use tcc_ir::{Bindings, DType, Schedule};
@@ -36,7 +36,14 @@ fn selected(s: &Schedule) -> bool {
 fn variants(stages: u32) -> Vec<Schedule> {
     let p = problem(DType::F16, 4096, 4096, 4096, false);
     let mut out: Vec<Schedule> = Vec::new();
-    for s in wgmma_schedule_space(&p, GpuArch::Sm90a) {
+    // The listed (TMA) schedules and their cp.async twins (valid, not listed).
+    let listed = wgmma_schedule_space(&p, GpuArch::Sm90a);
+    let twins: Vec<Schedule> = listed
+        .iter()
+        .map(|s| Schedule { vector_width: 8, ..*s })
+        .filter(|s| validate_wgmma_schedule(&p, s, GpuArch::Sm90a).is_ok())
+        .collect();
+    for s in listed.into_iter().chain(twins) {
         if s.stages == stages && selected(&s) && s.swizzle == 8 && !out.iter().any(|o| key(o) == key(&s)) {
             out.push(s);
         }

@@ -45,11 +45,17 @@ fn check_sm90a(k: &Kernel, strict: bool) -> ptx::PtxasReport {
     report
 }
 
-/// One schedule per (consumers, tile_n, producer) of the space.
+/// One schedule per (consumers, tile_n, producer, copy engine) of the space and of the space's
+/// `cp.async` twins (`vector_width` 8, valid but not listed).
 fn variants(p: &MatmulProblem) -> Vec<Schedule> {
     let mut seen = Vec::new();
     let mut out = Vec::new();
-    for s in wgmma_schedule_space(p, GpuArch::Sm90a) {
+    let listed = wgmma_schedule_space(p, GpuArch::Sm90a);
+    assert!(listed.iter().all(|s| s.vector_width == 64), "sm_90a lists TMA variants only");
+    let twins = listed.iter().map(|s| Schedule { vector_width: 8, ..*s });
+    let twins = twins.filter(|s| validate_wgmma_schedule(p, s, GpuArch::Sm90a).is_ok());
+    let all: Vec<Schedule> = listed.iter().copied().chain(twins).collect();
+    for s in all {
         let key = (s.tile_m, s.tile_n, s.warps, s.vector_width);
         if !seen.contains(&key) && s.stages == 4 {
             seen.push(key);
