@@ -3,13 +3,15 @@
 //! fused epilogues) compiles for sm_90a and assembles with ptxas without spills and without
 //! wgmma serialization; the same kernels keep `mma.sync` on sm_80; schedule validation.
 //!
-//! Known: with a producer warpgroup and a fused epilogue (bias + gelu), ptxas 12.9 reports C7514
-//! (wgmmas serialized because non-wgmma instructions read the accumulators inside a pipeline
-//! stage) although every read in the PTX follows `wgmma.wait_group 0`; those cases are
-//! assembled but not held to the serialization check. The same happens to any tile loop around
-//! the k loop with such an epilogue (bisected on the PTX: removing the tile loop's back edge
-//! removes it; barriers, fences or resetting the ring there do not), which is why the
-//! all-threads variant is persistent only for plain stores.
+//! Known: with a fused epilogue (bias + gelu) evaluated pair by pair from the accumulators in a
+//! tile loop around the k loop (the cp.async producer variants, or persistent all-thread blocks),
+//! ptxas 12.9 reports C7514 (wgmmas serialized because non-wgmma instructions read the
+//! accumulators inside a pipeline stage) although every read in the PTX follows
+//! `wgmma.wait_group 0` (bisected on the PTX: removing the tile loop's back edge removes it;
+//! barriers, fences or resetting the ring there do not). Such producer cases are assembled but
+//! not held to the serialization check, and cp.async all-thread blocks are persistent only for
+//! plain stores. TMA variants, which store their tiles through the TMA-store epilogue, are held
+//! to it with and without arithmetic.
 
 use tcc_codegen::ptx::wgmma::{
     default_wgmma_schedule, is_wgmma_schedule, validate_wgmma_schedule, wgmma_schedule_space,

@@ -1,29 +1,31 @@
 //! The warpgroup main loop. Each block computes `bm x bn` output tiles (grid-stride over
-//! swizzled tiles and batches). 16-byte `cp.async` copies fill a ring of `stages` shared-memory
-//! stages in the layouts wgmma's descriptors read with 128-byte swizzle (zero-filled outside the
-//! operands): A and an `[n, k]` B K-major (128-byte rows of 64 k, chunk `c` of row `r` at
-//! `c ^ (r % 8)`), a `[k, n]` B MN-major (blocks of 64 columns, 128-byte rows of 64 n per k).
-//! Each consumer warpgroup multiplies its 64 rows by the whole B tile with
-//! `wgmma.mma_async.m64n{bn}k16`, keeping one k-tile of wgmmas in flight.
+//! swizzled tiles and batches). Copies fill a ring of `stages` shared-memory stages in the
+//! layouts wgmma's descriptors read with 128-byte swizzle (zero-filled outside the operands): A
+//! and an `[n, k]` B K-major (128-byte rows of 64 k, chunk `c` of row `r` at `c ^ (r % 8)`), a
+//! `[k, n]` B MN-major (blocks of 64 columns, 128-byte rows of 64 n per k). The copies are TMA
+//! boxes (`cp.async.bulk.tensor`, which writes exactly these layouts from 1024-byte aligned
+//! stages; one thread arms a stage's full mbarrier with its bytes and issues them) or 16-byte
+//! `cp.async`s by every copying thread. Each consumer warpgroup multiplies its 64 rows by the
+//! whole B tile with `wgmma.mma_async.m64n{bn}k16`, keeping one k-tile of wgmmas in flight.
 //!
-//! Without a producer every thread copies, `stages - 1` k-tiles ahead, and two barriers per
-//! k-tile order the ring (copies landed; every warpgroup's wgmmas of the previous k-tile done,
-//! so that its stage can be refilled). When the epilogue only stores, such blocks are persistent
-//! and the ring runs on from one tile into the next, so the next tile's first copies are in
-//! flight during this tile's epilogue (with arithmetic in the epilogue, ptxas 12.9 serializes
-//! the wgmmas of that loop nest, C7514, so those keep a block per tile). With a
-//! producer warpgroup (`setmaxnreg` moves registers to the consumers when there are two), it
-//! copies and signals `full[s]` through `cp.async.mbarrier.arrive`; consumers wait on it and
-//! free a stage through `empty[s]` once its wgmmas have completed. Such blocks are persistent
-//! (one per SM): the producer copies the next tile while the consumers store. In the ping-pong
-//! variant the two consumers take alternate 64-row tiles from the same ring, so one stores its
-//! tile while the other multiplies.
+//! Without a producer, copies run `stages - 1` k-tiles ahead and a barrier per k-tile, after the
+//! wgmma wait, frees the previous k-tile's stage (with cp.async a second one orders the landed
+//! copies; with TMA every thread waits on the stage's full barrier). Such blocks are persistent
+//! when the epilogue only stores, or stores by TMA: the ring runs on from one tile into the
+//! next, so the next tile's first copies are in flight during this tile's epilogue (with
+//! arithmetic in a pair-by-pair epilogue, ptxas 12.9 serializes the wgmmas of that loop nest,
+//! C7514, so those keep a block per tile). With a producer warpgroup (`setmaxnreg` moves
+//! registers to the consumers when there are two), it copies and signals `full[s]`; consumers
+//! wait on it and free a stage through `empty[s]` once its wgmmas have completed. Such blocks
+//! are persistent (one per SM): the producer copies the next tile while the consumers store. In
+//! the ping-pong variant the two consumers take alternate 64-row tiles from the same ring, so
+//! one stores its tile while the other multiplies.
 //!
-//! The accumulators' layout per warp is that of `mma.sync`'s C fragment. Blocks of one tile
+//! The accumulators' layout per warp is that of `mma.sync`'s C fragment. Persistent TMA blocks
+//! store their tiles by TMA through small staged subtiles ([`super::store`]); blocks of one tile
 //! without a producer stage the tile through shared memory (the ring, free after the main loop)
-//! and store it in 16-byte row vectors ([`epilogue::staged`]); persistent blocks, whose ring (or
-//! producer) runs on into the next tile, evaluate the fused outputs straight from the
-//! accumulators with 4-byte stores per pair.
+//! and store it in 16-byte row vectors ([`epilogue::staged`]); the other persistent blocks
+//! evaluate the fused outputs straight from the accumulators with 4-byte stores per pair.
 
 use tcc_ir::{DType, NodeId};
 

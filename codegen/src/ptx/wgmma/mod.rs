@@ -2,9 +2,10 @@
 //!
 //! ```text
 //!  operands (as the mma.sync lowering prepares them: direct, or packed to scratch)
-//!     ──cp.async (every thread, or a producer warpgroup + mbarriers)──▶ 128B-swizzled stages
+//!     ──TMA boxes from tensor maps (or cp.async) + mbarriers, by one thread, every thread or
+//!       a producer warpgroup──▶ 128B-swizzled stages
 //!     ──wgmma.mma_async m64n{64,128,256}k16 per consumer warpgroup──▶ f32 accumulators
-//!     ──▶ fused epilogue (bias, activation, residual, cast) and stores
+//!     ──▶ fused epilogue (bias, activation, residual, cast) ──▶ staged subtiles ──TMA stores──▶
 //! ```
 //!
 //! The matmul lowering (`mma/mod.rs`) dispatches here when the target has wgmma and the
