@@ -868,12 +868,7 @@ fn epilogue(
     wg: &str,
     acc: &[String],
 ) -> Result<(), PtxError> {
-    let lane = em.f.v(format!("and i32 {tid}, 31"));
-    let warp = em.f.v(format!("lshr i32 {tid}, 5"));
-    let wiw = em.f.v(format!("and i32 {warp}, 3"));
-    let gq = em.f.v(format!("lshr i32 {lane}, 2"));
-    let tq = em.f.v(format!("and i32 {lane}, 3"));
-    let t2 = em.f.v(format!("shl i32 {tq}, 1"));
+    let FragLane { wiw, gq, t2, .. } = FragLane::new(em, tid);
     let wr = em.f.v(format!("mul i32 {wg}, {WG_M}"));
     let w16 = em.f.v(format!("shl i32 {wiw}, 4"));
     let r = em.f.v(format!("add i32 {}, {wr}", tile.row0));
@@ -895,6 +890,33 @@ fn epilogue(
         }
     }
     Ok(())
+}
+
+/// A thread's place in its warp's C fragments (`mma.sync`'s layout per 16 x 8 tile; i32
+/// values): `wiw`, its warp within the warpgroup; `gq`, its row within each 8-row half; `tq`
+/// and `t2 = 2 tq`, its column pair.
+pub(super) struct FragLane {
+    /// Warp within the warpgroup.
+    pub(super) wiw: String,
+    /// Row within an 8-row half of a fragment.
+    pub(super) gq: String,
+    /// Lane within the quad.
+    pub(super) tq: String,
+    /// First column of the lane's pair.
+    pub(super) t2: String,
+}
+
+impl FragLane {
+    /// The place of thread `tid` (i32).
+    pub(super) fn new(em: &mut Em, tid: &str) -> FragLane {
+        let lane = em.f.v(format!("and i32 {tid}, 31"));
+        let warp = em.f.v(format!("lshr i32 {tid}, 5"));
+        let wiw = em.f.v(format!("and i32 {warp}, 3"));
+        let gq = em.f.v(format!("lshr i32 {lane}, 2"));
+        let tq = em.f.v(format!("and i32 {lane}, 3"));
+        let t2 = em.f.v(format!("shl i32 {tq}, 1"));
+        FragLane { wiw, gq, tq, t2 }
+    }
 }
 
 /// Clamps an i32 index to `size - 1` and converts it to the index type.

@@ -9,7 +9,7 @@ use tcc_ir::DType;
 
 use super::asm;
 use super::config::WG_M;
-use super::kernel::{Tile, WgGemm, pair_outputs};
+use super::kernel::{FragLane, Tile, WgGemm, pair_outputs};
 use crate::ptx::error::PtxError;
 use crate::ptx::expr::Em;
 use crate::ptx::math;
@@ -49,12 +49,7 @@ pub(super) fn tma_store_epilogue(
 ) -> Result<(), PtxError> {
     let out_dtype = outs.first().map(|o| em.dtype(o.node)).unwrap_or(DType::F16);
     let sty = math::stype(out_dtype);
-    let lane = em.f.v(format!("and i32 {tid}, 31"));
-    let warp = em.f.v(format!("lshr i32 {tid}, 5"));
-    let wiw = em.f.v(format!("and i32 {warp}, 3"));
-    let gq = em.f.v(format!("lshr i32 {lane}, 2"));
-    let tq = em.f.v(format!("and i32 {lane}, 3"));
-    let t2 = em.f.v(format!("shl i32 {tq}, 1"));
+    let FragLane { wiw, gq, tq, t2 } = FragLane::new(em, tid);
     let ltid = em.f.v(format!("and i32 {tid}, 127"));
     let elected = em.f.v(format!("icmp eq i32 {ltid}, 0"));
     let bar = em.f.v(format!("add i32 {cw}, 1"));
