@@ -333,6 +333,7 @@ mod tests {
         let s = hopper.program.launches[0].kernel.schedule;
         assert!(is_warpgroup_schedule(&s), "{s}");
         assert_eq!((s.tile_m, s.tile_n, s.tile_k, s.stages, s.warps), (128, 256, 64, 4, 8), "{s}");
+        assert_eq!(s.vector_width, 64, "tiles loaded by TMA: {s}");
         let ampere = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_80())).unwrap();
         let s = ampere.program.launches[0].kernel.schedule;
         assert!(!is_warpgroup_schedule(&s), "{s}");

@@ -412,6 +412,20 @@ mod tests {
     }
 
     #[test]
+    fn the_optimizers_warpgroup_default_is_the_ptx_backends_default() {
+        // passes cannot depend on codegen, so its untuned wgmma schedule mirrors
+        // `default_wgmma_schedule`: both must name the same kernel (TMA loads included).
+        for (m, n, k) in [(4096u64, 4096u64, 4096u64), (8192, 8192, 8192), (8192, 14336, 4096)] {
+            let g = gemm(m, n, k, DType::F16).graph;
+            let opts = tcc_passes::OptimizeOptions::new(tcc_passes::TargetModel::sm_90a());
+            let chosen = tcc_passes::optimize(&g, &opts).unwrap().program.launches[0].kernel.schedule;
+            let problem = matmul_problem(&gemm(m, n, k, DType::F16), &Bindings::new()).unwrap();
+            let backend = tcc_codegen::ptx::wgmma::default_wgmma_schedule(&problem, GpuArch::Sm90a).unwrap();
+            assert_eq!(chosen, backend, "{m}x{n}x{k}");
+        }
+    }
+
+    #[test]
     fn gpu_gemm_spaces_come_from_the_tensor_core_listing_and_are_large_enough() {
         let k = gemm(4096, 4096, 4096, DType::F16);
         let problem = matmul_problem(&k, &Bindings::new()).unwrap();
