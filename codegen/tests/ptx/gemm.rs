@@ -4,48 +4,19 @@
 //! validation.
 
 use tcc_codegen::ptx::{self, BLayout, GpuArch, MatmulProblem};
-use tcc_ir::{BinaryOp, Bindings, DType, Graph, Kernel, KernelClass, Op, Schedule, UnaryOp};
+use tcc_ir::{Bindings, DType, Graph, Kernel, KernelClass, Schedule};
 
-use super::{check_kernel, lowerings, t};
+use super::{check_kernel, lowerings};
 
-/// `act(a @ b + bias)` with B stored `[k, n]` or `[n, k]`, optional batch, bias and gelu.
+/// `gelu(a @ b + bias)` (or the plain product) with B stored `[k, n]` or `[n, k]`
+/// ([`tcc_ir::testing::gemm_graph`]).
 pub(super) fn gemm_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk: bool, epilogue: bool) -> Graph {
-    let mut g = Graph::new("gemm");
-    let dims = |r: u64, c: u64| -> Vec<u64> { batch.iter().copied().chain([r, c]).collect() };
-    let a = g.add_param("a", t(dtype, &dims(m, k))).unwrap();
-    let b = if nk {
-        let raw = g.add_param("b", t(dtype, &dims(n, k))).unwrap();
-        let r = batch.len() + 2;
-        let mut perm: Vec<usize> = (0..r).collect();
-        perm.swap(r - 2, r - 1);
-        g.push(Op::Permute { input: raw, perm }).unwrap()
-    } else {
-        g.add_param("b", t(dtype, &dims(k, n))).unwrap()
-    };
-    let mut y = g.push(Op::MatMul(a, b)).unwrap();
-    if epilogue {
-        let bias = g.add_param("bias", t(dtype, &[n])).unwrap();
-        y = g.push(Op::Binary(BinaryOp::Add, y, bias)).unwrap();
-        y = g.push(Op::Unary(UnaryOp::Gelu, y)).unwrap();
-    }
-    g.outputs.push(y);
-    g
+    tcc_ir::testing::gemm_graph(dtype, batch, (m, n, k), nk, epilogue).unwrap()
 }
 
-/// Two outputs of one product: `gelu(a @ b + bias) * 0.5 + r` (a residual of the output's shape,
-/// read as vectors by the staged epilogue) and the product cast to f32.
+/// Two outputs of one product ([`tcc_ir::testing::gemm_two_outputs_graph`]).
 pub(super) fn gemm_two_outputs_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, nk: bool) -> Graph {
-    let mut g = gemm_graph(dtype, batch, m, n, k, nk, true);
-    let y = g.outputs[0];
-    let dims: Vec<u64> = batch.iter().copied().chain([m, n]).collect();
-    let r = g.add_param("r", t(dtype, &dims)).unwrap();
-    let half = g.constant(0.5, dtype).unwrap();
-    let y = g.push(Op::Binary(BinaryOp::Mul, y, half)).unwrap();
-    let y = g.push(Op::Binary(BinaryOp::Add, y, r)).unwrap();
-    let mm = g.nodes.iter().position(|x| matches!(x.op, Op::MatMul(..))).unwrap();
-    let c = g.push_typed(Op::Cast(tcc_ir::NodeId(mm as u32)), t(DType::F32, &dims)).unwrap();
-    g.outputs = vec![y, c];
-    g
+    tcc_ir::testing::gemm_two_outputs_graph(dtype, batch, (m, n, k), nk).unwrap()
 }
 
 fn gemm_kernel(g: Graph, schedule: Option<Schedule>) -> Kernel {

@@ -13,6 +13,7 @@
 mod build;
 mod compare;
 mod config;
+mod gemm;
 mod inputs;
 mod recipe;
 #[cfg(test)]
@@ -31,6 +32,7 @@ use crate::shape::Bindings;
 
 pub use compare::{Bound, Mismatch, Tolerance, compare_outputs};
 pub use config::{GenConfig, OpSet};
+pub use gemm::{gemm_graph, gemm_two_outputs_graph};
 pub use inputs::random_inputs;
 
 /// A generated program: the graph and the values of the shape variables it uses.
