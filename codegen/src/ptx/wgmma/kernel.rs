@@ -503,6 +503,53 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
     };
     let ntiles = k_tiles.to_string();
 
+    // The every-thread cp.async k loop of one tile from ring positions `ring` (read and write
+    // stages, i32): wait for k-tile i, multiply it, and once every warpgroup's wgmmas of the
+    // previous k-tile are done copy k-tile i + S - 1 into that stage, or, with `next` (the next
+    // tile's index and whether it exists), that tile's first k-tiles once this tile's run out.
+    // Returns the ring positions after the loop and the accumulators.
+    let cp_async_k_loop = |em: &mut Em,
+                           srcs: &(TileSrc, TileSrc),
+                           ring: [String; 2],
+                           next: Option<(&str, &str)>|
+     -> (Vec<String>, Vec<String>) {
+        let dist = c.prefetch();
+        let mut carried = zeros.clone();
+        carried.extend(ring.map(|r| ("i32".to_string(), r)));
+        let kl = em.f.loop_begin("i32", "0", &ntiles, &carried);
+        let rs = kl.accs[nacc].clone();
+        let ws = kl.accs[nacc + 1].clone();
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(dist - 1).to_string())]);
+        asm::fence_proxy_async(&mut em.f);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
+        let mut after = mma_tile(em, &kl.accs[..nacc], &rs, &first);
+        asm::wait(&mut em.f, 1);
+        // Every warpgroup's wgmmas of the previous k-tile are done: its stage takes k-tile j.
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let j = em.f.v(format!("add i32 {}, {dist}", kl.i));
+        let p = em.f.v(format!("icmp ult i32 {j}, {ntiles}"));
+        let cont = em.f.if_begin(&p);
+        load_tile(em, srcs, &j, &ws);
+        em.f.if_end(&cont);
+        if let Some((nt, has_next)) = next {
+            let np = em.f.v(format!("xor i1 {p}, true"));
+            let np = em.f.v(format!("and i1 {np}, {has_next}"));
+            let cont = em.f.if_begin(&np);
+            let tn = tile_at(em, nt);
+            let srcs_n = tile_src(em, &tn);
+            let jn = em.f.v(format!("sub i32 {j}, {ntiles}"));
+            load_tile(em, &srcs_n, &jn, &ws);
+            em.f.if_end(&cont);
+        }
+        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+        after.push(bump(em, &rs));
+        after.push(bump(em, &ws));
+        em.f.loop_end(&kl, "1", &after);
+        let acc = asm::wait_acc(&mut em.f, 0, &kl.accs[..nacc]);
+        (kl.accs[nacc..].to_vec(), acc)
+    };
+
     if !c.producer && c.tma {
         // Every warpgroup multiplies; thread 0 issues the TMA copies S-1 k-tiles ahead, into the
         // stage every warpgroup has finished reading (a barrier per k-tile, after the wgmma wait).
@@ -603,40 +650,10 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let srcs = tile_src(em, &tile);
         let nt = em.f.v(format!("add i32 {}, {nctaid}", tl.i));
         let has_next = em.f.v(format!("icmp ult i32 {nt}, {total}"));
-        let mut carried = zeros.clone();
-        carried.push(("i32".into(), tl.accs[0].clone()));
-        carried.push(("i32".into(), tl.accs[1].clone()));
-        let kl = em.f.loop_begin("i32", "0", &ntiles, &carried);
-        let rs = kl.accs[nacc].clone();
-        let ws = kl.accs[nacc + 1].clone();
-        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(dist - 1).to_string())]);
-        asm::fence_proxy_async(&mut em.f);
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
-        let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
-        let mut next = mma_tile(em, &kl.accs[..nacc], &rs, &first);
-        asm::wait(&mut em.f, 1);
-        // Every warpgroup's wgmmas of the previous k-tile are done: its stage takes k-tile j.
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
-        let j = em.f.v(format!("add i32 {}, {dist}", kl.i));
-        let p = em.f.v(format!("icmp ult i32 {j}, {ntiles}"));
-        let cont = em.f.if_begin(&p);
-        load_tile(em, &srcs, &j, &ws);
-        em.f.if_end(&cont);
-        let np = em.f.v(format!("xor i1 {p}, true"));
-        let np = em.f.v(format!("and i1 {np}, {has_next}"));
-        let cont = em.f.if_begin(&np);
-        let tn = tile_at(em, &nt);
-        let srcs_n = tile_src(em, &tn);
-        let jn = em.f.v(format!("sub i32 {j}, {ntiles}"));
-        load_tile(em, &srcs_n, &jn, &ws);
-        em.f.if_end(&cont);
-        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
-        next.push(bump(em, &rs));
-        next.push(bump(em, &ws));
-        em.f.loop_end(&kl, "1", &next);
-        let acc = asm::wait_acc(&mut em.f, 0, &kl.accs[..nacc]);
+        let ring = [tl.accs[0].clone(), tl.accs[1].clone()];
+        let (ring, acc) = cp_async_k_loop(em, &srcs, ring, Some((&nt, &has_next)));
         epilogue(em, g, outs, &tile, &tid, &wg, &acc)?;
-        em.f.loop_end(&tl, &nctaid, &[kl.accs[nacc].clone(), kl.accs[nacc + 1].clone()]);
+        em.f.loop_end(&tl, &nctaid, &ring);
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
     } else if !c.producer {
         // Fewer k-tiles than the prefetch distance, or arithmetic in the epilogue: a prologue
@@ -650,29 +667,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
             }
             em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
         }
-        let mut carried = zeros.clone();
-        carried.push(("i32".into(), "0".into()));
-        carried.push(("i32".into(), dist.to_string()));
-        let kl = em.f.loop_begin("i32", "0", &ntiles, &carried);
-        let rs = kl.accs[nacc].clone();
-        let ws = kl.accs[nacc + 1].clone();
-        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(dist - 1).to_string())]);
-        asm::fence_proxy_async(&mut em.f);
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
-        let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
-        let mut next = mma_tile(em, &kl.accs[..nacc], &rs, &first);
-        asm::wait(&mut em.f, 1);
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
-        let j = em.f.v(format!("add i32 {}, {dist}", kl.i));
-        let p = em.f.v(format!("icmp ult i32 {j}, {ntiles}"));
-        let cont = em.f.if_begin(&p);
-        load_tile(em, &srcs, &j, &ws);
-        em.f.if_end(&cont);
-        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
-        next.push(bump(em, &rs));
-        next.push(bump(em, &ws));
-        em.f.loop_end(&kl, "1", &next);
-        let acc = asm::wait_acc(&mut em.f, 0, &kl.accs[..nacc]);
+        let (_, acc) = cp_async_k_loop(em, &srcs, ["0".into(), dist.to_string()], None);
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
         // Every warpgroup is done reading the ring: the staged tile reuses it.
         em.f.call_void("llvm.nvvm.barrier0", &[]);
