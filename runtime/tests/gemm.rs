@@ -42,6 +42,84 @@ fn gemm_two_outputs_graph(dtype: DType, batch: &[u64], m: u64, n: u64, k: u64, n
     tcc_ir::testing::gemm_two_outputs_graph(dtype, batch, (m, n, k), nk).unwrap()
 }
 
+/// One shape of a timing sweep (run with `--ignored --nocapture` on a GPU): its graph and
+/// inputs, a sampled f64 reference, and cuBLAS's time and output on the same inputs.
+pub(super) struct SweepShape {
+    /// The workload's name in the printed lines.
+    pub(super) name: String,
+    /// The GEMM graph.
+    pub(super) g: Graph,
+    /// Its inputs.
+    pub(super) host: Vec<HostTensor>,
+    /// Sampled f64 reference entries of the plain product.
+    want: Vec<(usize, f64)>,
+    /// Floating-point operations of the product.
+    flops: f64,
+    /// cuBLAS's median, in TFLOP/s.
+    cublas_tflops: f64,
+    /// cuBLAS's output.
+    cublas_out: Tensor,
+    /// The graph has a fused epilogue (outputs are not compared with the plain product's).
+    epilogue: bool,
+}
+
+impl SweepShape {
+    /// Builds the shape's graph and inputs, times cuBLAS on them and prints its line.
+    // Reason: one benchmark shape's fields, as the sweeps' tables list them.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        dev: &CudaDevice,
+        blas: &Cublas,
+        name: &str,
+        dtype: DType,
+        (m, n, k): (u64, u64, u64),
+        nk: bool,
+        epilogue: bool,
+        opts: TimingOptions,
+    ) -> SweepShape {
+        let g = gemm_graph(dtype, &[], m, n, k, nk, epilogue);
+        let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
+        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+        let flops = 2.0 * (m * n * k) as f64;
+        let want = reference(&inputs[0], &inputs[1], m as usize, n as usize, k as usize, nk, 256);
+        let shape = GemmShape { m: m as usize, n: n as usize, k: k as usize, dtype, b_nk: nk };
+        let (ct, cout) = blas.time_gemm(dev, shape, &host[0], &host[1], opts).unwrap();
+        let cublas_out = cout.to_interp();
+        let cublas_tflops = flops / ct.median_ms / 1e9;
+        println!(
+            "SWEEP {name} cublas median_ms={:.4} tflops={cublas_tflops:.1} ref_err={:.2e}",
+            ct.median_ms,
+            sampled_rel_err(&cublas_out, &want)
+        );
+        SweepShape { name: name.to_string(), g, host, want, flops, cublas_tflops, cublas_out, epilogue }
+    }
+
+    /// Times tcc with `schedule` (the default when `None`) and prints its line: TFLOP/s, the
+    /// ratio to cuBLAS and (for plain products) the sampled errors against the reference and
+    /// against cuBLAS's output.
+    pub(super) fn time(&self, dev: &CudaDevice, label: &str, schedule: Option<Schedule>, opts: TimingOptions) {
+        let name = &self.name;
+        let prog = program(&self.g, schedule);
+        let tt = match dev.time_program(&prog, &self.host, opts) {
+            Ok(t) => t,
+            Err(e) => {
+                println!("SWEEP {name} tcc [{label}] error: {e}");
+                return;
+            }
+        };
+        let out = dev.run_program(&prog, &self.host).unwrap()[0].to_interp();
+        let picks: Vec<(usize, f64)> = self.want.iter().map(|&(i, _)| (i, self.cublas_out.data[i])).collect();
+        let cublas_diff = if self.epilogue { f64::NAN } else { sampled_rel_err(&out, &picks) };
+        let ref_err = if self.epilogue { f64::NAN } else { sampled_rel_err(&out, &self.want) };
+        let tf = self.flops / tt.median_ms / 1e9;
+        println!(
+            "SWEEP {name} tcc [{label}] median_ms={:.4} tflops={tf:.1} vs_cublas={:.3} ref_err={ref_err:.2e} cublas_diff={cublas_diff:.2e}",
+            tt.median_ms,
+            tf / self.cublas_tflops,
+        );
+    }
+}
+
 /// `g` as one matmul kernel, with `schedule` when given.
 pub(super) fn program(g: &Graph, schedule: Option<Schedule>) -> Program {
     let mut p = whole(g, KernelClass::MatMul);
@@ -276,22 +354,9 @@ fn gemm_sweep_against_cublas() {
         if only.as_ref().is_some_and(|o| !o.split(',').any(|x| x == name)) {
             continue;
         }
-        let g = gemm_graph(dtype, &[], m, n, k, nk, epi);
-        let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
-        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
-        let flops = 2.0 * (m * n * k) as f64;
-        let want = reference(&inputs[0], &inputs[1], m as usize, n as usize, k as usize, nk, 256);
-        let shape = GemmShape { m: m as usize, n: n as usize, k: k as usize, dtype, b_nk: nk };
-        let (ct, cout) = blas.time_gemm(dev, shape, &host[0], &host[1], opts).unwrap();
-        let cout = cout.to_interp();
-        let cub_tf = flops / ct.median_ms / 1e9;
-        println!(
-            "SWEEP {name} cublas median_ms={:.4} tflops={cub_tf:.1} ref_err={:.2e}",
-            ct.median_ms,
-            sampled_rel_err(&cout, &want)
-        );
+        let shape = SweepShape::new(dev, &blas, name, dtype, (m, n, k), nk, epi, opts);
         if m <= 32 && std::env::var("TCC_SWEEP_ALT").is_ok() {
-            read_floor(dev, &host[1], opts);
+            read_floor(dev, &shape.host[1], opts);
         }
         let mut schedules: Vec<(String, Option<Schedule>)> = vec![("default".into(), None)];
         if dtype != DType::F32 && !epi && std::env::var("TCC_SWEEP_ALT").is_ok() {
@@ -393,26 +458,7 @@ fn gemm_sweep_against_cublas() {
             schedules = schedules.into_iter().skip(1).nth(i).into_iter().collect();
         }
         for (label, s) in schedules {
-            let prog = program(&g, s);
-            let tt = match dev.time_program(&prog, &host, opts) {
-                Ok(t) => t,
-                Err(e) => {
-                    println!("SWEEP {name} tcc [{label}] error: {e}");
-                    continue;
-                }
-            };
-            let out = dev.run_program(&prog, &host).unwrap()[0].to_interp();
-            let vs_cublas: f64 = {
-                let picks: Vec<(usize, f64)> = want.iter().map(|&(i, _)| (i, cout.data[i])).collect();
-                sampled_rel_err(&out, &picks)
-            };
-            let tf = flops / tt.median_ms / 1e9;
-            println!(
-                "SWEEP {name} tcc [{label}] median_ms={:.4} tflops={tf:.1} vs_cublas={:.3} ref_err={:.2e} cublas_diff={vs_cublas:.2e}",
-                tt.median_ms,
-                tf / cub_tf,
-                sampled_rel_err(&out, &want)
-            );
+            shape.time(dev, &label, s, opts);
         }
     }
 }

@@ -11,9 +11,9 @@ use tcc_codegen::ptx::{self, GpuArch};
 use tcc_ir::testing::random_inputs;
 use tcc_ir::{Bindings, DType, Schedule};
 use tcc_runtime::HostTensor;
-use tcc_runtime::cuda::{Cublas, GemmShape, TimingOptions};
+use tcc_runtime::cuda::{Cublas, TimingOptions};
 
-use crate::gemm::{check, device, gemm_graph, problem, program, reference, sampled_rel_err};
+use crate::gemm::{SweepShape, check, device, gemm_graph, problem, program, reference, sampled_rel_err};
 
 fn hopper() -> bool {
     device().info().arch == GpuArch::Sm90a
@@ -144,16 +144,7 @@ fn wgmma_sweep_against_cublas() {
         if only.as_ref().is_some_and(|o| !o.split(',').any(|x| x == name)) {
             continue;
         }
-        let g = gemm_graph(dtype, &[], m, n, k, nk, epi);
-        let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
-        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
-        let flops = 2.0 * (m * n * k) as f64;
-        let want = reference(&inputs[0], &inputs[1], m as usize, n as usize, k as usize, nk, 256);
-        let shape = GemmShape { m: m as usize, n: n as usize, k: k as usize, dtype, b_nk: nk };
-        let (ct, cout) = blas.time_gemm(dev, shape, &host[0], &host[1], opts).unwrap();
-        let cout = cout.to_interp();
-        let cub_tf = flops / ct.median_ms / 1e9;
-        println!("SWEEP {name} cublas median_ms={:.4} tflops={cub_tf:.1}", ct.median_ms);
+        let shape = SweepShape::new(dev, &blas, name, dtype, (m, n, k), nk, epi, opts);
         let p = problem(dtype, m, n, k, nk);
         let mut schedules = vec![("mma.sync default".to_string(), ptx::default_matmul_schedule(&p, GpuArch::Sm90a))];
         if let Some(s) = default_wgmma_schedule(&p, GpuArch::Sm90a) {
@@ -167,24 +158,7 @@ fn wgmma_sweep_against_cublas() {
             }
         }
         for (label, s) in schedules {
-            let prog = program(&g, Some(s));
-            let tt = match dev.time_program(&prog, &host, opts) {
-                Ok(t) => t,
-                Err(e) => {
-                    println!("SWEEP {name} tcc [{label}] error: {e}");
-                    continue;
-                }
-            };
-            let out = dev.run_program(&prog, &host).unwrap()[0].to_interp();
-            let picks: Vec<(usize, f64)> = want.iter().map(|&(i, _)| (i, cout.data[i])).collect();
-            let cublas_diff = if epi { f64::NAN } else { sampled_rel_err(&out, &picks) };
-            let ref_err = if epi { f64::NAN } else { sampled_rel_err(&out, &want) };
-            let tf = flops / tt.median_ms / 1e9;
-            println!(
-                "SWEEP {name} tcc [{label}] median_ms={:.4} tflops={tf:.1} vs_cublas={:.3} ref_err={ref_err:.2e} cublas_diff={cublas_diff:.2e}",
-                tt.median_ms,
-                tf / cub_tf,
-            );
+            shape.time(dev, &label, Some(s), opts);
         }
     }
 }
