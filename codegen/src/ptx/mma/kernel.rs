@@ -23,11 +23,10 @@ use super::epilogue;
 use super::{MemRef, Operand};
 use crate::ptx::error::PtxError;
 
-/// Everything the main loop needs to know about one product.
-pub(crate) struct Gemm<'a> {
-    /// The tiling.
-    pub(crate) c: MmaConfig,
-    /// Output rows, columns, and the depth the k loop runs over (a multiple of 8).
+/// One product to compute, as both tensor-core main loops (`mma.sync` and wgmma) read it:
+/// sizes, operands in memory, the matmul node and its output's dims.
+pub(crate) struct GemmProduct<'a> {
+    /// Output rows.
     pub(crate) m: u64,
     /// Output columns.
     pub(crate) n: u64,
@@ -51,6 +50,14 @@ pub(crate) struct Gemm<'a> {
     pub(crate) batch_dims: &'a [u64],
     /// Output dims.
     pub(crate) out_dims: &'a [u64],
+}
+
+/// Everything the `mma.sync` main loop needs to know about one product.
+pub(crate) struct Gemm<'a> {
+    /// The tiling.
+    pub(crate) c: MmaConfig,
+    /// The product.
+    pub(crate) p: GemmProduct<'a>,
 }
 
 /// Where the epilogue writes.
@@ -146,15 +153,15 @@ fn ring_sync(em: &mut Em, c: &MmaConfig) {
 pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Result<(), PtxError> {
     let c = g.c;
     let threads = c.threads();
-    let st = math::stype(g.dtype);
+    let st = math::stype(g.p.dtype);
     let smem = format!("@{smem_sym}");
     let (bm, bn, bk) = (u64::from(c.bm), u64::from(c.bn), u64::from(c.bk));
-    let tiles_m = g.m.div_ceil(bm);
-    let tiles_n = g.n.div_ceil(bn);
+    let tiles_m = g.p.m.div_ceil(bm);
+    let tiles_n = g.p.n.div_ceil(bn);
     let tiles = tiles_m * tiles_n;
     let splits = u64::from(c.split_k);
-    let total = tiles * splits * g.batch;
-    let k_tiles = g.k.div_ceil(bk);
+    let total = tiles * splits * g.p.batch;
+    let k_tiles = g.p.k.div_ceil(bk);
     let per_split = k_tiles.div_ceil(splits);
     let a_tile_bytes = bm * bk * 2;
     let stage_bytes = (bm + bn) * bk * 2;
@@ -184,13 +191,13 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
     let wn_count = c.bn / c.wn;
     let warp_m = em.f.v(format!("udiv i32 {wig}, {wn_count}"));
     let warp_n = em.f.v(format!("urem i32 {wig}, {wn_count}"));
-    let a_base = base_ptr(em, g.a.mem);
-    let b_base = base_ptr(em, g.b.mem);
+    let a_base = base_ptr(em, g.p.a.mem);
+    let b_base = base_ptr(em, g.p.b.mem);
 
     // Copy plans (per thread, loop invariant).
     let a_chunks = c.bk / 8;
     let a_copy = copy_plan(em, &gtid, c.bm, a_chunks, gthreads);
-    let (b_rows, b_chunks) = match g.b_layout {
+    let (b_rows, b_chunks) = match g.p.b_layout {
         BLayout::KN => (c.bk, c.bn / 8),
         BLayout::NK => (c.bn, c.bk / 8),
     };
@@ -212,7 +219,7 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
     }
     let wcol = em.f.v(format!("mul i32 {warp_n}, {}", c.wn));
     let mut b_frag_off = Vec::new();
-    match g.b_layout {
+    match g.p.b_layout {
         BLayout::KN => {
             // .trans: lanes supply k rows kk*16 + lane%16, chunk (wcol + nj*16)/8 + lane/16.
             let sb = swz(em, &l16, b_chunks);
@@ -296,30 +303,30 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
     let b64 = ext64(em, &bidx);
 
     // Per-tile global offsets and row validity of each chunk this thread copies.
-    let a_bo = em.f.v(format!("mul i64 {b64}, {}", g.a.batch_stride));
+    let a_bo = em.f.v(format!("mul i64 {b64}, {}", g.p.a.batch_stride));
     let mut a_src = Vec::new();
     for (_, row, ch, _) in &a_copy.chunks {
         let r = em.f.v(format!("add i32 {row0}, {row}"));
-        let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.m));
+        let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.p.m));
         let r64 = ext64(em, &r);
-        let ro = em.f.v(format!("mul i64 {r64}, {}", g.a.ld));
+        let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.a.ld));
         let ro = em.f.v(format!("add i64 {ro}, {a_bo}"));
         let c8 = em.f.v(format!("shl i32 {ch}, 3"));
         let c64 = ext64(em, &c8);
         let off = em.f.v(format!("add i64 {ro}, {c64}"));
         a_src.push((off, ok, c8));
     }
-    let b_bo = em.f.v(format!("mul i64 {b64}, {}", g.b.batch_stride));
+    let b_bo = em.f.v(format!("mul i64 {b64}, {}", g.p.b.batch_stride));
     let mut b_src = Vec::new();
     for (_, row, ch, _) in &b_copy.chunks {
         let c8 = em.f.v(format!("shl i32 {ch}, 3"));
-        match g.b_layout {
+        match g.p.b_layout {
             BLayout::KN => {
                 // row = k within the tile, chunk = n; validity of n here, of k per k-tile.
                 let col = em.f.v(format!("add i32 {col0}, {c8}"));
-                let ok = em.f.v(format!("icmp ult i32 {col}, {}", g.n.div_ceil(8) * 8));
+                let ok = em.f.v(format!("icmp ult i32 {col}, {}", g.p.n.div_ceil(8) * 8));
                 let r64 = ext64(em, row);
-                let ro = em.f.v(format!("mul i64 {r64}, {}", g.b.ld));
+                let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.b.ld));
                 let col64 = ext64(em, &col);
                 let off = em.f.v(format!("add i64 {ro}, {col64}"));
                 let off = em.f.v(format!("add i64 {off}, {b_bo}"));
@@ -327,9 +334,9 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
             }
             BLayout::NK => {
                 let r = em.f.v(format!("add i32 {col0}, {row}"));
-                let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.n));
+                let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.p.n));
                 let r64 = ext64(em, &r);
-                let ro = em.f.v(format!("mul i64 {r64}, {}", g.b.ld));
+                let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.b.ld));
                 let ro = em.f.v(format!("add i64 {ro}, {b_bo}"));
                 let c64 = ext64(em, &c8);
                 let off = em.f.v(format!("add i64 {ro}, {c64}"));
@@ -353,7 +360,7 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
         for ((soff, _, _, guard), (off, ok, c8)) in a_copy.chunks.iter().zip(&a_src) {
             let cont = guard.as_ref().map(|gd| em.f.if_begin(gd));
             let kc = em.f.v(format!("add i32 {k0}, {c8}"));
-            let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.k));
+            let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.p.k));
             let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
             let so = em.f.v(format!("add i32 {sbase}, {soff}"));
             let go = em.f.v(format!("add i64 {off}, {k064}"));
@@ -365,17 +372,17 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
         let bsbase = em.f.v(format!("add i32 {sbase}, {a_tile_bytes}"));
         for ((soff, _, _, guard), (off, ok, x)) in b_copy.chunks.iter().zip(&b_src) {
             let cont = guard.as_ref().map(|gd| em.f.if_begin(gd));
-            let (go, ok2) = match g.b_layout {
+            let (go, ok2) = match g.p.b_layout {
                 BLayout::KN => {
                     let kr = em.f.v(format!("add i32 {k0}, {x}"));
-                    let kok = em.f.v(format!("icmp ult i32 {kr}, {}", g.k_real));
+                    let kok = em.f.v(format!("icmp ult i32 {kr}, {}", g.p.k_real));
                     let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
-                    let kofs = em.f.v(format!("mul i64 {k064}, {}", g.b.ld));
+                    let kofs = em.f.v(format!("mul i64 {k064}, {}", g.p.b.ld));
                     (em.f.v(format!("add i64 {off}, {kofs}")), ok2)
                 }
                 BLayout::NK => {
                     let kc = em.f.v(format!("add i32 {k0}, {x}"));
-                    let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.k));
+                    let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.p.k));
                     let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
                     (em.f.v(format!("add i64 {off}, {k064}")), ok2)
                 }
@@ -428,7 +435,7 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
         }
         for off in &b_frag_off[kk] {
             let o = em.f.v(format!("add i32 {bbase}, {off}"));
-            out.extend(ldm(em, &o, g.b_layout == BLayout::KN));
+            out.extend(ldm(em, &o, g.p.b_layout == BLayout::KN));
         }
         out
     };
@@ -475,7 +482,7 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
             let a = cur[mi * 4..mi * 4 + 4].to_vec();
             for (ni, b) in bf.iter().enumerate() {
                 let base = (mi * ni_n + ni) * 4;
-                let out = mma(em, g.dtype, &a, b, &acc[base..base + 4]);
+                let out = mma(em, g.p.dtype, &a, b, &acc[base..base + 4]);
                 acc[base..base + 4].clone_from_slice(&out);
             }
         }
@@ -519,9 +526,14 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
         Epilogue::Fused(outs) => {
             // Staged through shared memory at offset 0: the block's ring (with a k split inside
             // the block, warp 0's, which it no longer reads; see `MmaConfig::ring_region_bytes`).
-            let st = epilogue::Staging { smem: &smem, base: 0, rows: c.bm, cols: c.bn, dtype: em.dtype(g.node) };
-            let product =
-                epilogue::Product { m: g.m, n: g.n, node: g.node, batch_dims: g.batch_dims, out_dims: g.out_dims };
+            let st = epilogue::Staging { smem: &smem, base: 0, rows: c.bm, cols: c.bn, dtype: em.dtype(g.p.node) };
+            let product = epilogue::Product {
+                m: g.p.m,
+                n: g.p.n,
+                node: g.p.node,
+                batch_dims: g.p.batch_dims,
+                out_dims: g.p.out_dims,
+            };
             let at = epilogue::TileAt { row0: &row0, col0: &col0, bidx: &bidx };
             let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
             match only_warp0 {
@@ -621,22 +633,22 @@ fn mma(em: &mut Em, dtype: DType, a: &[String], b: &[String; 2], c: &[String]) -
 // Reason: the IR value names of one store site (split, batch, row, col, values); a struct would be rebuilt per store.
 #[allow(clippy::too_many_arguments)]
 fn partial_store(em: &mut Em, g: &Gemm, off: u64, split: &str, bidx: &str, row: &str, col: &str, vals: &[String; 2]) {
-    let per = g.batch * g.m * g.n;
+    let per = g.p.batch * g.p.m * g.p.n;
     let s64 = ext64(em, split);
     let b64 = ext64(em, bidx);
     let r64 = ext64(em, row);
     let c64 = ext64(em, col);
     let a = em.f.v(format!("mul i64 {s64}, {per}"));
-    let b = em.f.v(format!("mul i64 {b64}, {}", g.m * g.n));
-    let r = em.f.v(format!("mul i64 {r64}, {}", g.n));
+    let b = em.f.v(format!("mul i64 {b64}, {}", g.p.m * g.p.n));
+    let r = em.f.v(format!("mul i64 {r64}, {}", g.p.n));
     let f = em.f.v(format!("add i64 {a}, {b}"));
     let f = em.f.v(format!("add i64 {f}, {r}"));
     let f = em.f.v(format!("add i64 {f}, {c64}"));
     let base = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(1) %scratch, i64 {off}"));
     let p = em.f.v(format!("getelementptr inbounds float, ptr addrspace(1) {base}, i64 {f}"));
-    let rok = em.f.v(format!("icmp ult i32 {row}, {}", g.m));
-    if g.n.is_multiple_of(2) {
-        let cok = em.f.v(format!("icmp ult i32 {col}, {}", g.n));
+    let rok = em.f.v(format!("icmp ult i32 {row}, {}", g.p.m));
+    if g.p.n.is_multiple_of(2) {
+        let cok = em.f.v(format!("icmp ult i32 {col}, {}", g.p.n));
         let ok = em.f.v(format!("and i1 {rok}, {cok}"));
         let v = em.f.v(format!("insertelement <2 x float> poison, float {}, i32 0", vals[0]));
         let v = em.f.v(format!("insertelement <2 x float> {v}, float {}, i32 1", vals[1]));
@@ -646,7 +658,7 @@ fn partial_store(em: &mut Em, g: &Gemm, off: u64, split: &str, bidx: &str, row: 
     } else {
         for (e, v) in vals.iter().enumerate() {
             let ce = em.f.v(format!("add i32 {col}, {e}"));
-            let cok = em.f.v(format!("icmp ult i32 {ce}, {}", g.n));
+            let cok = em.f.v(format!("icmp ult i32 {ce}, {}", g.p.n));
             let ok = em.f.v(format!("and i1 {rok}, {cok}"));
             let pe = em.f.v(format!("getelementptr inbounds float, ptr addrspace(1) {p}, i64 {e}"));
             let cont = em.f.if_begin(&ok);

@@ -32,7 +32,7 @@ use super::math;
 use super::plan::{Out, Src, numel};
 use super::stages::{StageCx, launch};
 use config::MmaConfig;
-use kernel::{Epilogue, Gemm};
+use kernel::{Epilogue, Gemm, GemmProduct};
 
 use super::wgmma;
 use super::wgmma::config::WgConfig;
@@ -238,19 +238,7 @@ pub(crate) fn lower(
         entries.push(Entry { suffix, lowering: "matmul-pack", launch, tensor_maps: Vec::new() });
     }
 
-    if let Some(wc) = wgmma_config {
-        return lower_wgmma(cx, module, name, wc, &problem, (a_op, b_op), node, outs, &od, entries, scratch).map(Some);
-    }
-
-    let partial = if c.split_k > 1 {
-        let off = scratch;
-        scratch = (off + u64::from(c.split_k) * problem.batch * m * n * 4).div_ceil(ALIGN) * ALIGN;
-        Some(off)
-    } else {
-        None
-    };
-    let g = Gemm {
-        c,
+    let product = GemmProduct {
         m,
         n,
         k: kr,
@@ -264,6 +252,18 @@ pub(crate) fn lower(
         batch_dims: &batch_dims,
         out_dims: &od,
     };
+    if let Some(wc) = wgmma_config {
+        return lower_wgmma(cx, module, name, wc, product, outs, entries, scratch).map(Some);
+    }
+
+    let partial = if c.split_k > 1 {
+        let off = scratch;
+        scratch = (off + u64::from(c.split_k) * problem.batch * m * n * 4).div_ceil(ALIGN) * ALIGN;
+        Some(off)
+    } else {
+        None
+    };
+    let g = Gemm { c, p: product };
     let entry = format!("{name}_mma");
     let smem_sym = format!("{entry}_smem");
     module.add_extern_shared(&smem_sym);
@@ -293,24 +293,19 @@ fn lower_wgmma(
     module: &mut ModuleText,
     name: &str,
     wc: WgConfig,
-    problem: &MatmulProblem,
-    (a, b): (Operand, Operand),
-    node: NodeId,
+    product: GemmProduct,
     outs: &[Out],
-    out_dims: &[u64],
     mut entries: Vec<Entry>,
     scratch_end: u64,
 ) -> Result<Lowered, PtxError> {
-    let rank = out_dims.len();
-    let k = problem.k.div_ceil(8) * 8;
     // TMA variants can store the tile by TMA: one 16-bit output with 16-byte rows.
     let out_dtype = outs.first().map(|o| cx.g.nodes[o.node.index()].ty.dtype).unwrap_or(DType::F32);
     let storable = wc.tma
         && outs.len() == 1
         && matches!(out_dtype, DType::F16 | DType::BF16)
-        && problem.n.is_multiple_of(8)
-        && problem.m <= u64::from(u32::MAX)
-        && problem.n <= u64::from(u32::MAX);
+        && product.n.is_multiple_of(8)
+        && product.m <= u64::from(u32::MAX)
+        && product.n <= u64::from(u32::MAX);
     // Without a producer, blocks are persistent when every tile has at least as many k-tiles
     // as the copies run ahead, and the epilogue only stores or stores by TMA: with arithmetic
     // after the product (bias, activation) and pair-by-pair stores, ptxas 12.9 serializes the
@@ -318,25 +313,9 @@ fn lower_wgmma(
     let plain = cx.g.nodes.iter().all(|n| {
         !matches!(n.op, Op::Unary(..) | Op::Binary(..) | Op::Compare(..) | Op::Select { .. } | Op::Reduce { .. })
     });
-    let persistent = wc.producer || ((plain || storable) && k.div_ceil(64) >= u64::from(wc.prefetch()));
+    let persistent = wc.producer || ((plain || storable) && product.k.div_ceil(64) >= u64::from(wc.prefetch()));
     let tma_store = storable && persistent;
-    let g = WgGemm {
-        c: wc,
-        m: problem.m,
-        n: problem.n,
-        k,
-        k_real: problem.k,
-        batch: problem.batch,
-        dtype: problem.dtype,
-        a,
-        b,
-        b_layout: problem.b_layout,
-        node,
-        batch_dims: &out_dims[..rank - 2],
-        out_dims,
-        persistent,
-        tma_store,
-    };
+    let g = WgGemm { c: wc, p: product, persistent, tma_store };
     let entry = format!("{name}_mma");
     let smem_sym = format!("{entry}_smem");
     module.add_extern_shared(&smem_sym);
@@ -347,7 +326,7 @@ fn lower_wgmma(
     let grid_constants: Vec<usize> = (0..tensor_maps.len()).map(|j| params.len() + j).collect();
     params.extend((0..tensor_maps.len()).map(crate::ptx::tma::param));
     module.add_kernel_with_grid_constants(&entry, &params, em.f, wc.threads(), &grid_constants);
-    let tiles = problem.m.div_ceil(u64::from(wc.bm())) * problem.n.div_ceil(u64::from(wc.bn)) * problem.batch;
+    let tiles = g.p.m.div_ceil(u64::from(wc.bm())) * g.p.n.div_ceil(u64::from(wc.bn)) * g.p.batch;
     let launch = LaunchConfig {
         block_threads: wc.threads(),
         max_blocks: tiles.max(1),

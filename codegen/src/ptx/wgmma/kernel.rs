@@ -27,7 +27,7 @@
 //! and store it in 16-byte row vectors ([`epilogue::staged`]); the other persistent blocks
 //! evaluate the fused outputs straight from the accumulators with 4-byte stores per pair.
 
-use tcc_ir::{DType, NodeId};
+use tcc_ir::DType;
 
 use super::asm;
 use super::config::{BK, WG_M, WgConfig};
@@ -35,6 +35,7 @@ use super::store::{SUBTILE_BYTES, StoreStaging, tma_store_epilogue};
 use crate::ptx::error::PtxError;
 use crate::ptx::expr::{Em, Ix};
 use crate::ptx::math;
+use crate::ptx::mma::kernel::GemmProduct;
 use crate::ptx::mma::kernel::{base_ptr, cp_async, ext64};
 use crate::ptx::mma::{BLayout, MemRef, Operand, epilogue};
 use crate::ptx::plan::{Out, Src};
@@ -44,30 +45,8 @@ use crate::ptx::{TensorMapSpec, TmaBuffer};
 pub(crate) struct WgGemm<'a> {
     /// The tiling.
     pub(crate) c: WgConfig,
-    /// Output rows.
-    pub(crate) m: u64,
-    /// Output columns.
-    pub(crate) n: u64,
-    /// Depth of the k loop (the real depth rounded up to 8; padding reads zeros).
-    pub(crate) k: u64,
-    /// Real depth (rows of a `[k, n]` B that exist).
-    pub(crate) k_real: u64,
-    /// Products.
-    pub(crate) batch: u64,
-    /// Input element type.
-    pub(crate) dtype: DType,
-    /// Operand A (`[m, k]`, k contiguous).
-    pub(crate) a: Operand,
-    /// Operand B.
-    pub(crate) b: Operand,
-    /// How B is stored.
-    pub(crate) b_layout: BLayout,
-    /// The matmul node.
-    pub(crate) node: NodeId,
-    /// Batch dims of the output.
-    pub(crate) batch_dims: &'a [u64],
-    /// Output dims.
-    pub(crate) out_dims: &'a [u64],
+    /// The product.
+    pub(crate) p: GemmProduct<'a>,
     /// Blocks are persistent (one per SM, walking several tiles; the launch must agree): always
     /// with a producer; without one, the ring then runs on from each tile into the next.
     pub(crate) persistent: bool,
@@ -161,7 +140,7 @@ pub(crate) fn tensor_maps(g: &WgGemm, outs: &[Out], out_dtype: DType) -> Vec<Ten
     if !g.c.tma {
         return Vec::new();
     }
-    let elem = g.dtype.size_bytes() as u64;
+    let elem = g.p.dtype.size_bytes() as u64;
     let spec = |op: &Operand, inner: u64, outer: u64, box_outer: u32| {
         let buffer = match op.mem {
             MemRef::Param(i) => TmaBuffer::Input(i),
@@ -171,17 +150,17 @@ pub(crate) fn tensor_maps(g: &WgGemm, outs: &[Out], out_dtype: DType) -> Vec<Ten
         let mut dims = vec![inner, outer];
         let mut strides = vec![op.ld * elem];
         let mut box_dims = vec![BK, box_outer];
-        if op.batch_stride != 0 && g.batch > 1 {
-            dims.push(g.batch);
+        if op.batch_stride != 0 && g.p.batch > 1 {
+            dims.push(g.p.batch);
             strides.push(op.batch_stride * elem);
             box_dims.push(1);
         }
-        TensorMapSpec { buffer, dtype: g.dtype, dims, strides, box_dims }
+        TensorMapSpec { buffer, dtype: g.p.dtype, dims, strides, box_dims }
     };
-    let a = spec(&g.a, g.k_real, g.m, g.c.bm());
-    let b = match g.b_layout {
-        BLayout::NK => spec(&g.b, g.k_real, g.n, g.c.bn),
-        BLayout::KN => spec(&g.b, g.n, g.k_real, BK),
+    let a = spec(&g.p.a, g.p.k_real, g.p.m, g.c.bm());
+    let b = match g.p.b_layout {
+        BLayout::NK => spec(&g.p.b, g.p.k_real, g.p.n, g.c.bn),
+        BLayout::KN => spec(&g.p.b, g.p.n, g.p.k_real, BK),
     };
     let mut maps = vec![a, b];
     if g.tma_store
@@ -190,8 +169,8 @@ pub(crate) fn tensor_maps(g: &WgGemm, outs: &[Out], out_dtype: DType) -> Vec<Ten
         // The output, dense [batch, m, n], in boxes of 64 x 64.
         let mem = MemRef::Mat(out.dest);
         let dtype = out_dtype;
-        let op = Operand { mem, ld: g.n, batch_stride: g.m * g.n };
-        maps.push(TensorMapSpec { dtype, ..spec(&op, g.n, g.m, WG_M) });
+        let op = Operand { mem, ld: g.p.n, batch_stride: g.p.m * g.p.n };
+        maps.push(TensorMapSpec { dtype, ..spec(&op, g.p.n, g.p.m, WG_M) });
     }
     maps
 }
@@ -200,15 +179,15 @@ pub(crate) fn tensor_maps(g: &WgGemm, outs: &[Out], out_dtype: DType) -> Vec<Ten
 pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Result<(), PtxError> {
     let c = g.c;
     let (bm, bn, s_n) = (c.bm(), c.bn, c.stages);
-    let st = math::stype(g.dtype);
+    let st = math::stype(g.p.dtype);
     let smem = format!("@{smem_sym}");
     let stage_bytes = c.stage_bytes();
     let a_bytes = bm * BK * 2;
-    let tiles_m = g.m.div_ceil(u64::from(bm));
-    let tiles_n = g.n.div_ceil(u64::from(bn));
+    let tiles_m = g.p.m.div_ceil(u64::from(bm));
+    let tiles_n = g.p.n.div_ceil(u64::from(bn));
     let tiles = tiles_m * tiles_n;
-    let total = tiles * g.batch;
-    let k_tiles = g.k.div_ceil(u64::from(BK));
+    let total = tiles * g.p.batch;
+    let k_tiles = g.p.k.div_ceil(u64::from(BK));
 
     let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
     let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
@@ -220,8 +199,8 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
     let s1 = em.f.v(format!("add i32 {s0}, 1023"));
     let al = em.f.v(format!("and i32 {s1}, -1024"));
     let pad = em.f.v(format!("sub i32 {al}, {s0}"));
-    let a_base = base_ptr(em, g.a.mem);
-    let b_base = base_ptr(em, g.b.mem);
+    let a_base = base_ptr(em, g.p.a.mem);
+    let b_base = base_ptr(em, g.p.b.mem);
 
     // Barriers (producer or TMA variants): full[s] at bar0 + 8s, empty[s] at bar0 + 8(S + s).
     let staging = s_n * stage_bytes;
@@ -273,7 +252,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         (tid.clone(), c.threads())
     };
     let a_copy = copy_plan(em, &ct, bm, 8, copy_threads);
-    let b_copy = match g.b_layout {
+    let b_copy = match g.p.b_layout {
         BLayout::NK => copy_plan(em, &ct, bn, 8, copy_threads),
         BLayout::KN => copy_plan(em, &ct, BK, bn / 8, copy_threads),
     };
@@ -308,50 +287,50 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
     // Per-tile sources of the chunks this thread copies.
     let tile_src = |em: &mut Em, tile: &Tile| -> (TileSrc, TileSrc) {
         let b64 = ext64(em, &tile.bidx);
-        let a_bo = em.f.v(format!("mul i64 {b64}, {}", g.a.batch_stride));
+        let a_bo = em.f.v(format!("mul i64 {b64}, {}", g.p.a.batch_stride));
         let r = em.f.v(format!("add i32 {}, {}", tile.row0, a_copy.row));
         let r64 = ext64(em, &r);
-        let ro = em.f.v(format!("mul i64 {r64}, {}", g.a.ld));
+        let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.a.ld));
         let c8 = em.f.v(format!("shl i32 {}, 3", a_copy.chunk));
         let c64 = ext64(em, &c8);
         let o = em.f.v(format!("add i64 {ro}, {c64}"));
         let o = em.f.v(format!("add i64 {o}, {a_bo}"));
         let mut a = Vec::new();
         for ch in &a_copy.chunks {
-            let off = em.f.v(format!("add i64 {o}, {}", u64::from(ch.row_step) * g.a.ld));
+            let off = em.f.v(format!("add i64 {o}, {}", u64::from(ch.row_step) * g.p.a.ld));
             let rr = em.f.v(format!("add i32 {r}, {}", ch.row_step));
-            let ok = em.f.v(format!("icmp ult i32 {rr}, {}", g.m));
+            let ok = em.f.v(format!("icmp ult i32 {rr}, {}", g.p.m));
             a.push((off, ok));
         }
-        let b_bo = em.f.v(format!("mul i64 {b64}, {}", g.b.batch_stride));
+        let b_bo = em.f.v(format!("mul i64 {b64}, {}", g.p.b.batch_stride));
         let c8 = em.f.v(format!("shl i32 {}, 3", b_copy.chunk));
         let mut b = Vec::new();
-        match g.b_layout {
+        match g.p.b_layout {
             BLayout::NK => {
                 let r = em.f.v(format!("add i32 {}, {}", tile.col0, b_copy.row));
                 let r64 = ext64(em, &r);
-                let ro = em.f.v(format!("mul i64 {r64}, {}", g.b.ld));
+                let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.b.ld));
                 let c64 = ext64(em, &c8);
                 let o = em.f.v(format!("add i64 {ro}, {c64}"));
                 let o = em.f.v(format!("add i64 {o}, {b_bo}"));
                 for ch in &b_copy.chunks {
-                    let off = em.f.v(format!("add i64 {o}, {}", u64::from(ch.row_step) * g.b.ld));
+                    let off = em.f.v(format!("add i64 {o}, {}", u64::from(ch.row_step) * g.p.b.ld));
                     let rr = em.f.v(format!("add i32 {r}, {}", ch.row_step));
-                    let ok = em.f.v(format!("icmp ult i32 {rr}, {}", g.n));
+                    let ok = em.f.v(format!("icmp ult i32 {rr}, {}", g.p.n));
                     b.push((off, ok));
                 }
             }
             BLayout::KN => {
                 // Rows are k (checked per k-tile); the chunk's columns are checked here.
                 let col = em.f.v(format!("add i32 {}, {c8}", tile.col0));
-                let ok = em.f.v(format!("icmp ult i32 {col}, {}", g.n.div_ceil(8) * 8));
+                let ok = em.f.v(format!("icmp ult i32 {col}, {}", g.p.n.div_ceil(8) * 8));
                 let r64 = ext64(em, &b_copy.row);
-                let ro = em.f.v(format!("mul i64 {r64}, {}", g.b.ld));
+                let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.b.ld));
                 let col64 = ext64(em, &col);
                 let o = em.f.v(format!("add i64 {ro}, {col64}"));
                 let o = em.f.v(format!("add i64 {o}, {b_bo}"));
                 for ch in &b_copy.chunks {
-                    let off = em.f.v(format!("add i64 {o}, {}", u64::from(ch.row_step) * g.b.ld));
+                    let off = em.f.v(format!("add i64 {o}, {}", u64::from(ch.row_step) * g.p.b.ld));
                     b.push((off, ok.clone()));
                 }
             }
@@ -367,7 +346,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let k064 = ext64(em, &k0);
         let ac = em.f.v(format!("shl i32 {}, 3", a_copy.chunk));
         let kc = em.f.v(format!("add i32 {k0}, {ac}"));
-        let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.k));
+        let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.p.k));
         for (ch, (off, ok)) in a_copy.chunks.iter().zip(&srcs.0.offs) {
             let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
             let so = em.f.v(format!("add i32 {sb}, {}", ch.soff));
@@ -375,11 +354,11 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
             cp_async(em, &smem, &so, &a_base, st, &go, &ok2);
         }
         let bsb = em.f.v(format!("add i32 {sb}, {a_bytes}"));
-        match g.b_layout {
+        match g.p.b_layout {
             BLayout::NK => {
                 let bc = em.f.v(format!("shl i32 {}, 3", b_copy.chunk));
                 let kc = em.f.v(format!("add i32 {k0}, {bc}"));
-                let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.k));
+                let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.p.k));
                 for (ch, (off, ok)) in b_copy.chunks.iter().zip(&srcs.1.offs) {
                     let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
                     let so = em.f.v(format!("add i32 {bsb}, {}", ch.soff));
@@ -388,11 +367,11 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
                 }
             }
             BLayout::KN => {
-                let kofs = em.f.v(format!("mul i64 {k064}, {}", g.b.ld));
+                let kofs = em.f.v(format!("mul i64 {k064}, {}", g.p.b.ld));
                 let kr = em.f.v(format!("add i32 {k0}, {}", b_copy.row));
                 for (ch, (off, ok)) in b_copy.chunks.iter().zip(&srcs.1.offs) {
                     let krow = em.f.v(format!("add i32 {kr}, {}", ch.row_step));
-                    let kok = em.f.v(format!("icmp ult i32 {krow}, {}", g.k_real));
+                    let kok = em.f.v(format!("icmp ult i32 {krow}, {}", g.p.k_real));
                     let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
                     let so = em.f.v(format!("add i32 {bsb}, {}", ch.soff));
                     let go = em.f.v(format!("add i64 {off}, {kofs}"));
@@ -405,8 +384,8 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
     // TMA: one thread arms full[stage] with the stage's bytes and copies k-tile `kt` of `tile`
     // into `stage` (both i32): A as one box of bm rows, B as one box of bn rows (`[n, k]`) or
     // bn / 64 boxes of 64 k rows (`[k, n]`); the boxes land in the swizzled layouts above.
-    let a_batched = g.a.batch_stride != 0 && g.batch > 1;
-    let b_batched = g.b.batch_stride != 0 && g.batch > 1;
+    let a_batched = g.p.a.batch_stride != 0 && g.p.batch > 1;
+    let b_batched = g.p.b.batch_stride != 0 && g.p.batch > 1;
     let tma_tile = |em: &mut Em, tile: &Tile, kt: &str, stage: &str| {
         let Some((ma, mb)) = &maps else { return };
         let sb = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
@@ -421,7 +400,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         }
         asm::tma_load(&mut em.f, &sb, ma, &ca, &full);
         let bsb = em.f.v(format!("add i32 {sb}, {a_bytes}"));
-        match g.b_layout {
+        match g.p.b_layout {
             BLayout::NK => {
                 let mut cb = vec![k0, tile.col0.clone()];
                 if b_batched {
@@ -468,7 +447,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
     let aa = em.f.v(format!("add i32 {al}, {wa}"));
     let da0 = enc(em, &aa, DESC_K_MAJOR);
     let ba = em.f.v(format!("add i32 {al}, {a_bytes}"));
-    let (db0, b_kk, trans_b) = match g.b_layout {
+    let (db0, b_kk, trans_b) = match g.p.b_layout {
         BLayout::NK => (enc(em, &ba, DESC_K_MAJOR), 32u64 >> 4, false),
         BLayout::KN => (enc(em, &ba, DESC_MN_MAJOR), (16u64 * 128) >> 4, true),
     };
@@ -488,7 +467,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
             let dak = em.f.v(format!("add i64 {da}, {}", kk * 2));
             let dbk = em.f.v(format!("add i64 {db}, {}", kk * b_kk));
             let scale = if kk == 0 { scale0.clone() } else { "1".to_string() };
-            acc = asm::mma(&mut em.f, g.dtype, bn, &acc, &dak, &dbk, &scale, trans_b);
+            acc = asm::mma(&mut em.f, g.p.dtype, bn, &acc, &dak, &dbk, &scale, trans_b);
         }
         asm::commit(&mut em.f);
         acc
@@ -844,8 +823,9 @@ fn staged_epilogue(
     let w16 = em.f.v(format!("shl i32 {wiw}, 4"));
     let row0 = em.f.v(format!("add i32 {wr}, {w16}"));
     let frag = epilogue::mma_fragment(em, &lane, (&row0, "0"), (1, (c.bn / 8) as usize), acc);
-    let st = epilogue::Staging { smem, base: 0, rows: c.bm(), cols: c.bn, dtype: em.dtype(g.node) };
-    let product = epilogue::Product { m: g.m, n: g.n, node: g.node, batch_dims: g.batch_dims, out_dims: g.out_dims };
+    let st = epilogue::Staging { smem, base: 0, rows: c.bm(), cols: c.bn, dtype: em.dtype(g.p.node) };
+    let product =
+        epilogue::Product { m: g.p.m, n: g.p.n, node: g.p.node, batch_dims: g.p.batch_dims, out_dims: g.p.out_dims };
     let at = epilogue::TileAt { row0: &tile.row0, col0: &tile.col0, bidx: &tile.bidx };
     let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
     epilogue::staged(em, &st, &product, outs, &at, &frag, (tid, c.threads()), barrier)
@@ -872,7 +852,7 @@ fn epilogue(
     let c_base = em.f.v(format!("add i32 {}, {t2}", tile.col0));
     let bmulti = {
         let bi = em.widen(&tile.bidx);
-        em.delinearize(&bi, g.batch_dims)
+        em.delinearize(&bi, g.p.batch_dims)
     };
     let saved = em.save();
     for j in 0..(g.c.bn / 8) as usize {
@@ -935,7 +915,7 @@ fn store_pair(
     vals: &[String; 2],
 ) -> Result<(), PtxError> {
     let per_elem = pair_outputs(em, g, outs, bmulti, row, col, vals)?;
-    if g.n.is_multiple_of(2) {
+    if g.p.n.is_multiple_of(2) {
         let cont = em.f.if_begin(&per_elem[0].0);
         for (k, o) in outs.iter().enumerate() {
             let dt = em.dtype(o.node);
@@ -966,27 +946,27 @@ pub(super) fn pair_outputs(
     col: &str,
     vals: &[String; 2],
 ) -> Result<Vec<(String, String, Vec<String>)>, PtxError> {
-    let out_dtype = em.dtype(g.node);
-    let rc = clamp_ix(em, row, g.m);
-    let rok = em.f.v(format!("icmp ult i32 {row}, {}", g.m));
+    let out_dtype = em.dtype(g.p.node);
+    let rc = clamp_ix(em, row, g.p.m);
+    let rok = em.f.v(format!("icmp ult i32 {row}, {}", g.p.m));
     let mut per_elem: Vec<(String, String, Vec<String>)> = Vec::new();
     for (e, acc) in vals.iter().enumerate() {
         let ce = if e == 0 { col.to_string() } else { em.f.v(format!("add i32 {col}, {e}")) };
-        let cok = em.f.v(format!("icmp ult i32 {ce}, {}", g.n));
+        let cok = em.f.v(format!("icmp ult i32 {ce}, {}", g.p.n));
         let ok = em.f.v(format!("and i1 {rok}, {cok}"));
-        let cc = clamp_ix(em, &ce, g.n);
+        let cc = clamp_ix(em, &ce, g.p.n);
         let mut multi = bmulti.to_vec();
         multi.push(rc.clone());
         multi.push(cc);
-        let flat = em.linearize(&multi, g.out_dims);
+        let flat = em.linearize(&multi, g.p.out_dims);
         let value = math::round(&mut em.f, em.caps, out_dtype, acc)?;
-        em.env.insert(g.node, value);
+        em.env.insert(g.p.node, value);
         let at = Ix { flat: flat.clone(), multi: Some(multi), vec: None };
         let mut vs = Vec::new();
         for o in outs {
             vs.push(em.eval_out(o, &at)?);
         }
-        em.env.remove(&g.node);
+        em.env.remove(&g.p.node);
         per_elem.push((ok, flat, vs));
     }
     Ok(per_elem)

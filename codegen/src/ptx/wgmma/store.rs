@@ -65,9 +65,9 @@ pub(super) fn tma_store_epilogue(
     let thread_off = em.f.v(format!("add i32 {rb}, {tb}"));
     let bmulti = {
         let bi = em.widen(&tile.bidx);
-        em.delinearize(&bi, g.batch_dims)
+        em.delinearize(&bi, g.p.batch_dims)
     };
-    let batched = g.batch > 1;
+    let batched = g.p.batch > 1;
     let subtiles = g.c.bn / 64;
     let saved = em.save();
     for q in 0..subtiles {
