@@ -104,44 +104,6 @@ fn large_wgmma_gemms_match_the_f64_reference_on_sampled_entries() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Epilogue warps (a TMA producer warpgroup with 3 stages, so that shared memory holds the
-/// whole tile: its warps 1-3 evaluate and store every tile but the block's last while the
-/// consumers go on) match the interpreter, and on large products, where blocks take several
-/// tiles, give exactly the outputs of blocks that evaluate their own tiles.
-#[test]
-fn epilogue_warps_match_the_interpreter_and_blocks_that_evaluate_their_own_tiles() {
-    if !hopper() {
-        return;
-    }
-    let own = default_wgmma_schedule(&problem(DType::F16, 4096, 4096, 4096, false), GpuArch::Sm90a).unwrap();
-    let handed = Schedule { warps: 12, stages: 3, ..own };
-    let mut failures = Vec::new();
-    for (case, &(m, n, k)) in
-        [(300u64, 520u64, 200u64), (200, 136, 520), (129, 264, 1000), (77, 56, 64), (1, 8, 1)].iter().enumerate()
-    {
-        for (nk, epilogue) in [(false, true), (true, true), (false, false)] {
-            let dtype = if nk { DType::BF16 } else { DType::F16 };
-            let g = gemm_graph(dtype, &[], m, n, k, nk, epilogue);
-            if let Err(e) = check(&g, Some(handed), case as u64) {
-                failures.push(format!("{dtype} {m}x{n}x{k} nk={nk} epilogue={epilogue}: {e}"));
-            }
-        }
-    }
-    // Blocks of several tiles (132 blocks on an H100): 256, 1024 and 1360 tiles of 128 x 256.
-    for (m, n, k) in [(4096u64, 2048u64, 640u64), (4096, 8192, 128), (2000, 4000, 1000)] {
-        let g = gemm_graph(DType::F16, &[], m, n, k, false, true);
-        let inputs = random_inputs(&g, &Bindings::new(), 9).unwrap();
-        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
-        let a = device().run_program(&program(&g, Some(handed)), &host).unwrap()[0].to_interp();
-        let b = device().run_program(&program(&g, Some(own)), &host).unwrap()[0].to_interp();
-        let differ = a.data.iter().zip(&b.data).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
-        if differ > 0 {
-            failures.push(format!("{m}x{n}x{k}: {differ} outputs differ"));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
 /// Times the large benchmark shapes with wgmma schedules, the mma.sync default and cuBLAS;
 /// prints one line per measurement. Run with `--ignored --nocapture` on an H100.
 #[test]

@@ -315,9 +315,7 @@ fn lower_wgmma(
     });
     let persistent = wc.producer || ((plain || storable) && product.k.div_ceil(64) >= u64::from(wc.prefetch()));
     let tma_store = storable && persistent;
-    // A producer's idle warps evaluate arithmetic epilogues while the consumers go on.
-    let epilogue_warps = tma_store && !plain && wc.can_hand_over(cx.caps);
-    let g = WgGemm { c: wc, p: product, persistent, tma_store, epilogue_warps };
+    let g = WgGemm { c: wc, p: product, persistent, tma_store };
     let entry = format!("{name}_mma");
     let smem_sym = format!("{entry}_smem");
     module.add_extern_shared(&smem_sym);
@@ -336,7 +334,7 @@ fn lower_wgmma(
         // otherwise every tile gets its own block.
         blocks_per_sm: if persistent { 1 } else { cx.caps.max_blocks_per_sm },
         shared_bytes: 0,
-        dynamic_shared_bytes: wc.shared_bytes_with(epilogue_warps),
+        dynamic_shared_bytes: wc.shared_bytes(),
     };
     entries.push(Entry { suffix: "_mma", lowering: "matmul-wgmma", launch, tensor_maps });
     Ok(Lowered { entries, scratch_end })

@@ -75,37 +75,15 @@ impl WgConfig {
     }
 
     /// Bytes after the stages where TMA variants stage output subtiles for TMA stores: two
-    /// 64 x 64 buffers of 16-bit elements per consumer warpgroup, or with epilogue warps
-    /// (`whole_tile`) the whole tile.
-    pub(crate) fn store_staging_bytes(&self, whole_tile: bool) -> u32 {
-        match (self.tma, whole_tile) {
-            (false, _) => 0,
-            (true, false) => self.consumers * 2 * 64 * 128,
-            (true, true) => self.consumers * WG_M * self.bn * 2,
-        }
+    /// 64 x 64 buffers of 16-bit elements per consumer warpgroup.
+    pub(crate) fn store_staging_bytes(&self) -> u32 {
+        if self.tma { self.consumers * 2 * 64 * 128 } else { 0 }
     }
 
-    /// Dynamic shared memory per block, bytes (stages, store staging, mbarriers, alignment
-    /// slack), with the whole tile staged for epilogue warps (`whole_tile`) or not.
-    pub(crate) fn shared_bytes_with(&self, whole_tile: bool) -> u32 {
-        let bars = if self.producer || self.tma { 16 * self.stages + 16 } else { 0 };
-        self.stages * self.stage_bytes() + self.store_staging_bytes(whole_tile) + bars + ALIGN_SLACK
-    }
-
-    /// Dynamic shared memory per block without epilogue warps (what every variant needs).
+    /// Dynamic shared memory per block, bytes (stages, store staging, mbarriers, alignment slack).
     pub(crate) fn shared_bytes(&self) -> u32 {
-        self.shared_bytes_with(false)
-    }
-
-    /// Whether a block of this tiling can hand its tiles to epilogue warps: a TMA producer
-    /// warpgroup beside two consumers sharing each tile, with room for the whole tile staged
-    /// besides the stages (3 stages of a 128 x 256 tile).
-    pub(crate) fn can_hand_over(&self, caps: &GpuCaps) -> bool {
-        self.tma
-            && self.producer
-            && !self.pingpong
-            && self.consumers == 2
-            && self.shared_bytes_with(true) <= caps.max_shared_optin_bytes
+        let bars = if self.producer || self.tma { 16 * self.stages + 16 } else { 0 };
+        self.stages * self.stage_bytes() + self.store_staging_bytes() + bars + ALIGN_SLACK
     }
 
     /// The schedule that encodes this tiling.

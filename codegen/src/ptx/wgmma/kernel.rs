@@ -31,7 +31,6 @@ use tcc_ir::DType;
 
 use super::asm;
 use super::config::{BK, WG_M, WgConfig};
-use super::handover::{Handover, finish_tile, hand_over};
 use super::store::{SUBTILE_BYTES, StoreStaging, tma_store_epilogue};
 use crate::ptx::error::PtxError;
 use crate::ptx::expr::{Em, Ix};
@@ -54,10 +53,6 @@ pub(crate) struct WgGemm<'a> {
     /// Persistent TMA blocks store the tile by TMA through staged subtiles (one 16-bit output,
     /// rows 16-byte aligned; its map at [`TMAP_C`]); else pair by pair.
     pub(crate) tma_store: bool,
-    /// The consumers hand every tile but their last to the producer warpgroup's warps 1-3,
-    /// which evaluate the fused epilogue and store it ([`super::handover`]; needs `tma_store`
-    /// and [`WgConfig::can_hand_over`]).
-    pub(crate) epilogue_warps: bool,
 }
 
 /// Tensor-map parameter of A (`%tmap0`) and of B (`%tmap1`) in TMA variants.
@@ -75,10 +70,6 @@ const CONSUMER_REGS: u32 = 216;
 const PRODUCER_REGS_TMA: u32 = 40;
 /// See [`PRODUCER_REGS_TMA`].
 const CONSUMER_REGS_TMA: u32 = 232;
-/// The same when the producer's warps 1-3 are epilogue warps (128 x 56 + 256 x 224 = 64,512).
-const PRODUCER_REGS_HANDOVER: u32 = 56;
-/// See [`PRODUCER_REGS_HANDOVER`].
-const CONSUMER_REGS_HANDOVER: u32 = 224;
 
 /// Bytes of one 64-column block of an MN-major B tile (64 k rows of 128 bytes).
 const KN_BLOCK: u32 = BK * 128;
@@ -213,12 +204,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
 
     // Barriers (producer or TMA variants): full[s] at bar0 + 8s, empty[s] at bar0 + 8(S + s).
     let staging = s_n * stage_bytes;
-    let bar0 = em.f.v(format!("add i32 {al}, {}", staging + c.store_staging_bytes(g.epilogue_warps)));
-    // Epilogue warps: the hand-over's full and empty barriers after the ring's.
-    let handover = Handover {
-        full: em.f.v(format!("add i32 {bar0}, {}", 16 * s_n)),
-        empty: em.f.v(format!("add i32 {bar0}, {}", 16 * s_n + 8)),
-    };
+    let bar0 = em.f.v(format!("add i32 {al}, {}", staging + c.store_staging_bytes()));
     // TMA: the generic addresses of the A and B tensor maps (`grid_constant` parameters).
     let maps = if c.tma {
         let ma = em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_A));
@@ -228,12 +214,10 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         None
     };
     let map_c = g.tma_store.then(|| em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_C)));
-    // The staging area of consumer warpgroup `cw` for TMA stores: two subtile buffers, or its
-    // slice of the whole tile with epilogue warps.
-    let slice_bytes = if g.epilogue_warps { WG_M * bn * 2 } else { 2 * SUBTILE_BYTES };
+    // The staging area of consumer warpgroup `cw` for TMA stores.
     let store_staging = |em: &mut Em, cw: &str| -> Option<(String, String)> {
         map_c.as_ref()?;
-        let o = em.f.v(format!("mul i32 {cw}, {slice_bytes}"));
+        let o = em.f.v(format!("mul i32 {cw}, {}", 2 * SUBTILE_BYTES));
         let o = em.f.v(format!("add i32 {o}, {staging}"));
         let addr = em.f.v(format!("add i32 {al}, {o}"));
         let off = em.f.v(format!("add i32 {pad}, {o}"));
@@ -255,10 +239,6 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
                 let order = em.f.v(format!("add i32 {bar0}, {}", 8 * (2 * s_n + w)));
                 asm::mbar_init(&mut em.f, &order, 128);
             }
-        }
-        if g.epilogue_warps {
-            asm::mbar_init(&mut em.f, &handover.full, 128 * c.consumers);
-            asm::mbar_init(&mut em.f, &handover.empty, 1);
         }
         asm::mbar_init_fence(&mut em.f);
         em.f.if_end(&cont);
@@ -607,7 +587,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         em.f.loop_end(&kl, "1", &next);
         let acc = asm::wait_acc(&mut em.f, 0, &kl.accs);
         if let (Some((addr, off)), Some(map)) = (store_staging(em, &wg), &map_c) {
-            let st = StoreStaging { addr, off, map, smem: &smem, whole_tile: false };
+            let st = StoreStaging { addr, off, map, smem: &smem };
             tma_store_epilogue(em, g, outs, &tile, (&tid, &wg, &wg), &acc, &st)?;
         } else if g.persistent {
             epilogue(em, g, outs, &tile, &tid, &wg, &acc)?;
@@ -684,47 +664,13 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
 
         em.f.start_block(&prod);
         if c.consumers == 2 {
-            let regs = match (c.tma, g.epilogue_warps) {
-                (false, _) => PRODUCER_REGS,
-                (true, false) => PRODUCER_REGS_TMA,
-                (true, true) => PRODUCER_REGS_HANDOVER,
-            };
-            asm::setmaxnreg(&mut em.f, false, regs);
+            asm::setmaxnreg(&mut em.f, false, if c.tma { PRODUCER_REGS_TMA } else { PRODUCER_REGS });
         }
         if let Some((ma, mb)) = &maps {
-            // One thread issues every copy; the rest of the producer warpgroup is done, or
-            // warps 1-3 are epilogue warps.
+            // One thread issues every copy; the rest of the producer warpgroup is done.
             let issuer = em.f.label("issuer");
             let lead = em.f.v(format!("icmp eq i32 {ct}, 0"));
-            let rest = if g.epilogue_warps { em.f.label("epilogue_warps") } else { done.clone() };
-            let whole_tile = if g.epilogue_warps { store_staging(em, "0") } else { None };
-            em.f.op(format!("br i1 {lead}, label %{issuer}, label %{rest}"));
-            if let (Some((addr, off)), Some(map)) = (whole_tile, &map_c) {
-                em.f.start_block(&rest);
-                let work = em.f.label("epilogue_work");
-                let warp0 = em.f.v(format!("icmp ult i32 {ct}, 32"));
-                em.f.op(format!("br i1 {warp0}, label %{done}, label %{work}"));
-                em.f.start_block(&work);
-                let etid = em.f.v(format!("sub i32 {ct}, 32"));
-                // Every tile of the block but its last, in the consumers' order.
-                let (tl, tile) = tile_loop(em, &ctaid, &[("i32".into(), "0".into())]);
-                let own = tl.accs[0].clone();
-                let nt = em.f.v(format!("add i32 {}, {nctaid}", tl.i));
-                let handed = em.f.v(format!("icmp ult i32 {nt}, {total}"));
-                let cont = em.f.if_begin(&handed);
-                let par = em.f.v(format!("and i32 {own}, 1"));
-                asm::mbar_wait(&mut em.f, &handover.full, &par);
-                let st = StoreStaging { addr, off, map, smem: &smem, whole_tile: true };
-                finish_tile(em, g, outs, &tile, &etid, &st, &handover)?;
-                em.f.if_end(&cont);
-                let own_next = em.f.v(format!("add i32 {own}, 1"));
-                em.f.loop_end(&tl, &nctaid, &[own_next]);
-                let first = em.f.v(format!("icmp eq i32 {etid}, 0"));
-                let cont = em.f.if_begin(&first);
-                asm::bulk_wait_all(&mut em.f);
-                em.f.if_end(&cont);
-                em.f.br(&done);
-            }
+            em.f.op(format!("br i1 {lead}, label %{issuer}, label %{done}"));
             em.f.start_block(&issuer);
             asm::prefetch_tensormap(&mut em.f, ma);
             asm::prefetch_tensormap(&mut em.f, mb);
@@ -763,12 +709,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
 
         em.f.start_block(&cons);
         if c.consumers == 2 {
-            let regs = match (c.tma, g.epilogue_warps) {
-                (false, _) => CONSUMER_REGS,
-                (true, false) => CONSUMER_REGS_TMA,
-                (true, true) => CONSUMER_REGS_HANDOVER,
-            };
-            asm::setmaxnreg(&mut em.f, true, regs);
+            asm::setmaxnreg(&mut em.f, true, if c.tma { CONSUMER_REGS_TMA } else { CONSUMER_REGS });
         }
         // Ping-pong: consumer `wg` takes the block's tiles wg, wg + 2, ...
         let (start, step, it_first, it_step) = if c.pingpong {
@@ -838,25 +779,8 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let le = em.f.v(format!("add i32 {bar0}, {le}"));
         asm::mbar_arrive(&mut em.f, &le);
         let rows_wg = if c.pingpong { "0".to_string() } else { wg.clone() };
-        if let (true, Some((addr, off)), Some(map)) = (g.epilogue_warps, store_staging(em, &wg), &map_c) {
-            // The staging area is free (the epilogue warps' stores of the previous tile have
-            // read it); the block's last tile is evaluated here, the others handed over.
-            let par = em.f.v(format!("and i32 {own}, 1"));
-            let par = em.f.v(format!("xor i32 {par}, 1"));
-            asm::mbar_wait(&mut em.f, &handover.empty, &par);
-            let st = StoreStaging { addr, off, map, smem: &smem, whole_tile: true };
-            let nt = em.f.v(format!("add i32 {}, {step}", tl.i));
-            let last = em.f.v(format!("icmp uge i32 {nt}, {total}"));
-            let cont = em.f.if_begin(&last);
-            tma_store_epilogue(em, g, outs, &tile, (&tid, &wg, &rows_wg), &acc, &st)?;
-            em.f.if_end(&cont);
-            let handed = em.f.v(format!("xor i1 {last}, true"));
-            let cont = em.f.if_begin(&handed);
-            hand_over(em, g, &tid, &acc, &st)?;
-            asm::mbar_arrive(&mut em.f, &handover.full);
-            em.f.if_end(&cont);
-        } else if let (Some((addr, off)), Some(map)) = (store_staging(em, &wg), &map_c) {
-            let st = StoreStaging { addr, off, map, smem: &smem, whole_tile: false };
+        if let (Some((addr, off)), Some(map)) = (store_staging(em, &wg), &map_c) {
+            let st = StoreStaging { addr, off, map, smem: &smem };
             tma_store_epilogue(em, g, outs, &tile, (&tid, &wg, &rows_wg), &acc, &st)?;
         } else {
             epilogue(em, g, outs, &tile, &tid, &rows_wg, &acc)?;
@@ -1022,25 +946,11 @@ pub(super) fn pair_outputs(
     col: &str,
     vals: &[String; 2],
 ) -> Result<Vec<(String, String, Vec<String>)>, PtxError> {
-    let dtype = em.dtype(g.p.node);
-    let rounded =
-        [math::round(&mut em.f, em.caps, dtype, &vals[0])?, math::round(&mut em.f, em.caps, dtype, &vals[1])?];
-    pair_outputs_of_rounded(em, g, outs, bmulti, (row, col), &rounded)
-}
-
-/// [`pair_outputs`] of a pair of products already rounded to the matmul's dtype.
-pub(super) fn pair_outputs_of_rounded(
-    em: &mut Em,
-    g: &WgGemm,
-    outs: &[Out],
-    bmulti: &[String],
-    (row, col): (&str, &str),
-    vals: &[String; 2],
-) -> Result<Vec<(String, String, Vec<String>)>, PtxError> {
+    let out_dtype = em.dtype(g.p.node);
     let rc = clamp_ix(em, row, g.p.m);
     let rok = em.f.v(format!("icmp ult i32 {row}, {}", g.p.m));
     let mut per_elem: Vec<(String, String, Vec<String>)> = Vec::new();
-    for (e, value) in vals.iter().enumerate() {
+    for (e, acc) in vals.iter().enumerate() {
         let ce = if e == 0 { col.to_string() } else { em.f.v(format!("add i32 {col}, {e}")) };
         let cok = em.f.v(format!("icmp ult i32 {ce}, {}", g.p.n));
         let ok = em.f.v(format!("and i1 {rok}, {cok}"));
@@ -1049,7 +959,8 @@ pub(super) fn pair_outputs_of_rounded(
         multi.push(rc.clone());
         multi.push(cc);
         let flat = em.linearize(&multi, g.p.out_dims);
-        em.env.insert(g.p.node, value.clone());
+        let value = math::round(&mut em.f, em.caps, out_dtype, acc)?;
+        em.env.insert(g.p.node, value);
         let at = Ix { flat: flat.clone(), multi: Some(multi), vec: None };
         let mut vs = Vec::new();
         for o in outs {

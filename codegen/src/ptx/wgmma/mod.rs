@@ -8,9 +8,6 @@
 //!     ──▶ fused epilogue (bias, activation, residual, cast) ──▶ staged subtiles ──TMA stores──▶
 //! ```
 //!
-//! With a producer warpgroup, its idle warps can take the fused epilogue of whole tiles off the
-//! consumers ([`handover`]), so that the tensor cores never wait for the arithmetic.
-//!
 //! The matmul lowering (`mma/mod.rs`) dispatches here when the target has wgmma and the
 //! kernel's schedule is a valid wgmma schedule ([`validate_wgmma_schedule`]); the encoding is
 //! described in [`config`]. The autotuner draws from [`wgmma_schedule_space`];
@@ -18,7 +15,6 @@
 
 mod asm;
 pub mod config;
-mod handover;
 pub(crate) mod kernel;
 mod store;
 

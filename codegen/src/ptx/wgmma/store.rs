@@ -28,45 +28,6 @@ pub(super) struct StoreStaging<'s> {
     pub(super) map: &'s str,
     /// The dynamic shared memory (`@sym`).
     pub(super) smem: &'s str,
-    /// The area holds every subtile of the warpgroup's rows (blocks with epilogue warps, which
-    /// free it for the next tile), else two buffers used in turn.
-    pub(super) whole_tile: bool,
-}
-
-/// A thread's bytes within a subtile buffer of its warpgroup's rows: row `rl` (+8) of the
-/// fragment at 128 bytes, 4 bytes per lane of the quad; its chunk `j` lies at `j ^ (row % 8)`,
-/// that is `j ^ gq` (see [`pair_offset`]).
-pub(super) struct SubtilePlace {
-    /// Row of the thread within the warpgroup's 64 (i32).
-    pub(super) rl: String,
-    /// Byte offset of row `rl`, lane pair included (i32).
-    pub(super) thread_off: String,
-    /// The thread's row within each 8-row half (i32).
-    pub(super) gq: String,
-}
-
-impl SubtilePlace {
-    /// The place of thread `tid` (i32) in its warpgroup's C fragments.
-    pub(super) fn new(em: &mut Em, tid: &str) -> SubtilePlace {
-        let FragLane { wiw, gq, tq, .. } = FragLane::new(em, tid);
-        let w16 = em.f.v(format!("shl i32 {wiw}, 4"));
-        let rl = em.f.v(format!("add i32 {w16}, {gq}"));
-        let rb = em.f.v(format!("shl i32 {rl}, 7"));
-        let tb = em.f.v(format!("shl i32 {tq}, 2"));
-        let thread_off = em.f.v(format!("add i32 {rb}, {tb}"));
-        SubtilePlace { rl, thread_off, gq }
-    }
-}
-
-/// The shared pointer of the thread's pair in chunk `j` of half `h` (rows +8) of the subtile
-/// buffer at byte offset `buf_off` (i32, from the dynamic shared memory's start).
-pub(super) fn pair_offset(em: &mut Em, smem: &str, place: &SubtilePlace, buf_off: &str, (j, h): (u32, u32)) -> String {
-    let base = em.f.v(format!("add i32 {buf_off}, {}", place.thread_off));
-    let chunk = em.f.v(format!("xor i32 {}, {j}", place.gq));
-    let cb = em.f.v(format!("shl i32 {chunk}, 4"));
-    let o = em.f.v(format!("add i32 {base}, {cb}"));
-    let oh = em.f.v(format!("add i32 {o}, {}", 8 * 128 * h));
-    em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {smem}, i32 {oh}"))
 }
 
 /// Stores a persistent block's tile by TMA: each consumer warpgroup (`cw`, an i32, computing the
@@ -88,14 +49,20 @@ pub(super) fn tma_store_epilogue(
 ) -> Result<(), PtxError> {
     let out_dtype = outs.first().map(|o| em.dtype(o.node)).unwrap_or(DType::F16);
     let sty = math::stype(out_dtype);
-    let place = SubtilePlace::new(em, tid);
-    let FragLane { t2, .. } = FragLane::new(em, tid);
+    let FragLane { wiw, gq, tq, t2 } = FragLane::new(em, tid);
     let ltid = em.f.v(format!("and i32 {tid}, 127"));
     let elected = em.f.v(format!("icmp eq i32 {ltid}, 0"));
     let bar = em.f.v(format!("add i32 {cw}, 1"));
+    let w16 = em.f.v(format!("shl i32 {wiw}, 4"));
+    let rl = em.f.v(format!("add i32 {w16}, {gq}"));
     let slice_row = em.f.v(format!("mul i32 {slice}, {WG_M}"));
     let row0 = em.f.v(format!("add i32 {}, {slice_row}", tile.row0));
-    let grow = em.f.v(format!("add i32 {row0}, {}", place.rl));
+    let grow = em.f.v(format!("add i32 {row0}, {rl}"));
+    // This thread's bytes within a subtile buffer: row rl (+8) at 128 bytes, 4 bytes per lane
+    // of the quad, chunk j ^ (row % 8) = j ^ gq.
+    let rb = em.f.v(format!("shl i32 {rl}, 7"));
+    let tb = em.f.v(format!("shl i32 {tq}, 2"));
+    let thread_off = em.f.v(format!("add i32 {rb}, {tb}"));
     let bmulti = {
         let bi = em.widen(&tile.bidx);
         em.delinearize(&bi, g.p.batch_dims)
@@ -104,16 +71,18 @@ pub(super) fn tma_store_epilogue(
     let subtiles = g.c.bn / 64;
     let saved = em.save();
     for q in 0..subtiles {
-        let buf = if st.whole_tile { q * SUBTILE_BYTES } else { (q % 2) * SUBTILE_BYTES };
-        if !st.whole_tile {
-            // The buffer's previous store has read it (stores complete in order).
-            let cont = em.f.if_begin(&elected);
-            asm::bulk_wait_read(&mut em.f, u32::from(subtiles > 1));
-            em.f.if_end(&cont);
-            asm::named_barrier(&mut em.f, &bar, 128);
-        }
+        let buf = (q % 2) * SUBTILE_BYTES;
+        // The buffer's previous store has read it (stores complete in order).
+        let cont = em.f.if_begin(&elected);
+        asm::bulk_wait_read(&mut em.f, u32::from(subtiles > 1));
+        em.f.if_end(&cont);
+        asm::named_barrier(&mut em.f, &bar, 128);
         let buf_off = em.f.v(format!("add i32 {}, {buf}", st.off));
+        let base = em.f.v(format!("add i32 {buf_off}, {thread_off}"));
         for j in 0..8u32 {
+            let chunk = em.f.v(format!("xor i32 {gq}, {j}"));
+            let cb = em.f.v(format!("shl i32 {chunk}, 4"));
+            let o = em.f.v(format!("add i32 {base}, {cb}"));
             for h in 0..2u32 {
                 let row = em.f.v(format!("add i32 {grow}, {}", 8 * h));
                 let col = em.f.v(format!("add i32 {}, {}", tile.col0, q * 64 + j * 8));
@@ -127,7 +96,8 @@ pub(super) fn tma_store_epilogue(
                     let s = math::to_storage(&mut em.f, em.caps, out_dtype, &x)?;
                     v = em.f.v(format!("insertelement <2 x {sty}> {v}, {sty} {s}, i32 {e}"));
                 }
-                let p = pair_offset(em, st.smem, &place, &buf_off, (j, h));
+                let oh = em.f.v(format!("add i32 {o}, {}", 8 * 128 * h));
+                let p = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {}, i32 {oh}", st.smem));
                 em.f.op(format!("store <2 x {sty}> {v}, ptr addrspace(3) {p}, align 4"));
                 em.restore(saved.clone());
             }
