@@ -146,13 +146,12 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         && m > 32
         && has_warpgroup_mma(target)
     {
-        // Hopper: warpgroup MMA (wgmma) when the 128x256 tiles fill every SM at least once.
+        // Hopper: warpgroup MMA (wgmma) when its blocks fill 7/8 of the SMs.
         let batch: u64 = out_ty.map_or(1, |t| {
             t.shape.0.iter().take(rank.saturating_sub(2)).map(|d| d.resolve(bindings).unwrap_or(1)).product()
         });
-        let tiles = m.div_ceil(128) * n.div_ceil(256) * batch;
-        if tiles >= u64::from(target.cores) {
-            out.push(warpgroup_schedule(base, tiles >= 8 * u64::from(target.cores)));
+        if let Some(s) = warpgroup_schedule(base, (m, n, batch), u64::from(target.cores)) {
+            out.push(s);
         }
     }
     for (tm, tn, tk, wm, wn, stages) in TENSOR_CORE_TILES {
@@ -173,24 +172,35 @@ pub fn is_warpgroup_schedule(s: &Schedule) -> bool {
     s.micro_m == 64 && s.micro_n == s.tile_n && s.warps >= 4 && s.warps.is_multiple_of(4)
 }
 
-/// The untuned warpgroup GEMM schedule (the PTX backend's `default_wgmma_schedule`): 128x256x64
-/// blocks of two consumer warpgroups, tiles loaded by TMA (`vector_width` 64) into four stages
-/// (three when there are at least eight waves of tiles, `many_tiles`), block swizzle 8.
-/// Measured on an H100 at 1.00-1.02 of cuBLAS on the suite's large f16/bf16 GEMMs (BENCHMARKS.md).
-fn warpgroup_schedule(base: Schedule, many_tiles: bool) -> Schedule {
-    Schedule {
-        tile_m: 128,
-        tile_n: 256,
-        tile_k: 64,
-        micro_m: 64,
-        micro_n: 256,
-        vector_width: 64,
-        stages: if many_tiles { 3 } else { 4 },
-        warps: 8,
-        split_k: 1,
-        swizzle: 8,
-        ..base
+/// The untuned warpgroup GEMM schedule of an `m x n` product (`batch` of them) on a GPU of
+/// `cores` SMs, or `None` when no warpgroup tile fills 7/8 of them (the PTX backend's
+/// `default_wgmma_schedule`): the largest block of 128x256 and 128x128 (two consumer
+/// warpgroups) and 64x128 (one, beside a producer warpgroup) whose tiles reach 7/8 of the SMs,
+/// tiles loaded by TMA (`vector_width` 64) into four stages (three from eight waves of tiles
+/// on), block swizzle 8. Measured on an H100 at 1.00-1.02 of cuBLAS on the suite's large f16/bf16
+/// GEMMs and 0.9 on 1024^3 (BENCHMARKS.md).
+fn warpgroup_schedule(base: Schedule, (m, n, batch): (u64, u64, u64), cores: u64) -> Option<Schedule> {
+    // (tile_m, tile_n, warps): two consumer warpgroups, or one and a producer.
+    for (tile_m, tile_n, warps) in [(128u32, 256u32, 8u32), (128, 128, 8), (64, 128, 8)] {
+        let tiles = m.div_ceil(u64::from(tile_m)) * n.div_ceil(u64::from(tile_n)) * batch;
+        if 8 * tiles < 7 * cores {
+            continue;
+        }
+        return Some(Schedule {
+            tile_m,
+            tile_n,
+            tile_k: 64,
+            micro_m: 64,
+            micro_n: tile_n,
+            vector_width: 64,
+            stages: if tiles >= 8 * cores { 3 } else { 4 },
+            warps,
+            split_k: 1,
+            swizzle: 8,
+            ..base
+        });
     }
+    None
 }
 
 /// The candidates for `body` on `target`, best-guess first, deterministic.
@@ -342,8 +352,17 @@ mod tests {
         let big = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
         let s = big.program.launches[0].kernel.schedule;
         assert!(is_warpgroup_schedule(&s) && s.stages == 3, "{s}");
-        // Too few 128x256 tiles to fill the SMs: mma.sync tiles only.
-        let body = matmul_body("f16", 1024, 1024, 1024);
+        // Fewer tiles: the largest warpgroup tile that fills 7/8 of the SMs, picked by the
+        // optimizer (2048^3: 128 tiles of 128x256; 1536^3: 144 of 128x128; 1024^3: 128 of 64x128).
+        for (n, tile) in [(2048u64, (128, 256, 8)), (1536, (128, 128, 8)), (1024, (64, 128, 8))] {
+            let g = graph(&format!("a: f16[{n}, {n}]; b: f16[{n}, {n}]"), &["(matmul a b)"]);
+            let out = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
+            let s = out.program.launches[0].kernel.schedule;
+            assert!(is_warpgroup_schedule(&s), "{n}: {s}");
+            assert_eq!((s.tile_m, s.tile_n, s.warps), tile, "{n}: {s}");
+        }
+        // Too few even of those: mma.sync tiles only.
+        let body = matmul_body("f16", 512, 512, 1024);
         assert!(!candidates(&body, &TargetModel::sm_90a(), &Bindings::new()).iter().any(is_warpgroup_schedule));
     }
 

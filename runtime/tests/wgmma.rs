@@ -101,6 +101,22 @@ fn large_wgmma_gemms_match_the_f64_reference_on_sampled_entries() {
             }
         }
     }
+    // The untuned defaults of smaller products (64 x 128 and 128 x 128 blocks).
+    for (m, n, k) in [(1024u64, 1024u64, 1024u64), (1536, 1536, 512), (1100, 1030, 200)] {
+        let g = gemm_graph(DType::F16, &[], m, n, k, false, false);
+        let Some(s) = default_wgmma_schedule(&problem(DType::F16, m, n, k, false), GpuArch::Sm90a) else {
+            failures.push(format!("{m}x{n}x{k}: no default warpgroup schedule"));
+            continue;
+        };
+        let inputs = random_inputs(&g, &Bindings::new(), 4).unwrap();
+        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+        let want = reference(&inputs[0], &inputs[1], m as usize, n as usize, k as usize, false, 512);
+        let out = device().run_program(&program(&g, Some(s)), &host).unwrap()[0].to_interp();
+        let err = sampled_rel_err(&out, &want);
+        if err.is_nan() || err > 2e-3 {
+            failures.push(format!("{m}x{n}x{k} default [{s}]: relative error {err:.2e}"));
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -136,6 +152,8 @@ fn wgmma_sweep_against_cublas() {
     let extra: Vec<(&str, DType, u64, u64, u64, bool, bool)> =
         extra.iter().map(|(name, m, n, k)| (name.as_str(), DType::F16, *m, *n, *k, false, false)).collect();
     let only = std::env::var("TCC_SWEEP_ONLY").ok();
+    // `TCC_WG_MIN_TILE=E`: the smallest block tile (elements) timed (default 128 x 128).
+    let min_tile: u32 = std::env::var("TCC_WG_MIN_TILE").ok().and_then(|v| v.parse().ok()).unwrap_or(128 * 128);
     let stages: Vec<u32> = std::env::var("TCC_WG_STAGES")
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
@@ -152,7 +170,7 @@ fn wgmma_sweep_against_cublas() {
         }
         for st in &stages {
             for s in variants(*st) {
-                if s.tile_m * s.tile_n >= 128 * 128 {
+                if s.tile_m * s.tile_n >= min_tile {
                     schedules.push((format!("{s}"), s));
                 }
             }

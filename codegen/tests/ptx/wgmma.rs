@@ -213,9 +213,18 @@ fn invalid_wgmma_schedules_name_the_reason() {
 
 #[test]
 fn defaults_of_the_benchmark_shapes_assemble_into_persistent_blocks_that_load_and_store_by_tma() {
-    for (m, n, k, stages) in [(4096u64, 4096u64, 4096u64, 4u32), (8192, 8192, 8192, 3), (8192, 14336, 4096, 3)] {
+    // (m, n, k, block tile, stages): fewer tiles take smaller blocks (64 x 128 with a producer).
+    let shapes = [
+        (4096u64, 4096u64, 4096u64, (128u32, 256u32), 4u32),
+        (8192, 8192, 8192, (128, 256), 3),
+        (8192, 14336, 4096, (128, 256), 3),
+        (2048, 2048, 2048, (128, 256), 4),
+        (1536, 1536, 512, (128, 128), 4),
+        (1024, 1024, 1024, (64, 128), 4),
+    ];
+    for (m, n, k, (bm, bn), stages) in shapes {
         let s = default_wgmma_schedule(&problem(DType::F16, m, n, k, false), GpuArch::Sm90a).unwrap();
-        assert_eq!((s.tile_m, s.tile_n, s.warps, s.stages, s.vector_width), (128, 256, 8, stages, 64), "{m}x{n}x{k}");
+        assert_eq!((s.tile_m, s.tile_n, s.warps, s.stages, s.vector_width), (bm, bn, 8, stages, 64), "{m}x{n}x{k}");
         for epilogue in [false, true] {
             let g = gemm_graph(DType::F16, &[], m, n, k, false, epilogue);
             let kern = kernel(format!("wg_default_{m}x{n}x{k}_{epilogue}"), g, s);

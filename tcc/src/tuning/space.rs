@@ -415,7 +415,14 @@ mod tests {
     fn the_optimizers_warpgroup_default_is_the_ptx_backends_default() {
         // passes cannot depend on codegen, so its untuned wgmma schedule mirrors
         // `default_wgmma_schedule`: both must name the same kernel (TMA loads included).
-        for (m, n, k) in [(4096u64, 4096u64, 4096u64), (8192, 8192, 8192), (8192, 14336, 4096)] {
+        for (m, n, k) in [
+            (4096u64, 4096u64, 4096u64),
+            (8192, 8192, 8192),
+            (8192, 14336, 4096),
+            (2048, 2048, 2048),
+            (1536, 1536, 512),
+            (1024, 1024, 1024),
+        ] {
             let g = gemm(m, n, k, DType::F16).graph;
             let opts = tcc_passes::OptimizeOptions::new(tcc_passes::TargetModel::sm_90a());
             let chosen = tcc_passes::optimize(&g, &opts).unwrap().program.launches[0].kernel.schedule;

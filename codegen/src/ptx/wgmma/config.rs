@@ -215,23 +215,34 @@ pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sched
     out
 }
 
-/// A good warpgroup schedule for a large `problem` on `arch` without tuning (128 x 256 blocks of
-/// two consumer warpgroups, tiles loaded by TMA, which stores the tile too; 4 stages, or 3 from
-/// 8 waves of tiles on), or `None` when the target has no wgmma or the product is too small for
-/// it to fill the GPU.
+/// A good warpgroup schedule for `problem` on `arch` without tuning, or `None` when the target
+/// has no wgmma or the product is too small to fill the GPU with it. The block tile is the
+/// largest of 128 x 256 (two consumer warpgroups), 128 x 128 (two) and 64 x 128 (one consumer
+/// beside a producer warpgroup) whose tiles reach 7/8 of the SMs; tiles are loaded by TMA, which
+/// stores them too; 4 stages, or 3 from 8 waves of tiles on.
 ///
-/// Measured on an H100 (same process as cuBLAS, session 4): 3 stages beat 4 by 0.8% on 8192^3
-/// and 0.3% on 8192 x 14336 x 4096, 4 beat 3 by 0.7% on 4096^3; TMA beat every-thread cp.async
-/// copies (both with the same epilogue) by 1-2%, and the TMA-store epilogue made the
-/// persistent blocks 10-12% faster.
+/// Measured on an H100 (same process as cuBLAS): 3 stages beat 4 by 0.8% on 8192^3 and 0.3% on
+/// 8192 x 14336 x 4096, 4 beat 3 by 0.7% on 4096^3 (session 4); TMA beat every-thread cp.async
+/// copies by 1-2%, and the TMA-store epilogue made the persistent blocks 10-12% faster. On
+/// 2048^3 (128 tiles of 128 x 256) the 128 x 256 blocks took 0.0276 ms against the mma.sync
+/// default's 0.0441 and cuBLAS's 0.0279; on 1024^3 64 x 128 blocks took 0.0099 ms against
+/// 0.0126 and 0.0089, and 128 x 256 ones 0.0154 (session 5, BENCHMARKS.md).
 pub fn default_wgmma_schedule(problem: &MatmulProblem, arch: GpuArch) -> Option<Schedule> {
     let caps = arch.caps();
-    let tiles = problem.m.div_ceil(128) * problem.n.div_ceil(256) * problem.batch;
-    if tiles < u64::from(caps.typical_sm_count) {
-        return None;
+    let sms = u64::from(caps.typical_sm_count);
+    // (consumer warpgroups, tile_n, producer warpgroup), largest tile first.
+    for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
+        let bm = u64::from(consumers * WG_M);
+        let tiles = problem.m.div_ceil(bm) * problem.n.div_ceil(u64::from(bn)) * problem.batch;
+        if 8 * tiles < 7 * sms {
+            continue;
+        }
+        let stages = if tiles >= 8 * sms { 3 } else { 4 };
+        let c = WgConfig { consumers, bn, stages, producer, pingpong: false, swizzle: 8, tma: true };
+        let s = c.schedule();
+        if config(problem, &s, &caps).is_ok() {
+            return Some(s);
+        }
     }
-    let stages = if tiles >= 8 * u64::from(caps.typical_sm_count) { 3 } else { 4 };
-    let c = WgConfig { consumers: 2, bn: 256, stages, producer: false, pingpong: false, swizzle: 8, tma: true };
-    let s = c.schedule();
-    config(problem, &s, &caps).is_ok().then_some(s)
+    None
 }
