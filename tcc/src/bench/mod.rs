@@ -58,7 +58,7 @@ pub fn bench_workload(engine: &Engine, workload: &Workload, timing: Timing, seed
 /// What [`bench_with_baseline`] measured.
 #[derive(Debug, Clone)]
 pub struct BenchResult {
-    /// tcc's row first, then cuBLAS's (GEMMs on a GPU, when libcublas loads).
+    /// tcc's row first, then cuBLAS's (plain GEMMs on a GPU, when libcublas loads).
     pub rows: Vec<BenchRow>,
     /// Checks and notes for the log: the cross-check against cuBLAS, or why it is missing.
     pub notes: Vec<String>,
