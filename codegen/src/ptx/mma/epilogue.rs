@@ -8,7 +8,7 @@
 //! Kernel-independent: a caller describes a thread's accumulators as a [`Fragment`] (pairs at
 //! constant offsets from the thread's origin in the block tile; [`mma_fragment`] builds it from
 //! `mma.sync`'s C fragments, which wgmma shares per 16-row slice), where the tile lies
-//! ([`TileAt`]), the product ([`Product`]) and the shared memory to use ([`Staging`]), then calls
+//! ([`TileAt`]), the product ([`GemmProduct`]) and the shared memory to use ([`Staging`]), then calls
 //! [`staged`] (or [`write_fragment`], its own barrier, and [`store_tile`], when only some threads
 //! hold accumulators).
 //!
@@ -16,26 +16,14 @@
 //! then hit 32 distinct banks, and 8 threads reading one row's consecutive 16-byte chunks hit
 //! distinct bank groups.
 
-use tcc_ir::{DType, NodeId};
+use tcc_ir::DType;
 
 use crate::ptx::error::PtxError;
 use crate::ptx::expr::{Em, Ix};
 use crate::ptx::math;
 use crate::ptx::plan::Out;
 
-/// The product whose block tile is stored.
-pub(crate) struct Product<'a> {
-    /// Output rows.
-    pub(crate) m: u64,
-    /// Output columns.
-    pub(crate) n: u64,
-    /// The matmul node (its dtype is the staged values' dtype).
-    pub(crate) node: NodeId,
-    /// Batch dims of the output.
-    pub(crate) batch_dims: &'a [u64],
-    /// Output dims (batch dims, then m and n).
-    pub(crate) out_dims: &'a [u64],
-}
+use super::kernel::GemmProduct;
 
 /// A block tile staged in shared memory.
 #[derive(Debug, Clone, Copy)]
@@ -159,7 +147,7 @@ fn clamp(em: &mut Em, v: &str, last: u64) -> String {
 pub(crate) fn store_tile(
     em: &mut Em,
     st: &Staging,
-    p: &Product,
+    p: &GemmProduct,
     outs: &[Out],
     at: &TileAt,
     (tid, threads): (&str, u32),
@@ -213,7 +201,7 @@ type ChunkStore = (String, String, Vec<Vec<String>>);
 fn eval_chunk(
     em: &mut Em,
     st: &Staging,
-    p: &Product,
+    p: &GemmProduct,
     outs: &[Out],
     at: &TileAt,
     bmulti: &[String],
@@ -286,7 +274,7 @@ fn eval_chunk(
 pub(crate) fn staged(
     em: &mut Em,
     st: &Staging,
-    p: &Product,
+    p: &GemmProduct,
     outs: &[Out],
     at: &TileAt,
     fragment: &Fragment,

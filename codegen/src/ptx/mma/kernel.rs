@@ -527,24 +527,17 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
             // Staged through shared memory at offset 0: the block's ring (with a k split inside
             // the block, warp 0's, which it no longer reads; see `MmaConfig::ring_region_bytes`).
             let st = epilogue::Staging { smem: &smem, base: 0, rows: c.bm, cols: c.bn, dtype: em.dtype(g.p.node) };
-            let product = epilogue::Product {
-                m: g.p.m,
-                n: g.p.n,
-                node: g.p.node,
-                batch_dims: g.p.batch_dims,
-                out_dims: g.p.out_dims,
-            };
             let at = epilogue::TileAt { row0: &row0, col0: &col0, bidx: &bidx };
             let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
             match only_warp0 {
-                None => epilogue::staged(em, &st, &product, outs, &at, &frag, (&tid, threads), barrier)?,
+                None => epilogue::staged(em, &st, &g.p, outs, &at, &frag, (&tid, threads), barrier)?,
                 Some(cont) => {
                     // Warp 0 holds the sums; every warp takes part in the stores.
                     epilogue::write_fragment(em, &st, &frag)?;
                     em.f.if_end(&cont);
                     em.restore(before_sum);
                     barrier(em);
-                    epilogue::store_tile(em, &st, &product, outs, &at, (&tid, threads))?;
+                    epilogue::store_tile(em, &st, &g.p, outs, &at, (&tid, threads))?;
                 }
             }
             // Every thread has read the staged tile before the next tile refills the ring.

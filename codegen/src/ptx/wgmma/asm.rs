@@ -154,7 +154,7 @@ pub(crate) fn prefetch_tensormap(f: &mut Func, map: &str) {
 
 /// One TMA tile load (`cp.async.bulk.tensor.{n}d`, 1 to 5 coordinates, innermost first, i32s)
 /// of tensor map `map` (a generic address of a `grid_constant` parameter, i64) into shared
-/// address `dst` (i32), completing `box` bytes on the mbarrier `bar` (i32).
+/// address `dst` (i32), the box's bytes completing on the mbarrier `bar` (i32).
 pub(crate) fn tma_load(f: &mut Func, dst: &str, map: &str, coords: &[String], bar: &str) {
     let n = coords.len();
     let list = (0..n).map(|i| format!("${}", i + 2)).collect::<Vec<_>>().join(", ");

@@ -205,6 +205,16 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
     // Barriers (producer or TMA variants): full[s] at bar0 + 8s, empty[s] at bar0 + 8(S + s).
     let staging = s_n * stage_bytes;
     let bar0 = em.f.v(format!("add i32 {al}, {}", staging + c.store_staging_bytes()));
+    // The full and the empty barrier of ring stage `stage` (i32).
+    let full_bar = |em: &mut Em, stage: &str| -> String {
+        let o = em.f.v(format!("mul i32 {stage}, 8"));
+        em.f.v(format!("add i32 {bar0}, {o}"))
+    };
+    let empty_bar = |em: &mut Em, stage: &str| -> String {
+        let o = em.f.v(format!("mul i32 {stage}, 8"));
+        let o = em.f.v(format!("add i32 {o}, {}", 8 * s_n));
+        em.f.v(format!("add i32 {bar0}, {o}"))
+    };
     // TMA: the generic addresses of the A and B tensor maps (`grid_constant` parameters).
     let maps = if c.tma {
         let ma = em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_A));
@@ -390,8 +400,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let Some((ma, mb)) = &maps else { return };
         let sb = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
         let sb = em.f.v(format!("add i32 {al}, {sb}"));
-        let full = em.f.v(format!("mul i32 {stage}, 8"));
-        let full = em.f.v(format!("add i32 {bar0}, {full}"));
+        let full = full_bar(em, stage);
         asm::mbar_arrive_expect_tx(&mut em.f, &full, stage_bytes);
         let k0 = em.f.v(format!("shl i32 {kt}, 6"));
         let mut ca = vec![k0.clone(), tile.row0.clone()];
@@ -558,8 +567,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let kl = em.f.loop_begin("i32", "0", &ntiles, &zeros);
         let it = em.f.v(format!("add i32 {it0}, {}", kl.i));
         let (stage, par) = slot(em, &it);
-        let full = em.f.v(format!("mul i32 {stage}, 8"));
-        let full = em.f.v(format!("add i32 {bar0}, {full}"));
+        let full = full_bar(em, &stage);
         asm::mbar_wait(&mut em.f, &full, &par);
         let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
         let next = mma_tile(em, &kl.accs, &stage, &first);
@@ -680,19 +688,14 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let it0 = tl.accs[0].clone();
         let kl = em.f.loop_begin("i32", "0", &ntiles, &[]);
         let it = em.f.v(format!("add i32 {it0}, {}", kl.i));
-        let stage = em.f.v(format!("urem i32 {it}, {s_n}"));
-        let round = em.f.v(format!("udiv i32 {it}, {s_n}"));
-        let par = em.f.v(format!("and i32 {round}, 1"));
+        let (stage, par) = slot(em, &it);
         let par = em.f.v(format!("xor i32 {par}, 1"));
-        let empty = em.f.v(format!("mul i32 {stage}, 8"));
-        let empty = em.f.v(format!("add i32 {empty}, {}", 8 * s_n));
-        let empty = em.f.v(format!("add i32 {bar0}, {empty}"));
+        let empty = empty_bar(em, &stage);
         asm::mbar_wait(&mut em.f, &empty, &par);
         match &srcs {
             Some(srcs) => {
                 load_tile(em, srcs, &kl.i, &stage);
-                let full = em.f.v(format!("mul i32 {stage}, 8"));
-                let full = em.f.v(format!("add i32 {bar0}, {full}"));
+                let full = full_bar(em, &stage);
                 asm::mbar_arrive_cp_async(&mut em.f, &full);
             }
             None => tma_tile(em, &tile, &kl.i, &stage),
@@ -740,11 +743,8 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         }
         let kl = em.f.loop_begin("i32", "0", &ntiles, &zeros);
         let it = em.f.v(format!("add i32 {it0}, {}", kl.i));
-        let stage = em.f.v(format!("urem i32 {it}, {s_n}"));
-        let round = em.f.v(format!("udiv i32 {it}, {s_n}"));
-        let par = em.f.v(format!("and i32 {round}, 1"));
-        let full = em.f.v(format!("mul i32 {stage}, 8"));
-        let full = em.f.v(format!("add i32 {bar0}, {full}"));
+        let (stage, par) = slot(em, &it);
+        let full = full_bar(em, &stage);
         asm::mbar_wait(&mut em.f, &full, &par);
         if !c.tma {
             // cp.async wrote the stage through the generic proxy; wgmma reads it through the async one.
@@ -758,9 +758,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let cont = em.f.if_begin(&notfirst);
         let prev = em.f.v(format!("add i32 {stage}, {}", s_n - 1));
         let prev = em.f.v(format!("urem i32 {prev}, {s_n}"));
-        let pe = em.f.v(format!("mul i32 {prev}, 8"));
-        let pe = em.f.v(format!("add i32 {pe}, {}", 8 * s_n));
-        let pe = em.f.v(format!("add i32 {bar0}, {pe}"));
+        let pe = empty_bar(em, &prev);
         asm::mbar_arrive(&mut em.f, &pe);
         em.f.if_end(&cont);
         em.f.loop_end(&kl, "1", &next);
@@ -774,9 +772,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let acc = asm::wait_acc(&mut em.f, 0, &kl.accs);
         let last = em.f.v(format!("add i32 {it0}, {}", k_tiles - 1));
         let ls = em.f.v(format!("urem i32 {last}, {s_n}"));
-        let le = em.f.v(format!("mul i32 {ls}, 8"));
-        let le = em.f.v(format!("add i32 {le}, {}", 8 * s_n));
-        let le = em.f.v(format!("add i32 {bar0}, {le}"));
+        let le = empty_bar(em, &ls);
         asm::mbar_arrive(&mut em.f, &le);
         let rows_wg = if c.pingpong { "0".to_string() } else { wg.clone() };
         if let (Some((addr, off)), Some(map)) = (store_staging(em, &wg), &map_c) {
@@ -824,11 +820,9 @@ fn staged_epilogue(
     let row0 = em.f.v(format!("add i32 {wr}, {w16}"));
     let frag = epilogue::mma_fragment(em, &lane, (&row0, "0"), (1, (c.bn / 8) as usize), acc);
     let st = epilogue::Staging { smem, base: 0, rows: c.bm(), cols: c.bn, dtype: em.dtype(g.p.node) };
-    let product =
-        epilogue::Product { m: g.p.m, n: g.p.n, node: g.p.node, batch_dims: g.p.batch_dims, out_dims: g.p.out_dims };
     let at = epilogue::TileAt { row0: &tile.row0, col0: &tile.col0, bidx: &tile.bidx };
     let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
-    epilogue::staged(em, &st, &product, outs, &at, &frag, (tid, c.threads()), barrier)
+    epilogue::staged(em, &st, &g.p, outs, &at, &frag, (tid, c.threads()), barrier)
 }
 
 /// Stores a tile's accumulators: per warp 16 rows (`mma.sync`'s C layout per 8 columns).
