@@ -286,7 +286,7 @@ impl CudaDevice {
                 reads.push(read);
                 let base = address.checked_add(offset).ok_or_else(|| map_error("the address overflows".into()))?;
                 let available = buf.bytes.saturating_sub(offset);
-                maps.push(tensor_map::encode(spec, base, available, &ir.name, &step.entry, j)?);
+                maps.push(tensor_map::encode(spec, base, available).map_err(map_error)?);
             }
             let mut args = self.stream.launch_builder(func);
             for b in inputs.iter().chain(outputs) {

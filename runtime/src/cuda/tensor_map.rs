@@ -4,9 +4,12 @@
 //! names.
 //!
 //! Every limit the driver puts on a tiled map is checked first by [`validate`] (a pure function),
-//! so a bad spec is a [`CudaError::TensorMap`] naming the kernel, the entry and the field, not an
-//! opaque `CUDA_ERROR_INVALID_VALUE`. [`validate`] also checks that the tensor the map describes
-//! lies inside its buffer, which is what makes passing the map to a kernel memory-safe.
+//! so a bad spec is a [`CudaError::TensorMap`](super::error::CudaError::TensorMap) naming the
+//! kernel, the entry and the field, not an opaque `CUDA_ERROR_INVALID_VALUE`. [`validate`] also
+//! checks that the tensor the map describes lies inside its buffer, which is what makes passing
+//! the map to a kernel memory-safe.
+
+use std::sync::OnceLock;
 
 use cudarc::driver::DeviceRepr;
 use cudarc::driver::sys::{
@@ -15,8 +18,6 @@ use cudarc::driver::sys::{
 };
 use tcc_codegen::ptx::{TensorMapSpec, TmaBuffer};
 use tcc_ir::DType;
-
-use super::error::CudaError;
 
 /// Highest tensor rank a tiled map takes.
 const MAX_RANK: usize = 5;
@@ -127,24 +128,16 @@ pub(crate) fn validate(spec: &TensorMapSpec, base: u64, available: u64) -> Resul
     Ok(data_type)
 }
 
-/// Encodes tensor map `index` of entry `entry` of kernel `kernel` for the tensor at device
-/// address `base` (the buffer's address plus the spec's offset), which has `available` bytes of
-/// its buffer from there on. The driver must be loaded (a device is open).
-pub(crate) fn encode(
-    spec: &TensorMapSpec,
-    base: u64,
-    available: u64,
-    kernel: &str,
-    entry: &str,
-    index: usize,
-) -> Result<TensorMap, CudaError> {
-    let error =
-        |reason: String| CudaError::TensorMap { kernel: kernel.to_string(), entry: entry.to_string(), index, reason };
-    let data_type = validate(spec, base, available).map_err(error)?;
+/// Encodes the tensor map of `spec` for the tensor at device address `base` (the buffer's
+/// address plus the spec's offset), which has `available` bytes of its buffer from there on. The
+/// driver must be loaded (a device is open). The error says what is wrong (the caller names the
+/// kernel, entry and map: [`CudaError::TensorMap`](super::error::CudaError::TensorMap)).
+pub(crate) fn encode(spec: &TensorMapSpec, base: u64, available: u64) -> Result<TensorMap, String> {
+    let data_type = validate(spec, base, available)?;
     if !encoder_present() {
-        return Err(error("the CUDA driver has no cuTensorMapEncodeTiled (it needs CUDA 12.0 or later)".into()));
+        return Err("the CUDA driver has no cuTensorMapEncodeTiled (it needs CUDA 12.0 or later)".into());
     }
-    let rank = u32::try_from(spec.dims.len()).map_err(|_| error("rank out of range".into()))?;
+    let rank = u32::try_from(spec.dims.len()).map_err(|_| "rank out of range".to_string())?;
     let element_strides = [1u32; MAX_RANK];
     let mut map = sys::CUtensorMap { opaque: [0; 16] };
     // SAFETY: `map` is a writable CUtensorMap; `dims` and `box_dims` have `rank` entries,
@@ -167,16 +160,17 @@ pub(crate) fn encode(
             CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
     };
-    result.result().map_err(|e| error(format!("cuTensorMapEncodeTiled failed: {e}")))?;
+    result.result().map_err(|e| format!("cuTensorMapEncodeTiled failed: {e}"))?;
     Ok(TensorMap(map.opaque))
 }
 
 /// Whether the loaded driver exports `cuTensorMapEncodeTiled` (cudarc panics calling a missing
-/// symbol).
+/// symbol); looked up once per process, not at every launch.
 fn encoder_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
     // SAFETY: only looks the symbol up in the driver library, which is loaded (a device is open);
     // the symbol is not called.
-    unsafe { sys::culib().get::<unsafe extern "C" fn()>(b"cuTensorMapEncodeTiled").is_ok() }
+    *PRESENT.get_or_init(|| unsafe { sys::culib().get::<unsafe extern "C" fn()>(b"cuTensorMapEncodeTiled").is_ok() })
 }
 
 #[cfg(test)]
