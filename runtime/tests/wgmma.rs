@@ -82,6 +82,40 @@ fn wgmma_gemms_match_the_interpreter() {
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
+/// Persistent blocks walk several tiles when there are more tiles than SMs: each block's
+/// epilogue of one tile may overlap its next tile's main loop (and k-tiles may be fewer than the
+/// epilogue's steps). Products of 144 to 240 tiles of 128 x 256, ragged, with and without the
+/// fused bias + gelu, f16 and bf16, a batch, both B layouts, for every 8-warp schedule of 4 stages.
+#[test]
+fn persistent_blocks_of_several_tiles_match_the_interpreter() {
+    if !hopper() {
+        return;
+    }
+    let p = problem(DType::F16, 4096, 4096, 4096, false);
+    let schedules: Vec<Schedule> = wgmma_schedule_space(&p, GpuArch::Sm90a)
+        .into_iter()
+        .filter(|s| s.warps == 8 && s.swizzle == 8 && selected(s))
+        .collect();
+    // (batch, m, n, k, B stored [n, k], dtype, epilogue)
+    let cases: [(&[u64], u64, u64, u64, bool, DType, bool); 5] = [
+        (&[], 1100, 4100, 72, false, DType::F16, true),
+        (&[], 520, 8200, 300, true, DType::BF16, true),
+        (&[], 1030, 4200, 264, false, DType::BF16, true),
+        (&[5], 300, 4000, 136, true, DType::F16, true),
+        (&[], 1100, 4100, 200, true, DType::F16, false),
+    ];
+    let mut failures = Vec::new();
+    for (i, (batch, m, n, k, nk, dtype, epilogue)) in cases.into_iter().enumerate() {
+        let g = gemm_graph(dtype, batch, m, n, k, nk, epilogue);
+        for s in schedules.iter().filter(|s| s.stages == 4) {
+            if let Err(e) = check(&g, Some(*s), 11 + i as u64) {
+                failures.push(format!("{dtype} {batch:?} {m}x{n}x{k} nk={nk} epi={epilogue} [{s}]: {e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
 /// `(m, n, k, B stored [n, k])` of a test product.
 type GemmShape = (u64, u64, u64, bool);
 
