@@ -100,6 +100,7 @@ impl SweepShape {
     pub(super) fn time(&self, dev: &CudaDevice, label: &str, schedule: Option<Schedule>, opts: TimingOptions) {
         let name = &self.name;
         let prog = program(&self.g, schedule);
+        let start = unix_seconds();
         let tt = match dev.time_program(&prog, &self.host, opts) {
             Ok(t) => t,
             Err(e) => {
@@ -107,6 +108,10 @@ impl SweepShape {
                 return;
             }
         };
+        if std::env::var("TCC_SWEEP_REPS").is_ok() {
+            // The timing's window, to match clocks and power sampled beside it.
+            println!("SWEEP {name} tcc [{label}] window={start:.3}-{:.3}", unix_seconds());
+        }
         let out = dev.run_program(&prog, &self.host).unwrap()[0].to_interp();
         let picks: Vec<(usize, f64)> = self.want.iter().map(|&(i, _)| (i, self.cublas_out.data[i])).collect();
         let cublas_diff = if self.epilogue { f64::NAN } else { sampled_rel_err(&out, &picks) };
@@ -118,6 +123,11 @@ impl SweepShape {
             tf / self.cublas_tflops,
         );
     }
+}
+
+/// Seconds since the Unix epoch.
+fn unix_seconds() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// `g` as one matmul kernel, with `schedule` when given.

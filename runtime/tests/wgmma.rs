@@ -161,7 +161,9 @@ fn wgmma_sweep_against_cublas() {
     }
     let dev = device();
     let blas = Cublas::new(dev).unwrap();
-    let opts = TimingOptions { warmup: 3, repetitions: 20, flush_l2: true };
+    // `TCC_SWEEP_REPS=n` times n repetitions (sustained runs, to read clocks and power beside).
+    let repetitions = std::env::var("TCC_SWEEP_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let opts = TimingOptions { warmup: 3, repetitions, flush_l2: true };
     let shapes: &[(&str, DType, u64, u64, u64, bool, bool)] = &[
         ("gemm_f16_4096", DType::F16, 4096, 4096, 4096, false, false),
         ("gemm_bf16_4096", DType::BF16, 4096, 4096, 4096, false, false),
