@@ -82,10 +82,11 @@ fn wgmma_gemms_match_the_interpreter() {
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
-/// Persistent blocks walk several tiles when there are more tiles than SMs: each block's
-/// epilogue of one tile may overlap its next tile's main loop (and k-tiles may be fewer than the
-/// epilogue's steps). Products of 144 to 240 tiles of 128 x 256, ragged, with and without the
-/// fused bias + gelu, f16 and bf16, a batch, both B layouts, for every 8-warp schedule of 4 stages.
+/// Persistent blocks walk several tiles when there are more tiles than SMs, and copy each next
+/// tile's first k-tiles while they store the current one (with as few as 2 k-tiles per tile).
+/// Products of 144 to 240 tiles of 128 x 256 (more of the smaller tiles), ragged, with and
+/// without the fused bias + gelu, f16 and bf16, a batch, both B layouts, for every 8-warp
+/// schedule of 4 stages.
 #[test]
 fn persistent_blocks_of_several_tiles_match_the_interpreter() {
     if !hopper() {
