@@ -82,6 +82,9 @@ fn wgmma_gemms_match_the_interpreter() {
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
+/// `(batch, m, n, k, B stored [n, k], dtype, fused bias + gelu)` of a test product.
+type SeveralTiles = (&'static [u64], u64, u64, u64, bool, DType, bool);
+
 /// Persistent blocks walk several tiles when there are more tiles than SMs, and copy each next
 /// tile's first k-tiles while they store the current one (with as few as 2 k-tiles per tile).
 /// Products of 144 to 240 tiles of 128 x 256 (more of the smaller tiles), ragged, with and
@@ -97,8 +100,7 @@ fn persistent_blocks_of_several_tiles_match_the_interpreter() {
         .into_iter()
         .filter(|s| s.warps == 8 && s.swizzle == 8 && selected(s))
         .collect();
-    // (batch, m, n, k, B stored [n, k], dtype, epilogue)
-    let cases: [(&[u64], u64, u64, u64, bool, DType, bool); 5] = [
+    let cases: [SeveralTiles; 5] = [
         (&[], 1100, 4100, 72, false, DType::F16, true),
         (&[], 520, 8200, 300, true, DType::BF16, true),
         (&[], 1030, 4200, 264, false, DType::BF16, true),
