@@ -98,7 +98,7 @@ fn persistent_blocks_of_several_tiles_match_the_interpreter() {
     let p = problem(DType::F16, 4096, 4096, 4096, false);
     let schedules: Vec<Schedule> = wgmma_schedule_space(&p, GpuArch::Sm90a)
         .into_iter()
-        .filter(|s| s.warps == 8 && s.swizzle == 8 && selected(s))
+        .filter(|s| s.warps == 8 && s.stages == 4 && s.swizzle == 8 && selected(s))
         .collect();
     let cases: [SeveralTiles; 5] = [
         (&[], 1100, 4100, 72, false, DType::F16, true),
@@ -110,7 +110,7 @@ fn persistent_blocks_of_several_tiles_match_the_interpreter() {
     let mut failures = Vec::new();
     for (i, (batch, m, n, k, nk, dtype, epilogue)) in cases.into_iter().enumerate() {
         let g = gemm_graph(dtype, batch, m, n, k, nk, epilogue);
-        for s in schedules.iter().filter(|s| s.stages == 4) {
+        for s in &schedules {
             if let Err(e) = check(&g, Some(*s), 11 + i as u64) {
                 failures.push(format!("{dtype} {batch:?} {m}x{n}x{k} nk={nk} epi={epilogue} [{s}]: {e}"));
             }
