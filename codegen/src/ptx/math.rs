@@ -11,7 +11,6 @@
 //! - `exp`: `ex2.approx.f32` (PTX ISA: at most 2 ulp) of `x·log2(e)` split in two parts with an
 //!   FMA, the small part applied to first order: at most about 3 ulp (relative 2^-21). For f16 and
 //!   bf16 results the product is not split (relative error below 2^-15, see `exp_half`).
-//! - f16 division: `a · (1/b)`, within 2^-23 of `a / b` before the rounding to f16.
 //! - `log`: `lg2.approx.f32 · ln 2`: absolute error at most about 2^-22 for x in [0.5, 2], relative
 //!   error about 3 ulp elsewhere.
 //! - `tanh`: Cephes `tanhf` (odd polynomial for |x| < 0.625, `1 - 2/(e^{2|x|}+1)` above): a few ulp.
@@ -344,13 +343,10 @@ pub(crate) fn binary(
         BinaryOp::Add => f.v(format!("fadd float {a}, {b}")),
         BinaryOp::Sub => f.v(format!("fsub float {a}, {b}")),
         BinaryOp::Mul => f.v(format!("fmul float {a}, {b}")),
-        // f16: `a · (1/b)` is within 2^-23 of `a / b`, far below f16's rounding, and the reciprocal
-        // of a divisor shared by many elements (a row's sum) is computed once. (Not bf16: the
-        // reciprocal of its smallest values overflows f32.)
-        BinaryOp::Div if dtype == DType::F16 => {
-            let r = f.v(format!("fdiv float {}, {b}", fc(1.0)));
-            f.v(format!("fmul float {a}, {r}"))
-        }
+        // Correctly rounded for every dtype: `div.rn.f32`, then the rounding to f16/bf16 (a double
+        // rounding that is harmless, f32's 24 bits being at least 2p + 2 for their p of 11 and 8
+        // bits). Not `a · (1/b)`: for f16 that can round the other way next to a midpoint, so
+        // a quotient would differ from the interpreter's (issue 30).
         BinaryOp::Div => f.v(format!("fdiv float {a}, {b}")),
         BinaryOp::Max => minmax_nan(f, true, a, b),
         BinaryOp::Min => minmax_nan(f, false, a, b),

@@ -10,16 +10,29 @@ use crate::limits;
 use crate::op::{NodeId, Op};
 use crate::shape::Bindings;
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny, fast, well-mixed 64-bit generator.
-struct SplitMix64(u64);
+/// SplitMix64 (Steele, Lea, Flood 2014): a tiny, fast, well-mixed 64-bit generator whose stream
+/// never changes between versions (seeded programs and inputs stay the same).
+#[derive(Debug, Clone)]
+pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n` > 0; 0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next_u64() % n }
+    }
+
+    /// One of `items`, uniformly (`None` if empty).
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
+        items.get(usize::try_from(self.below(items.len() as u64)).unwrap_or(0))
     }
 
     /// Uniform in `(0, 1]`.

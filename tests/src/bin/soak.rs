@@ -9,6 +9,8 @@
 //! Each compiled backend runs the optimizer's best program, its first alternative and the whole
 //! graph as one generic kernel; `--best-only` runs only the best program (a third of the compiling).
 //! Seeds rotate through the generator presets; `--preset NAME` (e.g. `high_rank`) uses one for all.
+//! `--paths` runs the `paths` family instead (one value compared with itself through several index
+//! paths, checked bit for bit; see `tcc_tests::differential::paths`).
 //! ```text
 //! cargo run --release -p tcc-tests --bin soak -- --seed S     # replay one seed, print its program
 //! ```
@@ -17,7 +19,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use tcc_tests::differential::{Backend, Driver, Totals, Variants};
+use tcc_tests::differential::{Backend, Driver, Failure, SeedReport, Totals, Variants, paths};
 
 struct Args {
     seconds: Option<u64>,
@@ -28,6 +30,7 @@ struct Args {
     report: Option<std::path::PathBuf>,
     variants: Variants,
     preset: Option<tcc_tests::differential::presets::Preset>,
+    paths: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -40,6 +43,7 @@ fn parse_args() -> Result<Args, String> {
         report: None,
         variants: Variants::All,
         preset: None,
+        paths: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -58,6 +62,7 @@ fn parse_args() -> Result<Args, String> {
                     .collect::<Result<_, _>>()?;
             }
             "--best-only" => a.variants = Variants::Best,
+            "--paths" => a.paths = true,
             "--preset" => {
                 let name = value()?;
                 a.preset = Some(
@@ -76,7 +81,7 @@ fn parse_args() -> Result<Args, String> {
 }
 
 const USAGE: &str = "usage: soak [--seconds N] [--programs N] [--start-seed S] [--seed S] \
-[--backends interp-opt,cpu:cranelift,cpu:llvm,cuda] [--best-only] [--preset NAME] [--report FILE.md]";
+[--backends interp-opt,cpu:cranelift,cpu:llvm,cuda] [--best-only] [--preset NAME] [--paths] [--report FILE.md]";
 
 fn main() -> ExitCode {
     let args = match parse_args() {
@@ -100,8 +105,24 @@ fn main() -> ExitCode {
         }
     };
     let names: Vec<&str> = driver.backends().iter().map(|b| b.name()).collect();
+    let run_seed = |driver: &mut Driver, seed: u64| {
+        if !args.paths {
+            return driver.run_seed(seed);
+        }
+        match paths::program(seed) {
+            Ok(p) => paths::run(driver, seed, "paths", &p),
+            Err(e) => SeedReport {
+                seed,
+                preset: "paths",
+                program: None,
+                failures: vec![Failure { backend: None, variant: "reference".into(), message: e }],
+                stats: Default::default(),
+                times: Default::default(),
+            },
+        }
+    };
     if let Some(seed) = args.one_seed {
-        let r = driver.run_seed(seed);
+        let r = run_seed(&mut driver, seed);
         if let Some(p) = &r.program {
             println!(
                 "seed {seed} (preset {}), bindings {:?}:\n{}",
@@ -135,7 +156,7 @@ fn main() -> ExitCode {
         if args.programs.is_some_and(|n| totals.programs >= n) || deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        let r = driver.run_seed(seed);
+        let r = run_seed(&mut driver, seed);
         if !r.failures.is_empty() {
             println!("FAIL {}", r.describe());
         }
@@ -157,7 +178,7 @@ fn main() -> ExitCode {
         seed,
         start.elapsed().as_secs(),
         if args.variants == Variants::Best { "best program only" } else { "best, alternative, whole graph" },
-        args.preset.as_ref().map_or("rotation", |p| p.name),
+        if args.paths { "paths (bit for bit)" } else { args.preset.as_ref().map_or("rotation", |p| p.name) },
         totals.summary(),
         totals.coverage.to_markdown()
     );

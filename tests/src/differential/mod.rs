@@ -9,6 +9,7 @@
 //! long run is replayed by `soak --seed s` (with the same `--preset`).
 
 pub mod coverage;
+pub mod paths;
 pub mod presets;
 pub mod tolerance;
 
@@ -136,6 +137,18 @@ impl SeedReport {
     }
 }
 
+/// How a backend's outputs are held against the interpreter's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Check {
+    /// Within the per-dtype tolerances of [`tolerance`] (outliers allowed where the program has
+    /// a discontinuity): what random programs are checked with.
+    #[default]
+    Tolerance,
+    /// Bit for bit, every value of every output, no outliers: for programs whose every value the
+    /// interpreter defines exactly (elementwise ops, layout ops and comparisons; see [`paths`]).
+    Exact,
+}
+
 /// Which programs of each seed a compiled backend runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Variants {
@@ -223,22 +236,36 @@ impl Driver {
     /// device is reopened).
     pub fn run_seed(&mut self, seed: u64) -> SeedReport {
         let preset = self.preset.clone().unwrap_or_else(|| presets::for_seed(seed));
+        match generate(&preset.config, seed) {
+            Ok(gp) => self.run_program(seed, preset.name, gp, Check::Tolerance),
+            Err(e) => SeedReport {
+                seed,
+                preset: preset.name,
+                program: None,
+                failures: vec![Failure {
+                    backend: None,
+                    variant: "reference".into(),
+                    message: format!("generator: {e}"),
+                }],
+                stats: BTreeMap::new(),
+                times: BTreeMap::new(),
+            },
+        }
+    }
+
+    /// Runs a given program on inputs drawn from `seed`, on the interpreter and on every backend,
+    /// under `check`; `family` names where the program came from in the report. A panic in a
+    /// backend is caught and reported as a failure (its device is reopened).
+    pub fn run_program(&mut self, seed: u64, family: &'static str, gp: GeneratedProgram, check: Check) -> SeedReport {
         let mut report = SeedReport {
             seed,
-            preset: preset.name,
+            preset: family,
             program: None,
             failures: Vec::new(),
             stats: BTreeMap::new(),
             times: BTreeMap::new(),
         };
         let reference = |message: String| Failure { backend: None, variant: "reference".into(), message };
-        let gp = match generate(&preset.config, seed) {
-            Ok(gp) => gp,
-            Err(e) => {
-                report.failures.push(reference(format!("generator: {e}")));
-                return report;
-            }
-        };
         let prepared = gp.random_inputs(seed).map_err(|e| format!("inputs: {e}")).and_then(|inputs| {
             run_graph(&gp.graph, &inputs).map(|out| (inputs, out)).map_err(|e| format!("interpreter: {e}"))
         });
@@ -253,7 +280,7 @@ impl Driver {
         for b in self.backends.clone() {
             let start = Instant::now();
             let mut stats = ErrorStats::default();
-            let outcome = catch_unwind(AssertUnwindSafe(|| self.check(b, &gp, &inputs, &expected, &mut stats)));
+            let outcome = catch_unwind(AssertUnwindSafe(|| self.check(b, &gp, &inputs, &expected, check, &mut stats)));
             let failures = match outcome {
                 Ok(f) => f,
                 Err(payload) => {
@@ -282,6 +309,7 @@ impl Driver {
         gp: &GeneratedProgram,
         inputs: &[Tensor],
         expected: &[Tensor],
+        check: Check,
         stats: &mut ErrorStats,
     ) -> Vec<Failure> {
         let g = &gp.graph;
@@ -301,9 +329,10 @@ impl Driver {
                 return failures;
             }
         };
-        let tol = match b {
-            Backend::InterpOptimized => tolerance::interp_optimized(g),
-            _ => tolerance::backend(g),
+        let tol = match (check, b) {
+            (Check::Exact, _) => Tolerance::exact(),
+            (Check::Tolerance, Backend::InterpOptimized) => tolerance::interp_optimized(g),
+            (Check::Tolerance, _) => tolerance::backend(g),
         };
         for (variant, program) in &programs {
             let actual = match b {

@@ -76,7 +76,6 @@ struct Emitter<'k, 'f> {
     has_acc: Vec<bool>,
     reads: Vec<u64>,
     depends: Vec<bool>,
-    recips: HashMap<ExprId, Value>,
     mode: Mode,
     /// While an innermost scalar loop is emitted: its variable and one pointer per access
     /// (buffer, index without the variable's term, that term's coefficient), advanced every
@@ -128,7 +127,6 @@ impl<'k, 'f> Emitter<'k, 'f> {
             has_acc,
             reads,
             depends: vec![false; n],
-            recips: HashMap::new(),
             mode: Mode::Scalar,
             hoisted: None,
         }
@@ -328,7 +326,6 @@ impl<'k, 'f> Emitter<'k, 'f> {
         if extent.max() >= 4 && self.mode == Mode::Scalar && self.vectorizable(var, body) {
             self.hoist_uniform(var, body)?;
             let start = self.vector_loop(var, n, body);
-            self.recips.clear();
             let start = start?;
             return self.scalar_loop(var, start, n, body);
         }
@@ -539,8 +536,10 @@ impl<'k, 'f> Emitter<'k, 'f> {
     }
 
     /// Computes, before a vector loop over `var`, the largest subexpressions that do not move
-    /// with `var` (and read nothing the loop writes), as scalars and as broadcasts, and the
-    /// reciprocals of invariant divisors; the loop body then finds them in the memo.
+    /// with `var` (and read nothing the loop writes), as scalars and as broadcasts; the loop body
+    /// then finds them in the memo. (A division by an invariant divisor stays a division: `a · (1/d)`
+    /// is not `a / d` rounded once, and the same quotient must have one value in every lane and
+    /// every loop of a kernel.)
     fn hoist_uniform(&mut self, var: VarId, body: &[Stmt]) -> Result<(), CodegenError> {
         self.depends = self.compute_depends(var);
         let mut stored = 0u64;
@@ -578,16 +577,6 @@ impl<'k, 'f> Emitter<'k, 'f> {
                     }
                 }
                 continue;
-            }
-            if let Some(&Expr::Binary { op: BinaryOp::Div, dtype, rhs, .. }) = self.k.expr(e)
-                && class(dtype) == Class::Float
-                && hoistable(self, rhs)
-            {
-                let d = self.expr(rhs)?;
-                let one = self.b.ins().f32const(1.0);
-                let r = self.b.ins().fdiv(one, d);
-                let r = self.b.ins().splat(types::F32X4, r);
-                self.recips.insert(e, r);
             }
             roots.extend(self.k.operands(e));
         }
@@ -749,11 +738,6 @@ impl<'k, 'f> Emitter<'k, 'f> {
             }
             Expr::Binary { op, dtype, lhs, rhs } => {
                 let a = self.expr(lhs)?;
-                if vector && let Some(&r) = self.recips.get(&e) {
-                    // Division by a loop-invariant divisor: multiply by its reciprocal.
-                    let q = self.b.ins().fmul(a, r);
-                    return Ok(self.round(dtype, q));
-                }
                 let c = self.expr(rhs)?;
                 self.binary(op, dtype, a, c)
             }

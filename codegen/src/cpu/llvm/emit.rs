@@ -88,7 +88,6 @@ pub(super) struct Emitter<'k> {
     has_acc: Vec<bool>,
     reads: Vec<u64>,
     depends: Vec<bool>,
-    recips: HashMap<ExprId, V>,
     mode: Mode,
     /// In the masked last iteration of a vector loop: which lanes are real.
     mask: Option<V>,
@@ -121,7 +120,6 @@ impl<'k> Emitter<'k> {
             has_acc,
             reads,
             depends: vec![false; n],
-            recips: HashMap::new(),
             mode: Mode::Scalar,
             mask: None,
         }
@@ -315,7 +313,6 @@ impl<'k> Emitter<'k> {
             // AVX2 and AVX-512 mask 32-bit lanes natively: the tail is one masked iteration.
             let masked = self.host.lanes >= 8;
             let start = self.vector_loop(var, &n, body, lanes, masked);
-            self.recips.clear();
             return match start? {
                 Some(start) => self.scalar_loop(var, &start, &n, body),
                 None => Ok(()),
@@ -479,8 +476,10 @@ impl<'k> Emitter<'k> {
     }
 
     /// Computes, before a vector loop over `var`, the largest subexpressions that do not move
-    /// with `var` (and read nothing the loop writes), as scalars and as broadcasts, and the
-    /// reciprocals of invariant divisors; the loop body then finds them in the memo.
+    /// with `var` (and read nothing the loop writes), as scalars and as broadcasts; the loop body
+    /// then finds them in the memo. (A division by an invariant divisor stays a division: `a · (1/d)`
+    /// is not `a / d` rounded once, and the same quotient must have one value in every lane and
+    /// every loop of a kernel.)
     fn hoist_uniform(&mut self, var: VarId, body: &[Stmt], lanes: u32) -> Result<(), CodegenError> {
         self.depends = self.compute_depends(var);
         let mut stored = 0u64;
@@ -517,15 +516,6 @@ impl<'k> Emitter<'k> {
                     }
                 }
                 continue;
-            }
-            if let Some(&Expr::Binary { op: BinaryOp::Div, dtype, rhs, .. }) = self.k.expr(e)
-                && class(dtype) == Class::Float
-                && hoistable(self, rhs)
-            {
-                let d = self.expr(rhs)?;
-                let r = self.f.fdiv(&self.f.fc(1, 1.0), &d);
-                let r = self.f.splat(&r, lanes);
-                self.recips.insert(e, r);
             }
             roots.extend(self.k.operands(e));
         }
@@ -644,13 +634,6 @@ impl<'k> Emitter<'k> {
             }
             Expr::Binary { op, dtype, lhs, rhs } => {
                 let a = self.expr(lhs)?;
-                if lanes > 1
-                    && let Some(r) = self.recips.get(&e).cloned()
-                {
-                    // Division by a loop-invariant divisor: multiply by its reciprocal.
-                    let q = self.f.fmul(&a, &r);
-                    return Ok(self.round(dtype, &q));
-                }
                 let c = self.expr(rhs)?;
                 self.binary(op, dtype, &a, &c)
             }
