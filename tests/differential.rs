@@ -49,6 +49,7 @@ fn random_high_rank_programs_agree_with_the_interpreter_on_every_cpu_backend() {
 /// Seeds that once failed (see RELIABILITY.md for what each found); each must pass now.
 const REGRESSION_SEEDS: &[u64] = &[
     10536, // gelu of a large negative x: the interpreter cancelled to 0 (fixed in ir/src/interp/scalar.rs)
+    7300023, // `x / d` divided in one loop and multiplied by a hoisted reciprocal in another (issue 30)
 ];
 
 #[test]
