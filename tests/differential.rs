@@ -98,6 +98,19 @@ fn a_backend_that_is_not_built_in_is_refused_by_name() {
     assert_eq!(Backend::from_name("cpu:nope"), None);
 }
 
+/// Seeds that once failed on the GPU only (see RELIABILITY.md); each must pass now.
+#[cfg(feature = "gpu-tests")]
+const GPU_REGRESSION_SEEDS: &[u64] = &[
+    30001436, // ptxas 13.0 dropped an i32 negation folded into a three-input min (codegen/src/ptx/math.rs `ineg`)
+];
+
+#[cfg(feature = "gpu-tests")]
+#[test]
+fn gpu_regression_seeds_agree_with_the_interpreter() {
+    let totals = run(&[Backend::Cuda], GPU_REGRESSION_SEEDS.iter().copied());
+    assert!(totals.failing.is_empty(), "{}", totals.summary());
+}
+
 /// The GPU (feature `gpu-tests`): seeds `0..TCC_GPU_PROGRAMS` (default 1000) on the CUDA device.
 #[cfg(feature = "gpu-tests")]
 #[test]

@@ -332,6 +332,28 @@ fn every_scalar_op_and_cast_assembles() {
 }
 
 #[test]
+fn integer_negation_reaches_ptxas_as_not_and_add() {
+    // `min(min(-m, s), t)` on i32 (GPU soak seed 30001436): ptxas 13.0 for sm_90a folds a
+    // `neg.s32` feeding two signed mins into one VIMNMX3 and drops the negation, so no negation
+    // may reach it in that form (`math::ineg`).
+    let mut g = Graph::new("neg_min3");
+    let p0 = g.add_param("p0", t(DType::I32, &[1, 1, 1])).unwrap();
+    let p1 = g.add_param("p1", t(DType::I32, &[13, 127, 5])).unwrap();
+    let m = g.push(Op::Binary(BinaryOp::Min, p1, p0)).unwrap();
+    let s = g.push(Op::Binary(BinaryOp::Sub, p0, m)).unwrap();
+    let c = g.push_typed(Op::Cast(s), t(DType::Bool, &[13, 127, 5])).unwrap();
+    let n = g.push(Op::Unary(UnaryOp::Neg, m)).unwrap();
+    let picked = g.push(Op::Select { cond: c, on_true: s, on_false: p1 }).unwrap();
+    let u = g.push(Op::Binary(BinaryOp::Min, n, s)).unwrap();
+    let a = g.push(Op::Unary(UnaryOp::Abs, u)).unwrap();
+    g.outputs = vec![g.push(Op::Binary(BinaryOp::Min, u, picked)).unwrap(), a];
+    for k in check_kernel(&kernel("neg_min3", KernelClass::Pointwise, g), &Bindings::new()) {
+        assert!(!k.ptx.contains("neg.s32"), "a neg.s32 reaches ptxas:\n{}", k.ptx);
+        assert!(k.ptx.contains("not.b32"), "no `~x + 1` negation:\n{}", k.ptx);
+    }
+}
+
+#[test]
 fn kernels_over_2_pow_31_elements_use_64_bit_indices_and_assemble() {
     let mut bindings = Bindings::new();
     bindings.insert("M".into(), 1 << 20);
