@@ -48,8 +48,9 @@ fn random_high_rank_programs_agree_with_the_interpreter_on_every_cpu_backend() {
 
 /// Seeds that once failed (see RELIABILITY.md for what each found); each must pass now.
 const REGRESSION_SEEDS: &[u64] = &[
-    10536, // gelu of a large negative x: the interpreter cancelled to 0 (fixed in ir/src/interp/scalar.rs)
-    7300023, // `x / d` divided in one loop and multiplied by a hoisted reciprocal in another (issue 30)
+    10536,    // gelu of a large negative x: the interpreter cancelled to 0 (fixed in ir/src/interp/scalar.rs)
+    7300023,  // `x / d` divided in one loop and multiplied by a hoisted reciprocal in another (issue 30)
+    20007843, // an f16 `>` that LLVM 19's AVX512-FP16 lowering turned into `<` (codegen/src/cpu/llvm/host.rs)
 ];
 
 #[test]
@@ -247,4 +248,31 @@ fn the_paths_family_covers_every_comparison_dtype_and_a_dim_of_one() {
         assert!(sources.iter().any(|s| s.contains(needle)), "no program has `{needle}`");
     }
     assert_eq!(paths::program(7).unwrap().source, paths::program(7).unwrap().source);
+}
+
+#[test]
+fn comparisons_of_a_value_with_a_slice_of_itself_are_exact_on_every_backend() {
+    // Seed 20007843 reduced: on a CPU with AVX512-FP16, LLVM 19 compiled the f16 `p2 > s` (`s` a
+    // slice, loaded from memory) as `p2 < s`. Every comparison, float dtype and a few lane counts.
+    let mut driver = Driver::new(&every_backend()).unwrap();
+    let mut failing = Vec::new();
+    for dtype in ["f16", "bf16", "f32"] {
+        for op in ["<", "<=", ">", ">=", "==", "!="] {
+            for n in [8, 16, 37] {
+                let src = format!(
+                    "fn f(p2: {dtype}[2, 1, {n}], p3: bool[1, 2, 1, {n}]) -> bool[1, 2, 1, {n}] {{
+                        let s = p2.slice(0, 1, 2);
+                        select(p3, p2 {op} s, p3)
+                    }}"
+                );
+                let graph = tcc_frontend::parse_source("cmp.tc", &src).unwrap().functions.remove(0);
+                let gp = tcc_ir::testing::GeneratedProgram { graph, bindings: Default::default() };
+                let r = driver.run_program(20007843, "compare", gp, tcc_tests::differential::Check::Exact);
+                if !r.failures.is_empty() {
+                    failing.push(format!("{src}\n{}", r.describe()));
+                }
+            }
+        }
+    }
+    assert!(failing.is_empty(), "{}", failing.join("\n\n"));
 }

@@ -265,7 +265,9 @@ fn pow(f: &mut Func, a: &str, b: &str) -> String {
 /// (GPU soak seed 30001436, checked against `-O0` on an H100). `~x + 1` is assembled correctly (as
 /// a `LOP3` and a `VIADDMNMX`); LLVM would fold it back into `0 - x`, hence the asm.
 pub(crate) fn ineg(f: &mut Func, x: &str) -> String {
-    f.v(format!("call i32 asm \"{{ .reg .b32 tcc_not; not.b32 tcc_not, $1; add.s32 $0, tcc_not, 1; }}\", \"=r,r\"(i32 {x})"))
+    f.v(format!(
+        "call i32 asm \"{{ .reg .b32 tcc_not; not.b32 tcc_not, $1; add.s32 $0, tcc_not, 1; }}\", \"=r,r\"(i32 {x})"
+    ))
 }
 
 /// One element of a unary op on a value of `dtype`.

@@ -44,8 +44,15 @@ impl HostCpu {
         Ok(HostCpu::from_features(cpu, features))
     }
 
-    /// A CPU described by LLVM's name and feature string.
+    /// A CPU described by LLVM's name and feature string, with AVX512-FP16 switched off (and so
+    /// AVX10, which implies it).
+    ///
+    /// The emitter computes f16 in f32 and needs none of it, and LLVM 19 miscompiles it: it folds
+    /// `fcmp ogt (fpext a), (fpext b)` on `<8 x half>` into a `vcmpltph` whose memory operand is
+    /// `b`, i.e. `a < b` (seed 20007843 of the differential soak, on a CPU with AVX512-FP16).
     pub fn from_features(cpu: String, features: String) -> HostCpu {
+        let features =
+            if features.split(',').any(|f| f == "+avx512fp16") { format!("{features},-avx512fp16") } else { features };
         let has = |name: &str| features.split(',').any(|f| f == format!("+{name}"));
         let lanes = if has("avx512f") {
             16
@@ -87,5 +94,19 @@ impl HostCpu {
             "nounwind \"target-cpu\"=\"{}\" \"target-features\"=\"{}\" \"min-legal-vector-width\"=\"{width}\" \"prefer-vector-width\"=\"{width}\"",
             self.cpu, self.features
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HostCpu;
+
+    #[test]
+    fn avx512_fp16_is_switched_off_and_nothing_else() {
+        let h = HostCpu::from_features("sapphirerapids".into(), "+avx512f,+avx512fp16,+f16c,+fma".into());
+        assert!(h.features.ends_with(",-avx512fp16"), "{}", h.features);
+        assert_eq!((h.lanes, h.f16c, h.fma), (16, true, true));
+        let plain = HostCpu::from_features("znver3".into(), "+avx2,+f16c,+fma".into());
+        assert_eq!(plain.features, "+avx2,+f16c,+fma");
     }
 }
