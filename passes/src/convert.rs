@@ -26,7 +26,10 @@ pub fn to_egraph(g: &Graph, mut analysis: TensorAnalysis, explain: bool) -> Buil
     analysis.param_types = g.params.iter().map(|p| p.ty.clone()).collect();
     let mut egraph = EG::new(analysis);
     if explain {
-        egraph = egraph.with_explanations_enabled();
+        // Without egg's greedy shortening of proofs: it walks every e-node of the classes on the
+        // proof at each query, one query per kernel, which made `explain` quadratic in program size.
+        // The rules of any proof are what `tcc explain` reports.
+        egraph = egraph.with_explanations_enabled().without_explanation_length_optimization();
     }
     let mut ids: Vec<Id> = Vec::with_capacity(g.nodes.len());
     for node in &g.nodes {

@@ -9,7 +9,8 @@
 //! limits (the time limit is a safety net) and the best program found so far is always returned.
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 
 use egg::{BackoffScheduler, Id, Runner, SimpleScheduler};
 use tcc_ir::{Bindings, Graph, Program, Schedule, ValueRef};
@@ -174,19 +175,39 @@ fn explain_kernel(eg: &mut EG, node_ids: &[Id], k: &BuiltKernel) -> Option<Vec<S
     if eg.find(kernel) != eg.find(original) {
         return None;
     }
-    let mut explanation = eg.explain_id_equivalence(original, kernel);
+    let explanation = eg.explain_id_equivalence(original, kernel);
+    Some(proof_rules(&explanation.explanation_trees))
+}
+
+/// The rules of a proof, depth first (a step's own rule, then its children's proofs in order),
+/// without repeats.
+///
+/// egg's proof trees share subproofs (`Rc`): the same rewrite of a value is one `TreeTerm` however
+/// many terms contain it. Each is visited once, so this is linear in the proof's size as a DAG;
+/// flattening the proof (`make_flat_explanation`) copies every shared subproof into each place it
+/// appears, which grows exponentially with the depth of a program.
+fn proof_rules(proof: &egg::TreeExplanation<TNode>) -> Vec<String> {
+    proof_walk(proof).0
+}
+
+/// [`proof_rules`] and how many proof steps it visited.
+fn proof_walk(proof: &egg::TreeExplanation<TNode>) -> (Vec<String>, usize) {
     let mut rules: Vec<String> = Vec::new();
-    let mut stack: Vec<&egg::FlatTerm<TNode>> = explanation.make_flat_explanation().iter().rev().collect();
+    let mut seen_rules: HashSet<egg::Symbol> = HashSet::new();
+    let mut visited: HashSet<*const egg::TreeTerm<TNode>> = HashSet::new();
+    let mut stack: Vec<&Rc<egg::TreeTerm<TNode>>> = proof.iter().rev().collect();
     while let Some(term) = stack.pop() {
+        if !visited.insert(Rc::as_ptr(term)) {
+            continue;
+        }
         for rule in [term.forward_rule, term.backward_rule].into_iter().flatten() {
-            let rule = rule.to_string();
-            if !rules.contains(&rule) {
-                rules.push(rule);
+            if seen_rules.insert(rule) {
+                rules.push(rule.to_string());
             }
         }
-        stack.extend(term.children.iter().rev());
+        stack.extend(term.child_proofs.iter().rev().flat_map(|steps| steps.iter().rev()));
     }
-    Some(rules)
+    (rules, visited.len())
 }
 
 /// Alternatives: re-extract with choices of the best program banned. For each of its most
@@ -324,4 +345,39 @@ pub fn optimize(g: &Graph, opts: &OptimizeOptions) -> Result<Optimized, PassErro
         notes,
     };
     Ok(Optimized { program, simplified, alternatives, report })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use egg::{Symbol, TreeTerm};
+    use tcc_ir::UnaryOp;
+
+    use super::proof_walk;
+    use crate::lang::{TNode, TOp};
+
+    /// A proof whose every step rewrites two children that share one subproof: as a tree it has
+    /// 2^depth steps, as a DAG depth + 1.
+    fn shared_proof(depth: usize) -> Vec<Rc<TreeTerm<TNode>>> {
+        let leaf = TNode::new(TOp::Input(0), Vec::new());
+        let mut step = TreeTerm::new(leaf, Vec::new());
+        step.forward_rule = Some(Symbol::from("rule-0"));
+        let mut proof = vec![Rc::new(step)];
+        for level in 1..=depth {
+            let node = TNode::new(TOp::Unary(UnaryOp::Neg), vec![0.into(), 0.into()]);
+            let mut step = TreeTerm::new(node, vec![proof.clone(), proof.clone()]);
+            step.forward_rule = Some(Symbol::from(format!("rule-{}", level % 3)));
+            proof = vec![Rc::new(step)];
+        }
+        proof
+    }
+
+    #[test]
+    fn a_proof_is_walked_as_a_dag_not_a_tree() {
+        // Flattened, this proof would have 2^60 steps; walked as a DAG, 61.
+        let (rules, visited) = proof_walk(&shared_proof(60));
+        assert_eq!(visited, 61);
+        assert_eq!(rules, ["rule-0", "rule-2", "rule-1"]);
+    }
 }
