@@ -1,7 +1,8 @@
 //! A CPU emulator of the PTX backend's kernels, for tests without a GPU: the kernel's LLVM IR is
 //! retargeted to the host (special registers, barriers and warp shuffles become calls into this
-//! file; `ex2/lg2/rcp.approx` become host functions) and JIT-compiled; each block runs as one OS
-//! thread per GPU thread, blocks one after another, entries in launch order.
+//! file; `ex2/lg2/rcp.approx` become host functions; the inline-PTX i32 negation becomes `0 - x`)
+//! and JIT-compiled; each block runs as one OS thread per GPU thread, blocks one after another,
+//! entries in launch order.
 //!
 //! It checks everything the backend decides (plans, index mappings, scalar semantics, loops,
 //! shared memory, reductions across lanes and warps); NVPTX instruction selection itself is
@@ -159,6 +160,12 @@ fn host_ir(ir: &KernelIr) -> String {
                 Some(v.to_string())
             };
             let name = lhs.trim();
+            // i32 negation is `~x + 1` in inline PTX (`math::ineg`): on the host, `0 - x`.
+            if rhs.contains("asm \"{ .reg .b32 tcc_not;")
+                && let Some(v) = rhs.rsplit_once("(i32 ").and_then(|(_, v)| v.strip_suffix(')'))
+            {
+                return format!("  {name} = sub i32 0, {v}");
+            }
             if let Some(v) = conv("fptrunc", "float", "half") {
                 format!("  {name}.b = call i16 @sim_f32_to_f16(float {v})\n  {name} = bitcast i16 {name}.b to half")
             } else if let Some(v) = conv("fptrunc", "float", "bfloat") {
