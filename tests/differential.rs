@@ -265,8 +265,7 @@ fn comparisons_of_a_value_with_a_slice_of_itself_are_exact_on_every_backend() {
                         select(p3, p2 {op} s, p3)
                     }}"
                 );
-                let graph = tcc_frontend::parse_source("cmp.tc", &src).unwrap().functions.remove(0);
-                let gp = tcc_ir::testing::GeneratedProgram { graph, bindings: Default::default() };
+                let gp = paths::parse(&src).unwrap();
                 let r = driver.run_program(20007843, "compare", gp, tcc_tests::differential::Check::Exact);
                 if !r.failures.is_empty() {
                     failing.push(format!("{src}\n{}", r.describe()));

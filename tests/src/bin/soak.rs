@@ -19,7 +19,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use tcc_tests::differential::{Backend, Driver, Failure, SeedReport, Totals, Variants, paths};
+use tcc_tests::differential::{Backend, Driver, SeedReport, Totals, Variants, paths};
 
 struct Args {
     seconds: Option<u64>,
@@ -111,14 +111,7 @@ fn main() -> ExitCode {
         }
         match paths::program(seed) {
             Ok(p) => paths::run(driver, seed, "paths", &p),
-            Err(e) => SeedReport {
-                seed,
-                preset: "paths",
-                program: None,
-                failures: vec![Failure { backend: None, variant: "reference".into(), message: e }],
-                stats: Default::default(),
-                times: Default::default(),
-            },
+            Err(e) => SeedReport::unrun(seed, "paths", e),
         }
     };
     if let Some(seed) = args.one_seed {

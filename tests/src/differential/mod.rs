@@ -117,7 +117,26 @@ pub struct SeedReport {
     pub times: BTreeMap<Backend, Duration>,
 }
 
+impl Failure {
+    /// A failure of the reference side (the generator, the inputs or the interpreter itself).
+    pub fn reference(message: String) -> Failure {
+        Failure { backend: None, variant: "reference".into(), message }
+    }
+}
+
 impl SeedReport {
+    /// The report of a seed whose program could not be made: one reference failure, nothing run.
+    pub fn unrun(seed: u64, preset: &'static str, message: String) -> SeedReport {
+        SeedReport {
+            seed,
+            preset,
+            program: None,
+            failures: vec![Failure::reference(message)],
+            stats: BTreeMap::new(),
+            times: BTreeMap::new(),
+        }
+    }
+
     /// The failures as text, one per line, each naming the seed and preset.
     pub fn describe(&self) -> String {
         self.failures
@@ -238,18 +257,7 @@ impl Driver {
         let preset = self.preset.clone().unwrap_or_else(|| presets::for_seed(seed));
         match generate(&preset.config, seed) {
             Ok(gp) => self.run_program(seed, preset.name, gp, Check::Tolerance),
-            Err(e) => SeedReport {
-                seed,
-                preset: preset.name,
-                program: None,
-                failures: vec![Failure {
-                    backend: None,
-                    variant: "reference".into(),
-                    message: format!("generator: {e}"),
-                }],
-                stats: BTreeMap::new(),
-                times: BTreeMap::new(),
-            },
+            Err(e) => SeedReport::unrun(seed, preset.name, format!("generator: {e}")),
         }
     }
 
@@ -265,14 +273,13 @@ impl Driver {
             stats: BTreeMap::new(),
             times: BTreeMap::new(),
         };
-        let reference = |message: String| Failure { backend: None, variant: "reference".into(), message };
         let prepared = gp.random_inputs(seed).map_err(|e| format!("inputs: {e}")).and_then(|inputs| {
             run_graph(&gp.graph, &inputs).map(|out| (inputs, out)).map_err(|e| format!("interpreter: {e}"))
         });
         let (inputs, expected) = match prepared {
             Ok(x) => x,
             Err(e) => {
-                report.failures.push(reference(e));
+                report.failures.push(Failure::reference(e));
                 report.program = Some(gp);
                 return report;
             }

@@ -38,16 +38,17 @@ pub struct PathProgram {
     pub constant: Vec<f64>,
 }
 
+/// The first fn of `source` (no shape variables) as a program for [`Driver::run_program`].
+pub fn parse(source: &str) -> Result<GeneratedProgram, String> {
+    let module = parse_source("paths.tc", source).map_err(|d| d.render(false))?;
+    let graph = module.functions.into_iter().next().ok_or("the source has no fn")?;
+    Ok(GeneratedProgram { graph, bindings: Bindings::default() })
+}
+
 /// Parses `source` (one fn, no shape variables) into a program whose outputs are all `constant`
 /// (one value per output).
 pub fn from_source(source: &str, constant: Vec<f64>) -> Result<PathProgram, String> {
-    let module = parse_source("paths.tc", source).map_err(|d| d.render(false))?;
-    let graph = module.functions.into_iter().next().ok_or("the source has no fn")?;
-    Ok(PathProgram {
-        source: source.to_string(),
-        program: GeneratedProgram { graph, bindings: Bindings::default() },
-        constant,
-    })
+    Ok(PathProgram { source: source.to_string(), program: parse(source)?, constant })
 }
 
 /// The program of `seed` (the same seed always gives the same program).
@@ -68,7 +69,7 @@ pub fn run(driver: &mut Driver, seed: u64, family: &'static str, p: &PathProgram
         .and_then(|inputs| run_graph(&p.program.graph, &inputs).map_err(|e| format!("interpreter: {e}")))
         .and_then(|outputs| check_constant(p, &outputs).map_err(|e| format!("the interpreter: {e}")));
     if let Err(message) = reference {
-        report.failures.push(Failure { backend: None, variant: "reference".into(), message });
+        report.failures.push(Failure::reference(message));
     }
     report
 }
