@@ -176,22 +176,17 @@ fn explain_kernel(eg: &mut EG, node_ids: &[Id], k: &BuiltKernel) -> Option<Vec<S
         return None;
     }
     let explanation = eg.explain_id_equivalence(original, kernel);
-    Some(proof_rules(&explanation.explanation_trees))
+    Some(proof_rules(&explanation.explanation_trees).0)
 }
 
 /// The rules of a proof, depth first (a step's own rule, then its children's proofs in order),
-/// without repeats.
+/// without repeats, and how many proof steps were visited.
 ///
 /// egg's proof trees share subproofs (`Rc`): the same rewrite of a value is one `TreeTerm` however
 /// many terms contain it. Each is visited once, so this is linear in the proof's size as a DAG;
 /// flattening the proof (`make_flat_explanation`) copies every shared subproof into each place it
 /// appears, which grows exponentially with the depth of a program.
-fn proof_rules(proof: &egg::TreeExplanation<TNode>) -> Vec<String> {
-    proof_walk(proof).0
-}
-
-/// [`proof_rules`] and how many proof steps it visited.
-fn proof_walk(proof: &egg::TreeExplanation<TNode>) -> (Vec<String>, usize) {
+fn proof_rules(proof: &egg::TreeExplanation<TNode>) -> (Vec<String>, usize) {
     let mut rules: Vec<String> = Vec::new();
     let mut seen_rules: HashSet<egg::Symbol> = HashSet::new();
     let mut visited: HashSet<*const egg::TreeTerm<TNode>> = HashSet::new();
@@ -354,7 +349,7 @@ mod tests {
     use egg::{Symbol, TreeTerm};
     use tcc_ir::UnaryOp;
 
-    use super::proof_walk;
+    use super::proof_rules;
     use crate::lang::{TNode, TOp};
 
     /// A proof whose every step rewrites two children that share one subproof: as a tree it has
@@ -376,7 +371,7 @@ mod tests {
     #[test]
     fn a_proof_is_walked_as_a_dag_not_a_tree() {
         // Flattened, this proof would have 2^60 steps; walked as a DAG, 61.
-        let (rules, visited) = proof_walk(&shared_proof(60));
+        let (rules, visited) = proof_rules(&shared_proof(60));
         assert_eq!(visited, 61);
         assert_eq!(rules, ["rule-0", "rule-2", "rule-1"]);
     }
