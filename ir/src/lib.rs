@@ -17,6 +17,7 @@ pub mod limits;
 pub mod op;
 pub mod program;
 pub mod shape;
+pub mod target;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod text;
@@ -26,5 +27,6 @@ pub use dtype::DType;
 pub use graph::{BuildError, Graph, Module, Node, Param};
 pub use infer::TypeError;
 pub use op::{BinaryOp, CompareOp, NodeId, Op, ReduceOp, TensorType, UnaryOp};
-pub use program::{Kernel, KernelClass, Launch, Program, Schedule, Tier, ValueRef};
+pub use program::{Kernel, KernelClass, Launch, Program, Schedule, ScheduleSource, Tier, ValueRef};
 pub use shape::{Bindings, Dim, Shape};
+pub use target::{CpuTier, GpuArch, Target, TargetSpec};

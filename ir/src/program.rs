@@ -59,6 +59,64 @@ impl KernelClass {
     }
 }
 
+impl KernelClass {
+    /// The kernel family as `--json` output names it: `gemm`, `pointwise`, `row-reduction`,
+    /// `generic` (fused attention will add `attention`).
+    pub fn family(self) -> &'static str {
+        match self {
+            KernelClass::Pointwise => "pointwise",
+            KernelClass::RowReduction => "row-reduction",
+            KernelClass::MatMul => "gemm",
+            KernelClass::Generic => "generic",
+        }
+    }
+}
+
+/// Where the schedule a kernel runs with came from (schedule provenance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum ScheduleSource {
+    /// The lockfile.
+    Locked,
+    /// A record of the tuning cache measured on this device by this code generator.
+    Cached,
+    /// Tuned just now.
+    Tuned,
+    /// A record measured on another device or by another code-generator version, checked once on
+    /// this machine and used until it is tuned here.
+    Borrowed,
+    /// The optimizer's own choice: nothing usable was locked or cached.
+    #[default]
+    Default,
+}
+
+impl ScheduleSource {
+    /// Every source, in a fixed order.
+    pub const ALL: [ScheduleSource; 5] = [
+        ScheduleSource::Locked,
+        ScheduleSource::Cached,
+        ScheduleSource::Tuned,
+        ScheduleSource::Borrowed,
+        ScheduleSource::Default,
+    ];
+
+    /// Its name in reports and `--json` output: `locked`, `cached`, `tuned`, `borrowed`, `default`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScheduleSource::Locked => "locked",
+            ScheduleSource::Cached => "cached",
+            ScheduleSource::Tuned => "tuned",
+            ScheduleSource::Borrowed => "borrowed",
+            ScheduleSource::Default => "default",
+        }
+    }
+}
+
+impl fmt::Display for ScheduleSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// How a kernel is executed: the knobs the optimizer proposes, the backends obey and the autotuner
 /// searches. Defined once, shared by every backend; a backend ignores knobs that mean nothing to it
 /// and rejects combinations its target cannot run (before codegen, never by crashing).

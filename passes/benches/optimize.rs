@@ -26,7 +26,7 @@ fn bench(c: &mut Criterion) {
         println!(
             "{} ops on {}: {} kernels, e-graph {} nodes / {} classes, stop: {}",
             op_count(&g),
-            target.name,
+            target.name(),
             first.program.launches.len(),
             first.report.egraph_nodes,
             first.report.egraph_classes,
@@ -35,7 +35,7 @@ fn bench(c: &mut Criterion) {
         for p in &first.report.phases {
             println!("  {}: {} iterations, {} nodes, {}", p.name, p.iterations, p.nodes, p.stop_reason);
         }
-        c.bench_function(&format!("optimize transformer block ({})", target.name), |b| {
+        c.bench_function(&format!("optimize transformer block ({})", target.name()), |b| {
             b.iter(|| optimize(black_box(&g), black_box(&opts)))
         });
     }

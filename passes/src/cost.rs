@@ -159,7 +159,7 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
         let blocks_n = ceil_div(n, tn);
         let padded = blocks_m * tm * blocks_n * tn;
         efficiency *= ratio(m * n, padded);
-        if target.gpu {
+        if target.gpu() {
             let blocks = blocks_m * blocks_n * batch * split;
             let slots = f64::from(target.cores.max(1));
             let waves = ceil_div(blocks, slots);
@@ -178,7 +178,7 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
         let vec_bytes = f64::from(schedule.vector_width.max(1)) * dtype.size_bytes() as f64;
         let vec_eff = (vec_bytes / f64::from(target.vector_bytes.max(1))).min(1.0);
         efficiency *= 0.6 + 0.4 * vec_eff;
-        if target.gpu {
+        if target.gpu() {
             let elems = out_ty.map_or(1.0, |t| numel(&t.shape, b));
             let per_block = f64::from(schedule.warps.max(1)) * 32.0 * f64::from(schedule.vector_width.max(1));
             let blocks = ceil_div(elems, per_block);
@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn big_matmuls_are_compute_bound_and_copies_memory_bound() {
         let t = TargetModel::sm_90a();
-        let s = Schedule { tile_m: 128, tile_n: 128, swizzle: 8, stages: 3, ..Schedule::default_for(t.tier) };
+        let s = Schedule { tile_m: 128, tile_n: 128, swizzle: 8, stages: 3, ..Schedule::default_for(t.tier()) };
         let mm =
             kernel_estimate(&body("a: f16[4096, 4096]; b: f16[4096, 4096]", "(matmul a b)"), &s, &t, &Bindings::new());
         assert!(!mm.memory_bound && mm.flops == 2.0 * 4096f64.powi(3));
@@ -222,7 +222,7 @@ mod tests {
     #[test]
     fn empty_tensors_have_finite_costs() {
         let t = TargetModel::sm_80();
-        let s = Schedule::default_for(t.tier);
+        let s = Schedule::default_for(t.tier());
         let e = kernel_estimate(&body("a: f32[0, 8]; b: f32[8, 4]", "(matmul a b)"), &s, &t, &Bindings::new());
         assert!(e.seconds.is_finite());
         let e = kernel_estimate(&body("a: f32[0, 8]", "(exp a)"), &s, &t, &Bindings::new());

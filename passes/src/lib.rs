@@ -35,4 +35,5 @@ pub use optimize::{Optimized, optimize};
 pub use options::{Budget, OptimizeOptions};
 pub use program::{lower_unfused, lower_unfused_for};
 pub use report::{KernelReport, PhaseReport, Report, StopReason};
-pub use target::{MmaShape, Target, TargetModel};
+pub use target::{MmaShape, TargetModel};
+pub use tcc_ir::target::{CpuTier, GpuArch, Target, TargetSpec};

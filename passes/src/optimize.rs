@@ -119,7 +119,7 @@ impl KernelCost<'_> {
                 let b = eg.analysis.body(body)?;
                 let (schedule, penalty) = match sched {
                     Some(s) => (*eg.analysis.schedule(s)?, 1.0),
-                    None => (Schedule::default_for(self.target.tier), 1.05),
+                    None => (Schedule::default_for(self.target.tier()), 1.05),
                 };
                 let c = kernel_estimate(b, &schedule, self.target, self.bindings).seconds * penalty;
                 self.memo.borrow_mut().insert((body, sched), c);
@@ -153,6 +153,7 @@ fn kernel_reports(program: &Program, kernels: &[BuiltKernel], eg: &EG) -> Vec<Ke
                 class: l.kernel.class,
                 ops: body.map(|b| b.op_kinds()).unwrap_or_default(),
                 schedule: l.kernel.schedule,
+                source: tcc_ir::ScheduleSource::Default,
                 estimate_us: k.estimate.seconds * 1e6,
                 memory_bound: k.estimate.memory_bound,
                 rules: body.map(|b| b.rules.iter().map(|r| r.to_string()).collect()).unwrap_or_default(),
@@ -326,7 +327,7 @@ pub fn optimize(g: &Graph, opts: &OptimizeOptions) -> Result<Optimized, PassErro
     let kernels = kernel_reports;
     let report = Report {
         function: g.name.clone(),
-        target: opts.target.name.clone(),
+        target: opts.target.name().to_string(),
         stop_reason,
         iterations: phases.iter().map(|p| p.iterations).sum(),
         egraph_nodes: phases.iter().map(|p| p.nodes).max().unwrap_or(0),

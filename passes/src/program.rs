@@ -70,7 +70,7 @@ pub fn build_program(
                 let b = egraph.analysis.body(*body).ok_or_else(|| PassError::Internal("missing body".into()))?;
                 let schedule = sched
                     .and_then(|s| egraph.analysis.schedule(s).copied())
-                    .unwrap_or_else(|| Schedule::default_for(target.tier));
+                    .unwrap_or_else(|| Schedule::default_for(target.tier()));
                 let inputs: Option<Vec<ValueRef>> =
                     node.children.iter().map(|k| values.get(&egraph.find(*k)).copied()).collect();
                 let inputs = inputs.ok_or_else(|| PassError::Internal("kernel input not built".into()))?;

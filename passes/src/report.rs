@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use tcc_ir::{KernelClass, Schedule};
+use tcc_ir::{KernelClass, Schedule, ScheduleSource};
 
 /// Why a saturation phase stopped.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +74,8 @@ pub struct KernelReport {
     pub ops: Vec<String>,
     /// Its schedule.
     pub schedule: Schedule,
+    /// Where the schedule came from (the optimizer's: `default`; the pipeline sets the others).
+    pub source: ScheduleSource,
     /// The model's estimate, microseconds.
     pub estimate_us: f64,
     /// True when memory traffic bounds it, false when arithmetic does.
@@ -193,7 +195,7 @@ impl fmt::Display for Report {
             )?;
             writeln!(f, "    fuses: {}", k.ops.join(", "))?;
             writeln!(f, "    reads: {}", k.inputs.join(", "))?;
-            writeln!(f, "    schedule: {}", k.schedule)?;
+            writeln!(f, "    schedule: {} ({})", k.schedule, k.source)?;
             if !k.rules.is_empty() {
                 writeln!(f, "    formed by: {}", k.rules.join(" -> "))?;
             }

@@ -39,7 +39,7 @@ pub fn matmul_registers(tile_m: u32, tile_n: u32, warps: u32) -> u32 {
 
 /// True if `schedule` fits `target`'s limits for a matmul of `dtype`.
 pub fn fits(schedule: &Schedule, dtype: DType, target: &TargetModel) -> bool {
-    if !target.gpu {
+    if !target.gpu() {
         return true;
     }
     let elem = u32::try_from(dtype.size_bytes()).unwrap_or(4);
@@ -205,15 +205,15 @@ fn warpgroup_schedule(base: Schedule, (m, n, batch): (u64, u64, u64), cores: u64
 
 /// The candidates for `body` on `target`, best-guess first, deterministic.
 pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec<Schedule> {
-    let base = Schedule::default_for(target.tier);
-    if target.tier == Tier::Interp {
+    let base = Schedule::default_for(target.tier());
+    if target.tier() == Tier::Interp {
         return vec![base];
     }
     let dtype = body.output_type().map_or(DType::F32, |t| t.dtype);
     let in_dtype = body.input_types.first().map_or(dtype, |t| t.dtype);
     let inner = innermost(body, bindings);
     let mut out = Vec::new();
-    match (body.class, target.gpu) {
+    match (body.class, target.gpu()) {
         (KernelClass::MatMul, true) if matches!(in_dtype, DType::F16 | DType::BF16) => {
             out = tensor_core_candidates(body, target, bindings, base);
         }

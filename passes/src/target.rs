@@ -5,6 +5,7 @@
 //! DESIGN.md §2-§3 where one exists), not measurements made by this crate; the cost model only
 //! needs them to rank alternatives.
 
+use tcc_ir::target::{CpuTier, GpuArch, Target};
 use tcc_ir::{DType, Tier};
 
 /// A matrix-multiply-accumulate instruction shape the target's tensor cores execute.
@@ -18,15 +19,11 @@ pub struct MmaShape {
     pub k: u32,
 }
 
-/// A target as the cost model and the schedule rules see it.
+/// A target as the cost model and the schedule rules see it: the [`Target`] and its numbers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetModel {
-    /// The target's name as the CLI spells it (`cpu`, `sm_80`, ...).
-    pub name: String,
-    /// The code generator that compiles for it.
-    pub tier: Tier,
-    /// True for GPU targets (schedules use blocks, warps and shared memory).
-    pub gpu: bool,
+    /// The target it models.
+    pub target: Target,
     /// Sustained memory bandwidth, bytes per second.
     pub bandwidth: f64,
     /// f32 arithmetic throughput (SIMD/CUDA cores), flop per second.
@@ -50,12 +47,36 @@ pub struct TargetModel {
 }
 
 impl TargetModel {
+    /// The model of `target`.
+    pub fn for_target(target: Target) -> TargetModel {
+        match target {
+            Target::Interp => TargetModel::interp(),
+            Target::Cpu(CpuTier::Cranelift) => TargetModel::cpu_host(),
+            Target::Cpu(CpuTier::Llvm) => TargetModel::cpu_llvm(),
+            Target::Gpu(GpuArch::Sm80) => TargetModel::sm_80(),
+            Target::Gpu(GpuArch::Sm90a) => TargetModel::sm_90a(),
+        }
+    }
+
+    /// The target's canonical name (`cpu:cranelift`, `sm_90a`, ...).
+    pub fn name(&self) -> &'static str {
+        self.target.name()
+    }
+
+    /// The code generator that compiles for it.
+    pub fn tier(&self) -> Tier {
+        self.target.tier()
+    }
+
+    /// True for GPU targets (schedules use blocks, warps and shared memory).
+    pub fn gpu(&self) -> bool {
+        self.target.is_gpu()
+    }
+
     /// The host CPU with the Cranelift tier: this project's 2-core Zen 5 machines, 128-bit vectors.
     pub fn cpu_host() -> TargetModel {
         TargetModel {
-            name: "cpu".into(),
-            tier: Tier::Cranelift,
-            gpu: false,
+            target: Target::Cpu(CpuTier::Cranelift),
             bandwidth: 40e9,
             flops_f32: 50e9,
             // DESIGN §2: 128-bit Cranelift code is capped near a quarter of OpenBLAS' 330-380 GF/s.
@@ -73,8 +94,7 @@ impl TargetModel {
     /// The host CPU with the LLVM x86 tier (512-bit vectors).
     pub fn cpu_llvm() -> TargetModel {
         TargetModel {
-            name: "cpu:llvm".into(),
-            tier: Tier::LlvmCpu,
+            target: Target::Cpu(CpuTier::Llvm),
             flops_f32: 150e9,
             flops_f16_matmul: 300e9,
             flops_f32_matmul: 300e9,
@@ -87,8 +107,7 @@ impl TargetModel {
     /// The f64 reference interpreter: slow everywhere; only the number of ops matters.
     pub fn interp() -> TargetModel {
         TargetModel {
-            name: "interp".into(),
-            tier: Tier::Interp,
+            target: Target::Interp,
             bandwidth: 1e9,
             flops_f32: 1e8,
             flops_f16_matmul: 1e8,
@@ -103,9 +122,7 @@ impl TargetModel {
     /// NVIDIA A100 (sm_80): HBM2e, mma.sync m16n8k16 tensor cores, 164 KiB of shared memory.
     pub fn sm_80() -> TargetModel {
         TargetModel {
-            name: "sm_80".into(),
-            tier: Tier::Ptx,
-            gpu: true,
+            target: Target::Gpu(GpuArch::Sm80),
             bandwidth: 1.8e12,
             flops_f32: 19.5e12,
             flops_f16_matmul: 312e12,
@@ -123,9 +140,7 @@ impl TargetModel {
     /// mma.sync ceiling; wgmma adds 64xNx16 shapes; 227 KiB of shared memory per block.
     pub fn sm_90a() -> TargetModel {
         TargetModel {
-            name: "sm_90a".into(),
-            tier: Tier::Ptx,
-            gpu: true,
+            target: Target::Gpu(GpuArch::Sm90a),
             bandwidth: 3.0e12,
             flops_f32: 60e12,
             flops_f16_matmul: 634e12,
@@ -139,19 +154,6 @@ impl TargetModel {
         }
     }
 
-    /// The model for a `--target` name: `cpu`, `cpu:cranelift`, `cpu:llvm`, `sm_80`, `sm_90a` or
-    /// `interp`. (`cuda` is resolved to an architecture at run time, so it is not known here.)
-    pub fn for_target_name(name: &str) -> Option<TargetModel> {
-        match name {
-            "cpu" | "cpu:cranelift" => Some(TargetModel { name: name.to_string(), ..TargetModel::cpu_host() }),
-            "cpu:llvm" => Some(TargetModel::cpu_llvm()),
-            "sm_80" => Some(TargetModel::sm_80()),
-            "sm_90a" => Some(TargetModel::sm_90a()),
-            "interp" => Some(TargetModel::interp()),
-            _ => None,
-        }
-    }
-
     /// Matmul throughput for operands of `dtype`, flop per second.
     pub fn matmul_flops(&self, dtype: DType) -> f64 {
         match dtype {
@@ -161,20 +163,15 @@ impl TargetModel {
     }
 }
 
-/// The name other crates use for the target model.
-pub type Target = TargetModel;
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn every_cli_name_has_a_model() {
-        for name in ["cpu", "cpu:cranelift", "cpu:llvm", "sm_80", "sm_90a", "interp"] {
-            let t = TargetModel::for_target_name(name).unwrap();
-            assert_eq!(t.name, name);
+    fn every_target_has_its_model() {
+        for t in Target::ALL {
+            assert_eq!(TargetModel::for_target(t).target, t);
         }
-        assert!(TargetModel::for_target_name("sm_70").is_none());
     }
 
     #[test]

@@ -140,7 +140,7 @@ fn large_gemm_with_bias_and_gelu_is_one_matmul_kernel_on_every_target() {
             let a = b.bin(BinaryOp::Add, mm, bias);
             let y = b.un(UnaryOp::Gelu, a);
             let out = optimize(&b.out(&[y]), &OptimizeOptions::new(target.clone())).unwrap();
-            assert_eq!(out.program.launches.len(), 1, "{:?} {dtype:?}: {}", target.tier, out.report);
+            assert_eq!(out.program.launches.len(), 1, "{:?} {dtype:?}: {}", target.tier(), out.report);
             assert_eq!(out.report.kernels[0].ops, ["matmul", "add", "gelu"]);
         }
     }

@@ -10,12 +10,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use tcc_ir::target::{CpuTier, Target};
 use tcc_ir::{Bindings, Program};
-use tcc_passes::TargetModel;
 use tcc_runtime::cpu::CompiledProgram;
 use tcc_runtime::{CpuDevice, HostTensor, RuntimeError};
 
 use crate::error::Error;
+use crate::pipeline::{LockSetting, Pipeline};
 
 /// What kind of device a [`Device`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,6 +33,8 @@ pub enum DeviceKind {
 #[derive(Debug)]
 pub struct Device {
     backend: Backend,
+    /// The pipeline every kernel run here goes through (made on first use: it reads the lockfile).
+    pipeline: OnceLock<Pipeline>,
     compiled: Mutex<HashMap<(String, Bindings), CompiledCell>>,
     compilations: AtomicU64,
     id: u64,
@@ -109,6 +112,7 @@ impl Device {
     fn with_backend(backend: Backend) -> Device {
         Device {
             backend,
+            pipeline: OnceLock::new(),
             compiled: Mutex::new(HashMap::new()),
             compilations: AtomicU64::new(0),
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
@@ -195,15 +199,37 @@ impl Device {
         }
     }
 
-    /// The optimizer's model of this device, or `None` for the interpreter (which runs the
+    /// The target this device compiles for, or `None` for the interpreter (which runs the
     /// unoptimized graph).
-    pub(crate) fn target_model(&self) -> Option<TargetModel> {
+    pub fn target(&self) -> Option<Target> {
         match &self.backend {
-            Backend::Cpu(_) => Some(TargetModel::cpu_host()),
+            Backend::Cpu(d) => Some(match d.tier() {
+                tcc_ir::Tier::LlvmCpu => Target::Cpu(CpuTier::Llvm),
+                _ => Target::Cpu(CpuTier::Cranelift),
+            }),
             #[cfg(feature = "llvm")]
-            Backend::Cuda(d) => TargetModel::for_target_name(d.info().arch.name()),
+            Backend::Cuda(d) => Some(Target::Gpu(d.info().arch)),
             Backend::Interp => None,
         }
+    }
+
+    /// The pipeline kernels run here go through: this device's target, the lockfile of
+    /// `$TCC_LOCKFILE` (else `./tcc.lock`), and this device's tuning records. `None` for the
+    /// interpreter.
+    pub(crate) fn pipeline(&self) -> Option<&Pipeline> {
+        let target = self.target()?;
+        Some(self.pipeline.get_or_init(|| {
+            let lock = LockSetting::FromEnvironment;
+            #[cfg(feature = "llvm")]
+            if let Backend::Cuda(d) = &self.backend {
+                let key = crate::tuning::gpu::device_key(d.info());
+                if let Ok(p) = Pipeline::for_device(target, &lock, key) {
+                    return p;
+                }
+            }
+            // Reading the lockfile from the environment never fails (an unreadable one is a warning).
+            Pipeline::new(target, &lock).unwrap_or_else(|_| Pipeline::untuned(target))
+        }))
     }
 
     /// The program compiled for `bindings`: from this device's cache, or compiled now while
@@ -239,8 +265,7 @@ impl Device {
         match &self.backend {
             Backend::Cpu(d) => {
                 let compiled = self.compiled(fingerprint, bindings, || {
-                    let (target, key) = (crate::tuning::TuneTarget::Cranelift, crate::tuning::host_device());
-                    let tuned = with_tuned_schedules(kernel, program, bindings, target, key);
+                    let tuned = self.with_chosen_schedules(program, bindings);
                     d.compile(&tuned, bindings).map(Compiled::Cpu).map_err(runtime)
                 })?;
                 match compiled {
@@ -476,8 +501,7 @@ fn compile_cuda(
     program: &Program,
     bindings: &Bindings,
 ) -> Result<Compiled, Error> {
-    let target = crate::tuning::TuneTarget::Gpu(d.info().arch);
-    let tuned = with_tuned_schedules(kernel, program, bindings, target, crate::tuning::gpu::device_key(d.info()));
+    let tuned = device.with_chosen_schedules(program, bindings);
     d.compile(&tuned, bindings).map(|p| Compiled::Cuda(Arc::new(p))).map_err(|e| device.cuda_error(kernel, e))
 }
 
@@ -500,39 +524,17 @@ impl From<CpuDevice> for Device {
     }
 }
 
-/// The lockfile a kernel call obeys: `$TCC_LOCKFILE`, else `tcc.lock` in the working directory.
-pub const LOCKFILE_ENV: &str = "TCC_LOCKFILE";
-
-/// A copy of `program` whose kernels take the locked or cached winners for `bindings` (the tuning
-/// cache of `tcc tune`; never starting workers from a user's executable). Any cache or lockfile
-/// problem costs only speed: it is logged and the optimizer's schedules stay.
-pub(crate) fn with_tuned_schedules(
-    kernel: &str,
-    program: &Program,
-    bindings: &Bindings,
-    target: crate::tuning::TuneTarget,
-    device: tcc_autotune::DeviceKey,
-) -> Program {
-    let mut tuned = program.clone();
-    let lock_path = std::env::var_os(LOCKFILE_ENV)
-        .map(std::path::PathBuf::from)
-        .or_else(|| Some(std::path::PathBuf::from("tcc.lock")).filter(|p| p.is_file()));
-    let lock = match lock_path.map(|p| (tcc_autotune::Lockfile::read(&p), p)) {
-        Some((Ok(lock), _)) => Some(lock),
-        Some((Err(e), p)) => {
-            tracing::warn!("kernel `{kernel}`: ignoring the lockfile {}: {e}", p.display());
-            None
+impl Device {
+    /// A copy of `program` whose kernels take the schedules the pipeline chooses for `bindings`
+    /// (locked or cached winners of `tcc tune`; never starting workers from a user's executable).
+    fn with_chosen_schedules(&self, program: &Program, bindings: &Bindings) -> Program {
+        let mut chosen = program.clone();
+        if let Some(pipeline) = self.pipeline() {
+            let plans = pipeline.choose_schedules(&mut chosen, bindings);
+            for p in &plans {
+                tracing::debug!("kernel `{}`: {} ({})", p.kernel, p.schedule, p.source);
+            }
         }
-        None => None,
-    };
-    match crate::tuning::apply_cached_schedules_on(&mut tuned, bindings, target, device, lock) {
-        Ok(report) => {
-            tracing::debug!("kernel `{kernel}`: {}", report.summary());
-            tuned
-        }
-        Err(e) => {
-            tracing::warn!("kernel `{kernel}`: the tuning cache is unavailable; using the optimizer's schedules: {e}");
-            program.clone()
-        }
+        chosen
     }
 }

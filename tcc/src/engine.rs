@@ -1,33 +1,31 @@
-//! Where a program runs: the reference interpreter, a compiled CPU tier, or a CUDA GPU. The command line and the
-//! benchmarks go through this one place, so every target is prepared the same way: optimize for the
-//! target's cost model, compile once per shape binding, then run.
+//! Where a program runs: the reference interpreter, a compiled CPU tier, or a CUDA GPU. `tcc run` and
+//! `tcc bench` go through this one place, which plans every program through the
+//! [`crate::pipeline`] (optimizer, lockfile, tuning cache), compiles it once per shape binding, then
+//! runs or times it.
 
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 use tcc_ir::interp::Tensor;
-use tcc_ir::{Bindings, Graph, Program};
-use tcc_passes::{OptimizeOptions, TargetModel, optimize};
+use tcc_ir::target::{Target, TargetSpec};
+use tcc_ir::{Bindings, Graph, Program, ScheduleSource};
+
+use crate::pipeline::{KernelPlan, LockSetting, Pipeline, PipelineError, PlanOptions};
 
 use tcc_runtime::{CompiledProgram, CpuDevice, HostTensor};
 
 /// Why a target could not be prepared or run; each message names the culprit.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// The target name is not one this build knows.
-    #[error("unknown or unavailable target `{0}` (this build runs: {TARGETS})")]
-    UnknownTarget(String),
+    /// The target cannot be used in this build or on this machine.
+    #[error(transparent)]
+    Unavailable(#[from] crate::target::TargetUnavailable),
     /// A tensor would exceed the memory limit.
     #[error("{0} (raise it with --max-memory)")]
     MemoryLimit(String),
-    /// The optimizer failed.
-    #[error("the optimizer failed on `{function}`: {message}")]
-    Optimizer {
-        /// The fn.
-        function: String,
-        /// Why.
-        message: String,
-    },
+    /// The pipeline failed (the optimizer, or a lockfile named on the command line).
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
     /// Compiling or running on the device failed (`function` is empty when opening the device failed).
     #[error("{target}{}: {message}", if function.is_empty() { String::new() } else { format!(" failed on `{function}`") })]
     Device {
@@ -43,182 +41,141 @@ pub enum EngineError {
     Interpreter(String),
 }
 
-/// The targets `tcc run` and `tcc bench` accept in this build.
-#[cfg(feature = "llvm")]
-pub const TARGETS: &str = "cpu, cpu:llvm, cpu:cranelift, cuda, interp";
-/// The targets `tcc run` and `tcc bench` accept in this build.
-#[cfg(not(feature = "llvm"))]
-pub const TARGETS: &str = "cpu, cpu:cranelift, interp (cpu:llvm and cuda need the `llvm` feature)";
-
-/// A target ready to prepare programs.
+/// A target with its device open, ready to prepare programs.
 #[derive(Debug)]
 // One engine exists per command; boxing the device would buy nothing.
 #[allow(clippy::large_enum_variant)]
 pub enum Engine {
     /// The f64 reference interpreter.
     Interp,
-    /// The host CPU through the cranelift tier.
+    /// The host CPU through one tier.
     Cpu {
-        /// The tier's target name (`cpu:cranelift` or `cpu:llvm`).
-        name: String,
-        /// The cost model the optimizer uses.
-        model: TargetModel,
-        /// The device.
+        /// The target (`cpu:cranelift` or `cpu:llvm`).
+        target: Target,
+        /// The device, compiling with that tier.
         device: CpuDevice,
+        /// On `cpu:llvm`, the device for programs with locked, cached or borrowed schedules: its
+        /// matmuls take their register and cache tiles from the schedule, as the tuner measured
+        /// them (see [`crate::pipeline::cpu_device`]).
+        tuned: Option<CpuDevice>,
     },
     /// The local CUDA GPU through the PTX backend (feature `llvm`).
     #[cfg(feature = "llvm")]
     Cuda {
-        /// The cost model of the GPU's architecture.
-        model: TargetModel,
+        /// The target (the GPU's architecture).
+        target: Target,
         /// The device.
         device: tcc_runtime::cuda::CudaDevice,
     },
 }
 
 impl Engine {
-    /// The engine for a `--target` name.
-    pub fn for_target(name: &str) -> Result<Engine, EngineError> {
-        match name {
-            "interp" => Ok(Engine::Interp),
-            // `cpu` is the best tier built in: LLVM's wide vectors when the `llvm` feature is on.
-            #[cfg(feature = "llvm")]
-            "cpu" | "cpu:llvm" => {
-                let model = TargetModel::for_target_name("cpu:llvm")
-                    .ok_or_else(|| EngineError::UnknownTarget(name.to_string()))?;
-                let device = CpuDevice::with_llvm(0).map_err(|e| EngineError::Device {
-                    target: name.to_string(),
-                    function: String::new(),
-                    message: e.to_string(),
-                })?;
-                Ok(Engine::Cpu { name: "cpu:llvm".to_string(), model, device })
+    /// Resolves `spec` ([`crate::target::resolve`]) and opens its device.
+    pub fn for_spec(spec: TargetSpec) -> Result<Engine, EngineError> {
+        Engine::open(crate::target::resolve(spec)?)
+    }
+
+    /// Opens the device of `target`: the host CPU with its tier, or the local GPU, which must
+    /// compile for exactly that architecture (`cuda` names whatever it is).
+    pub fn open(target: Target) -> Result<Engine, EngineError> {
+        crate::target::require_code_generator(target)?;
+        let device_error = |message: String| EngineError::Device {
+            target: target.name().to_string(),
+            function: String::new(),
+            message,
+        };
+        match target {
+            Target::Interp => Ok(Engine::Interp),
+            Target::Cpu(tier) => {
+                let open = |schedule_tiles| {
+                    crate::pipeline::cpu_device(tier, 0, schedule_tiles).map_err(|e| device_error(e.to_string()))
+                };
+                let tuned = if tier == tcc_ir::CpuTier::Llvm { Some(open(true)?) } else { None };
+                Ok(Engine::Cpu { target, device: open(false)?, tuned })
             }
             #[cfg(feature = "llvm")]
-            "cpu:cranelift" => cranelift_engine(name),
+            Target::Gpu(arch) => {
+                let device = tcc_runtime::cuda::CudaDevice::open(0).map_err(|e| device_error(e.to_string()))?;
+                if device.info().arch != arch {
+                    return Err(device_error(format!(
+                        "the local GPU ({}) compiles for {}; run with --target cuda or --target {}",
+                        device.info().name,
+                        device.info().arch,
+                        device.info().arch
+                    )));
+                }
+                Ok(Engine::Cuda { target, device })
+            }
             #[cfg(not(feature = "llvm"))]
-            "cpu" | "cpu:cranelift" => cranelift_engine(name),
-            #[cfg(feature = "llvm")]
-            "cuda" => {
-                let device = tcc_runtime::cuda::CudaDevice::open(0).map_err(|e| EngineError::Device {
-                    target: "cuda".into(),
-                    function: String::new(),
-                    message: e.to_string(),
-                })?;
-                let arch = device.info().arch.name();
-                let model =
-                    TargetModel::for_target_name(arch).ok_or_else(|| EngineError::UnknownTarget(arch.to_string()))?;
-                Ok(Engine::Cuda { model, device })
-            }
-            other => Err(EngineError::UnknownTarget(other.to_string())),
+            Target::Gpu(_) => Err(crate::target::TargetUnavailable::NeedsLlvm(target.name().to_string()).into()),
         }
     }
 
-    /// The target's name, as reported to users (`interp`, `cpu:cranelift`).
-    pub fn name(&self) -> &str {
+    /// The target.
+    pub fn target(&self) -> Target {
         match self {
-            Engine::Interp => "interp",
-            Engine::Cpu { name, .. } => name,
+            Engine::Interp => Target::Interp,
+            Engine::Cpu { target, .. } => *target,
             #[cfg(feature = "llvm")]
-            Engine::Cuda { device, .. } => device.info().arch.name(),
+            Engine::Cuda { target, .. } => *target,
         }
     }
 
-    /// Optimizes and compiles `graph` for `bindings`.
-    pub fn prepare<'e>(&'e self, graph: &Graph, bindings: &Bindings) -> Result<Prepared<'e>, EngineError> {
-        match self {
-            Engine::Interp => Ok(Prepared {
+    /// The target's name, as reported to users (`interp`, `cpu:cranelift`, `sm_90a`).
+    pub fn name(&self) -> &'static str {
+        self.target().name()
+    }
+
+    /// The pipeline of this engine's target obeying `lock`, with the tuning records of its device.
+    pub fn pipeline(&self, lock: &LockSetting) -> Result<Pipeline, EngineError> {
+        #[cfg(feature = "llvm")]
+        if let Engine::Cuda { target, device } = self {
+            let key = crate::tuning::gpu::device_key(device.info());
+            return Ok(Pipeline::for_device(*target, lock, key)?);
+        }
+        Ok(Pipeline::new(self.target(), lock)?)
+    }
+
+    /// Plans `graph` for `bindings` through `pipeline` (optimizer, lockfile, tuning cache) and
+    /// compiles the result.
+    pub fn prepare<'e>(
+        &'e self,
+        pipeline: &Pipeline,
+        graph: &Graph,
+        bindings: &Bindings,
+    ) -> Result<Prepared<'e>, EngineError> {
+        let start = Instant::now();
+        if let Engine::Interp = self {
+            return Ok(Prepared {
                 engine: self,
                 graph: graph.clone(),
-                program: None,
+                plan: None,
                 compiled: None,
                 compile_time: Duration::ZERO,
-                schedules: None,
-            }),
-            Engine::Cpu { name, model, device } => {
-                let start = Instant::now();
-                let mut options = OptimizeOptions::new(model.clone());
-                options.bindings = bindings.clone();
-                let optimized = optimize(graph, &options)
-                    .map_err(|e| EngineError::Optimizer { function: graph.name.clone(), message: e.to_string() })?;
-                let mut program = optimized.program;
-                // Cached or locked winners replace the optimizer's schedules; a cache that cannot be
-                // opened costs only speed, so it is a warning, never a failure.
-                // The tuner measures the cranelift tier only so far; the LLVM tier keeps the
-                // optimizer's schedules.
-                let schedules = if name == "cpu:cranelift" {
-                    match crate::tuning::apply_cached_schedules(&mut program, bindings, name, None) {
-                        Ok(report) => Some(report.summary()),
-                        Err(e) => {
-                            tracing::warn!("the tuning cache is unavailable; using the optimizer's schedules: {e}");
-                            None
-                        }
-                    }
-                } else {
-                    None
-                };
-                check_buffers(&program, bindings)?;
-                let compiled = device.compile(&program, bindings).map_err(|e| EngineError::Device {
-                    target: name.clone(),
-                    function: graph.name.clone(),
-                    message: e.to_string(),
-                })?;
-                Ok(Prepared {
-                    engine: self,
-                    graph: graph.clone(),
-                    program: Some(program),
-                    compiled: Some(compiled),
-                    compile_time: start.elapsed(),
-                    schedules,
-                })
+            });
+        }
+        let plan = pipeline.plan(graph, bindings, PlanOptions::default())?;
+        check_buffers(&plan.program, bindings)?;
+        let compile_error = |message: String| EngineError::Device {
+            target: self.name().to_string(),
+            function: graph.name.clone(),
+            message,
+        };
+        let compiled = match self {
+            Engine::Cpu { device, tuned, .. } => {
+                let any_tuned = plan.kernels.iter().any(|k| k.source != ScheduleSource::Default);
+                let device = tuned.as_ref().filter(|_| any_tuned).unwrap_or(device);
+                Some(device.compile(&plan.program, bindings).map_err(|e| compile_error(e.to_string()))?)
             }
             #[cfg(feature = "llvm")]
-            Engine::Cuda { model, device } => {
-                let start = Instant::now();
-                let mut options = OptimizeOptions::new(model.clone());
-                options.bindings = bindings.clone();
-                let mut program = optimize(graph, &options)
-                    .map_err(|e| EngineError::Optimizer { function: graph.name.clone(), message: e.to_string() })?
-                    .program;
-                // Locked or cached winners of `tcc tune --target cuda` for this GPU, as on the CPU.
-                let target = crate::tuning::TuneTarget::Gpu(device.info().arch);
-                let key = crate::tuning::gpu::device_key(device.info());
-                let schedules =
-                    match crate::tuning::apply_cached_schedules_on(&mut program, bindings, target, key, None) {
-                        Ok(report) => Some(report.summary()),
-                        Err(e) => {
-                            tracing::warn!("the tuning cache is unavailable; using the optimizer's schedules: {e}");
-                            None
-                        }
-                    };
-                check_buffers(&program, bindings)?;
-                device.compile(&program, bindings).map_err(|e| EngineError::Device {
-                    target: self.name().to_string(),
-                    function: graph.name.clone(),
-                    message: e.to_string(),
-                })?;
-                Ok(Prepared {
-                    engine: self,
-                    graph: graph.clone(),
-                    program: Some(program),
-                    compiled: None,
-                    compile_time: start.elapsed(),
-                    schedules,
-                })
+            Engine::Cuda { device, .. } => {
+                device.compile(&plan.program, bindings).map_err(|e| compile_error(e.to_string()))?;
+                None
             }
-        }
+            Engine::Interp => None,
+        };
+        Ok(Prepared { engine: self, graph: graph.clone(), plan: Some(plan), compiled, compile_time: start.elapsed() })
     }
-}
-
-/// The cranelift tier on every core.
-fn cranelift_engine(name: &str) -> Result<Engine, EngineError> {
-    let model =
-        TargetModel::for_target_name("cpu:cranelift").ok_or_else(|| EngineError::UnknownTarget(name.to_string()))?;
-    let device = CpuDevice::new().map_err(|e| EngineError::Device {
-        target: name.to_string(),
-        function: String::new(),
-        message: e.to_string(),
-    })?;
-    Ok(Engine::Cpu { name: "cpu:cranelift".to_string(), model, device })
 }
 
 /// Refuses programs whose intermediate buffers could not be allocated sensibly.
@@ -234,29 +191,48 @@ fn check_buffers(program: &Program, bindings: &Bindings) -> Result<(), EngineErr
     Ok(())
 }
 
+/// What [`Prepared::time`] measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// Median time of one run of the program, milliseconds.
+    pub median_ms: f64,
+    /// Each kernel's median, in launch order, milliseconds.
+    pub kernel_median_ms: Vec<f64>,
+    /// Timed repetitions.
+    pub repetitions: usize,
+}
+
+fn median(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples.get(samples.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// A program prepared for one target and one binding of its shape variables.
 #[derive(Debug)]
 pub struct Prepared<'e> {
     engine: &'e Engine,
     graph: Graph,
-    program: Option<Program>,
+    plan: Option<crate::pipeline::Plan>,
     compiled: Option<Arc<CompiledProgram>>,
     compile_time: Duration,
-    /// What the tuning cache decided, when it was consulted.
-    schedules: Option<String>,
 }
 
 impl Prepared<'_> {
     /// The optimized program (`None` on the interpreter).
     pub fn program(&self) -> Option<&Program> {
-        self.program.as_ref()
+        self.plan.as_ref().map(|p| &p.program)
+    }
+
+    /// Each kernel's plan: family, schedule and its source (empty on the interpreter).
+    pub fn kernels(&self) -> &[KernelPlan] {
+        self.plan.as_ref().map_or(&[], |p| p.kernels.as_slice())
     }
 
     /// Runs the compiled program on host tensors (no conversions; what benchmarks time). `None` on
     /// the interpreter, which has no compiled form.
     pub fn run_host(&self, inputs: &[HostTensor]) -> Option<Result<Vec<HostTensor>, EngineError>> {
         #[cfg(feature = "llvm")]
-        if let (Engine::Cuda { device, .. }, Some(program)) = (self.engine, &self.program) {
+        if let (Engine::Cuda { device, .. }, Some(program)) = (self.engine, self.program()) {
             return Some(device.run_program(program, inputs).map_err(|e| self.device_error(e.to_string())));
         }
         let compiled = self.compiled.as_ref()?;
@@ -277,24 +253,51 @@ impl Prepared<'_> {
         max_reps: usize,
         max_seconds: f64,
     ) -> Result<f64, EngineError> {
+        Ok(self.time(inputs, min_reps, max_reps, max_seconds)?.median_ms)
+    }
+
+    /// [`Prepared::time_ms`] with each kernel's median too.
+    pub fn time(
+        &self,
+        inputs: &[HostTensor],
+        min_reps: usize,
+        max_reps: usize,
+        max_seconds: f64,
+    ) -> Result<Measured, EngineError> {
         #[cfg(feature = "llvm")]
-        if let (Engine::Cuda { device, .. }, Some(program)) = (self.engine, &self.program) {
-            let options = tcc_runtime::cuda::TimingOptions { warmup: 5, repetitions: min_reps.max(20), flush_l2: true };
+        if let (Engine::Cuda { device, .. }, Some(program)) = (self.engine, self.program()) {
+            let repetitions = min_reps.max(20);
+            let options = tcc_runtime::cuda::TimingOptions { warmup: 5, repetitions, flush_l2: true };
             let timing = device.time_program(program, inputs, options).map_err(|e| self.device_error(e.to_string()))?;
-            return Ok(timing.median_ms);
+            return Ok(Measured {
+                median_ms: timing.median_ms,
+                kernel_median_ms: timing.launch_median_ms,
+                repetitions,
+            });
         }
         let compiled =
             self.compiled.as_ref().ok_or_else(|| self.device_error("the interpreter is not timed".into()))?;
-        let mut times = Vec::new();
+        // One untimed run first: buffers allocated, caches and pages warm.
+        std::hint::black_box(compiled.run(inputs).map_err(|e| self.device_error(e.to_string()))?);
+        let mut totals = Vec::new();
+        let mut per_kernel: Vec<Vec<f64>> = Vec::new();
         let start = Instant::now();
-        while times.len() < min_reps || (start.elapsed().as_secs_f64() < max_seconds && times.len() < max_reps) {
+        while totals.len() < min_reps.max(1) || (start.elapsed().as_secs_f64() < max_seconds && totals.len() < max_reps)
+        {
             let t = Instant::now();
-            let out = compiled.run(inputs).map_err(|e| self.device_error(e.to_string()))?;
-            times.push(t.elapsed().as_secs_f64() * 1e3);
+            let (out, launches) = compiled.run_timed(inputs).map_err(|e| self.device_error(e.to_string()))?;
+            totals.push(t.elapsed().as_secs_f64() * 1e3);
+            per_kernel.resize(launches.len(), Vec::new());
+            for (slot, d) in per_kernel.iter_mut().zip(launches) {
+                slot.push(d.as_secs_f64() * 1e3);
+            }
             std::hint::black_box(out);
         }
-        times.sort_by(f64::total_cmp);
-        Ok(times.get(times.len() / 2).copied().unwrap_or(f64::NAN))
+        Ok(Measured {
+            median_ms: median(&mut totals),
+            kernel_median_ms: per_kernel.iter_mut().map(|s| median(s)).collect(),
+            repetitions: totals.len(),
+        })
     }
 
     fn device_error(&self, message: String) -> EngineError {
@@ -308,13 +311,12 @@ impl Prepared<'_> {
 
     /// A short note on what was compiled, for the command line (empty for the interpreter).
     pub fn summary(&self) -> String {
-        match &self.program {
+        match self.program() {
             Some(p) => format!(
-                " ({} kernel{} compiled in {:.1} ms{})",
+                " ({} kernel{} compiled in {:.1} ms)",
                 p.launches.len(),
                 if p.launches.len() == 1 { "" } else { "s" },
                 self.compile_time.as_secs_f64() * 1e3,
-                self.schedules.as_ref().map(|s| format!("; tuning cache: {s}")).unwrap_or_default()
             ),
             None => String::new(),
         }
@@ -322,7 +324,7 @@ impl Prepared<'_> {
 
     /// Runs on `inputs`, refusing any interpreter intermediate above `max_memory` bytes.
     pub fn run(&self, inputs: &[Tensor], max_memory: u64) -> Result<Vec<Tensor>, EngineError> {
-        match &self.program {
+        match self.program() {
             Some(_) => {
                 let host: Vec<HostTensor> = inputs
                     .iter()

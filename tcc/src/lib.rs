@@ -13,6 +13,8 @@ pub mod device;
 pub mod engine;
 pub mod error;
 pub mod kernel;
+pub mod pipeline;
+pub mod target;
 pub mod tuning;
 
 pub use tcc_frontend as frontend;

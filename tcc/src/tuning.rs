@@ -31,11 +31,12 @@ use tcc_autotune::cache::LockChoice;
 use tcc_autotune::{
     Benchmarker, Candidate, Plan, Provenance, SearchSpace, Strategy, TunerOptions, plan, revalidate, tune_and_record,
 };
-use tcc_ir::{Bindings, Kernel, Program, Schedule};
+use tcc_ir::target::{Target, TargetSpec};
+use tcc_ir::{Bindings, Kernel, Program, Schedule, ScheduleSource};
 
 pub use bench::{Worker, WorkerBenchmarker};
 // The autotuner's types this module's API takes and returns.
-pub use key::{CPU_TARGET, LLVM_CPU_TARGET, TuneTarget, host_device, kernel_key, tuning_target};
+pub use key::{driver, host_device, kernel_key, tuning_target};
 pub use reference::{INTERP_MAX_WORK, Reference, SPOT_CHECKS, compare, interp_work, spot_check, tolerance};
 pub use space::{
     GpuPrune, cpu_space, gpu_knob_space, gpu_knobs, gpu_space, llvm_cpu_space, matmul_dims, matmul_problem,
@@ -54,13 +55,10 @@ pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
 /// Why tuning, or applying tuned schedules, could not proceed.
 #[derive(Debug, thiserror::Error)]
 pub enum TuningError {
-    /// The target name is not one tcc knows.
-    #[error("unknown target `{0}`; expected interp, cpu, cpu:cranelift, cpu:llvm, sm_80, sm_90a or cuda")]
-    UnknownTarget(String),
     /// The target has nothing to tune (the interpreter).
     #[error("target `{0}` has no schedules to tune; use --target cpu")]
     NotTunable(String),
-    /// The target has no benchmarker in this build.
+    /// The target has no benchmarker in this build (invalid input for this build: exit 1).
     #[error("tuning for `{0}` is not available in this build")]
     NoBenchmarker(String),
     /// The GPU to tune on is missing (no driver, no device, an unsupported one).
@@ -89,8 +87,8 @@ impl TuningError {
     pub fn is_invalid_input(&self) -> bool {
         matches!(
             self,
-            TuningError::UnknownTarget(_)
-                | TuningError::NotTunable(_)
+            TuningError::NotTunable(_)
+                | TuningError::NoBenchmarker(_)
                 | TuningError::Unbound(_)
                 | TuningError::MemoryLimit(_)
                 | TuningError::Lockfile(tcc_autotune::cache::LockfileError::NoHeader)
@@ -99,30 +97,11 @@ impl TuningError {
     }
 }
 
-/// Where a kernel's schedule came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// The lockfile.
-    Locked,
-    /// A fresh record of the tuning cache (measured or checked on this machine).
-    Cached,
-    /// A record measured elsewhere (shared cache, import, another version or CPU), checked now.
-    Validated,
-    /// Tuned now.
-    Tuned,
-    /// The optimizer's own choice: nothing usable was cached or locked, or nothing validated.
-    Default,
-}
-
-impl Source {
-    /// Name used in tables.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Source::Locked => "locked",
-            Source::Cached => "cached",
-            Source::Validated => "validated",
-            Source::Tuned => "tuned",
-            Source::Default => "default",
+impl From<crate::target::TargetUnavailable> for TuningError {
+    fn from(e: crate::target::TargetUnavailable) -> TuningError {
+        match e {
+            crate::target::TargetUnavailable::NeedsLlvm(_) => TuningError::NoBenchmarker(e.to_string()),
+            _ => TuningError::NoDevice(e.to_string()),
         }
     }
 }
@@ -137,7 +116,7 @@ pub struct Decision {
     /// The schedule it runs with.
     pub schedule: Schedule,
     /// Where that schedule came from.
-    pub source: Source,
+    pub source: ScheduleSource,
     /// Its measured median time, when known.
     pub time_ns: Option<u64>,
     /// Candidates measured for this kernel in this call (tuning trials and re-validations).
@@ -156,16 +135,16 @@ pub struct ApplyReport {
 }
 
 impl ApplyReport {
-    /// One line: how many kernels took a locked, cached or validated schedule and how many trials ran.
+    /// One line: how many kernels took a locked, cached or borrowed schedule and how many trials ran.
     pub fn summary(&self) -> String {
-        let count = |s: Source| self.decisions.iter().filter(|d| d.source == s).count();
+        let count = |s: ScheduleSource| self.decisions.iter().filter(|d| d.source == s).count();
         format!(
-            "{} kernels: {} locked, {} cached, {} validated, {} default; {} trials",
+            "{} kernels: {} locked, {} cached, {} borrowed, {} default; {} trials",
             self.decisions.len(),
-            count(Source::Locked),
-            count(Source::Cached),
-            count(Source::Validated),
-            count(Source::Default),
+            count(ScheduleSource::Locked),
+            count(ScheduleSource::Cached),
+            count(ScheduleSource::Borrowed),
+            count(ScheduleSource::Default),
             self.trials
         )
     }
@@ -205,7 +184,7 @@ pub struct KernelTuning {
 #[derive(Debug)]
 pub struct Tuning {
     cache: Layered,
-    target: TuneTarget,
+    target: Target,
     device: DeviceKey,
     lock: Option<Lockfile>,
     worker: Option<WorkerCommand>,
@@ -220,13 +199,13 @@ pub struct Tuning {
 impl Tuning {
     /// Tuning for the `--target` name `target` (see [`tuning_target`]) with `cache`, measuring in
     /// workers started by `worker` (the `tcc` binary with the argument `worker`).
-    pub fn new(cache: Layered, target: &str, worker: WorkerCommand) -> Result<Tuning, TuningError> {
+    pub fn new(cache: Layered, target: TargetSpec, worker: WorkerCommand) -> Result<Tuning, TuningError> {
         Tuning::for_target(cache, tuning_target(target)?, worker)
     }
 
     /// Tuning for `target`; records are keyed by this host's CPU, or for the GPU by the local
     /// GPU (opened once to read what it is).
-    pub fn for_target(cache: Layered, target: TuneTarget, worker: WorkerCommand) -> Result<Tuning, TuningError> {
+    pub fn for_target(cache: Layered, target: Target, worker: WorkerCommand) -> Result<Tuning, TuningError> {
         let device = if target.is_gpu() { gpu::device_key(&gpu::probe()?) } else { host_device() };
         Tuning::for_device(cache, target, device, worker)
     }
@@ -234,7 +213,7 @@ impl Tuning {
     /// Tuning for `target` with records keyed by `device` (a GPU already open elsewhere).
     pub fn for_device(
         cache: Layered,
-        target: TuneTarget,
+        target: Target,
         device: DeviceKey,
         worker: WorkerCommand,
     ) -> Result<Tuning, TuningError> {
@@ -258,7 +237,7 @@ impl Tuning {
     }
 
     /// [`Tuning::new`] with the default cache ([`open_cache`]).
-    pub fn open_default(target: &str, worker: WorkerCommand) -> Result<Tuning, TuningError> {
+    pub fn open_default(target: TargetSpec, worker: WorkerCommand) -> Result<Tuning, TuningError> {
         let target = tuning_target(target)?;
         Tuning::for_target(open_cache()?, target, worker)
     }
@@ -305,14 +284,14 @@ impl Tuning {
         &self.device
     }
 
-    /// The target measured on; its [`TuneTarget::name`] is what records are stored under.
-    pub fn target(&self) -> TuneTarget {
+    /// The target measured on; its [`Target::name`] is what records are stored under.
+    pub fn target(&self) -> Target {
         self.target
     }
 
     /// The cache key of `kernel` under `bindings`.
     pub fn key(&self, kernel: &Kernel, bindings: &Bindings) -> Result<CacheKey, TuningError> {
-        kernel_key(kernel, bindings, self.target.name(), &self.device)
+        kernel_key(kernel, bindings, self.target, &self.device)
     }
 
     /// The search space of `kernel` for this target, the optimizer's `proposals` first (a GPU
@@ -423,7 +402,7 @@ impl Tuning {
                 kernel: kernel.name.clone(),
                 key: key.clone(),
                 schedule: kernel.schedule,
-                source: Source::Default,
+                source: ScheduleSource::Default,
                 time_ns: None,
                 trials: 0,
                 record: None,
@@ -431,10 +410,10 @@ impl Tuning {
             match plan(lock_choice.as_ref(), &lookup, false) {
                 Plan::Use { schedule, .. } => {
                     if let Some(choice) = &lock_choice {
-                        decision.source = Source::Locked;
+                        decision.source = ScheduleSource::Locked;
                         decision.time_ns = Some(choice.entry.time_ns);
                     } else if let Lookup::Hit { record, .. } = &lookup {
-                        decision.source = Source::Cached;
+                        decision.source = ScheduleSource::Cached;
                         decision.time_ns = Some(record.time_ns);
                         decision.record = Some(record.clone());
                     }
@@ -449,7 +428,7 @@ impl Tuning {
                         match self.check_record(kernel, bindings, &key, record, kind) {
                             Ok((checked, _)) => {
                                 decision.trials = 1;
-                                decision.source = Source::Validated;
+                                decision.source = ScheduleSource::Borrowed;
                                 decision.schedule = checked.schedule;
                                 decision.time_ns = Some(checked.time_ns);
                                 decision.record = Some(checked);
@@ -475,7 +454,7 @@ impl Tuning {
                     kernel.schedule.tier.name()
                 );
                 decision.schedule = kernel.schedule;
-                decision.source = Source::Default;
+                decision.source = ScheduleSource::Default;
             }
             kernel.schedule = decision.schedule;
             report.trials += decision.trials;
@@ -515,7 +494,7 @@ impl Tuning {
                         key: key.clone(),
                         time_ns,
                         runners_up: Vec::new(),
-                        provenance: Provenance::here(self.target.driver()),
+                        provenance: Provenance::here(driver(self.target)),
                         state: tcc_autotune::cache::RecordState::Fresh,
                         ..record.clone()
                     };
@@ -548,7 +527,7 @@ impl Tuning {
                 kernel: kernel.name.clone(),
                 key: key.clone(),
                 schedule: kernel.schedule,
-                source: Source::Default,
+                source: ScheduleSource::Default,
                 time_ns: None,
                 trials: 0,
                 record: None,
@@ -559,7 +538,7 @@ impl Tuning {
         let mut seed = None;
         match (plan(None, &lookup, true), &lookup) {
             (Plan::Use { .. }, Lookup::Hit { record, .. }) if !options.retune => {
-                result.decision.source = Source::Cached;
+                result.decision.source = ScheduleSource::Cached;
                 result.decision.schedule = record.schedule;
                 result.decision.time_ns = Some(record.time_ns);
                 result.decision.record = Some(record.clone());
@@ -570,7 +549,7 @@ impl Tuning {
                     Ok((here, measured)) => {
                         result.decision.trials = 1;
                         result.validation = Some(Outcome::Ok { time_ns: measured });
-                        result.decision.source = Source::Validated;
+                        result.decision.source = ScheduleSource::Borrowed;
                         result.decision.schedule = here.schedule;
                         result.decision.time_ns = Some(here.time_ns);
                         result.decision.record = Some(here);
@@ -600,10 +579,10 @@ impl Tuning {
             progress: options.progress,
         };
         let (report, record) =
-            tune_and_record(&self.cache, &key, &space, &seeds, tuner_options, &bench, self.target.driver());
+            tune_and_record(&self.cache, &key, &space, &seeds, tuner_options, &bench, driver(self.target));
         result.decision.trials += report.trials.iter().filter(|t| !t.resumed).count();
         if let Some(record) = record {
-            result.decision.source = Source::Tuned;
+            result.decision.source = ScheduleSource::Tuned;
             result.decision.schedule = record.schedule;
             result.decision.time_ns = Some(record.time_ns);
             result.decision.record = Some(record);
@@ -659,26 +638,14 @@ pub fn worker_command() -> Result<WorkerCommand, TuningError> {
 }
 
 /// Replaces each kernel's schedule of `program` (optimized for `target` under `bindings`) by its
-/// locked or cached winner, with the default cache and workers ([`worker_command`]): see
-/// [`Tuning::apply`]. In the `tcc` binary (`run`, `compile`) records measured elsewhere are checked
-/// in `tcc worker` processes; in another program they are left unused ([`Tuning::without_validation`]).
-pub fn apply_cached_schedules(
-    program: &mut Program,
-    bindings: &Bindings,
-    target: &str,
-    lock: Option<Lockfile>,
-) -> Result<ApplyReport, TuningError> {
-    let target = tuning_target(target)?;
-    let device = if target.is_gpu() { gpu::device_key(&gpu::probe()?) } else { host_device() };
-    apply_cached_schedules_on(program, bindings, target, device, lock)
-}
-
-/// [`apply_cached_schedules`] for `target` with records keyed by `device` (for a GPU the caller
-/// has open: nothing is probed).
+/// locked or cached winner, with the default cache and records keyed by `device`: see
+/// [`Tuning::apply`]. In the `tcc` binary records measured elsewhere are checked in `tcc worker`
+/// processes; in another program they are left unused ([`Tuning::without_validation`]). The
+/// pipeline's second step ([`crate::pipeline::Pipeline::choose_schedules`]).
 pub fn apply_cached_schedules_on(
     program: &mut Program,
     bindings: &Bindings,
-    target: TuneTarget,
+    target: Target,
     device: DeviceKey,
     lock: Option<Lockfile>,
 ) -> Result<ApplyReport, TuningError> {

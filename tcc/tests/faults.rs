@@ -76,7 +76,7 @@ fn the_cuda_target_without_a_gpu_is_a_clear_error() {
     } else if stderr.contains("no CUDA driver") {
         // Built in, no driver: the environment failed (exit 2), with the reason.
         assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains("cuda: no CUDA driver found (libcuda.so)"), "{stderr}");
+        assert!(stderr.contains("`cuda`") && stderr.contains("no CUDA driver found (libcuda.so)"), "{stderr}");
     } else {
         // A machine with a GPU: the program runs.
         assert_eq!(out.status.code(), Some(0), "{stderr}");

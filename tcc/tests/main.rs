@@ -8,5 +8,6 @@ mod examples;
 mod faults;
 mod macro_kernel;
 mod macro_ui;
+mod pipeline;
 mod tune;
 mod tune_targets;

@@ -7,7 +7,7 @@ use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetTriple};
 use tcc_ir::{Bindings, Kernel, Program};
 
-use super::arch::GpuArch;
+use super::arch::{CapsExt, GpuArch};
 use super::error::PtxError;
 use super::{PtxKernel, emit_llvm_ir};
 

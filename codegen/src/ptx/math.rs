@@ -21,7 +21,7 @@
 
 use tcc_ir::{BinaryOp, CompareOp, DType, ReduceOp, UnaryOp};
 
-use super::arch::{Feature, GpuCaps};
+use super::arch::{CapsExt, Feature, GpuCaps};
 use super::error::PtxError;
 use super::ir::Func;
 

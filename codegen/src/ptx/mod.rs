@@ -30,7 +30,7 @@ mod stages;
 pub(crate) mod tma;
 pub mod wgmma;
 
-pub use arch::{Feature, GpuArch, GpuCaps};
+pub use arch::{CapsExt, Feature, GpuArch, GpuCaps};
 pub use error::PtxError;
 #[cfg(feature = "llvm")]
 pub use llvm::{compile_kernel, compile_program, ir_to_ptx};

@@ -19,7 +19,7 @@
 use tcc_ir::{BinaryOp, DType, Graph, NodeId, Op, ReduceOp, UnaryOp};
 
 use super::LaunchConfig;
-use super::arch::Feature;
+use super::arch::{CapsExt, Feature};
 use super::error::PtxError;
 use super::expr::{Em, Ix};
 use super::ir::ModuleText;

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use tcc_codegen::ptx::{self, Feature, GpuArch, PtxError, PtxKernel};
+use tcc_codegen::ptx::{self, CapsExt, Feature, GpuArch, PtxError, PtxKernel};
 use tcc_ir::interp::{Tensor, run_graph};
 use tcc_ir::testing::{GenConfig, Tolerance, arb_graph, compare_outputs, random_inputs};
 use tcc_ir::{

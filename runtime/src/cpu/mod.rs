@@ -217,6 +217,29 @@ impl CompiledProgram {
 
     /// Runs the program; the inputs must have exactly the shapes it was compiled for.
     pub fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+        self.run_observed(inputs, |_, _| {})
+    }
+
+    /// [`CompiledProgram::run`], also returning each launch's wall time, in launch order.
+    pub fn run_timed(
+        &self,
+        inputs: &[HostTensor],
+    ) -> Result<(Vec<HostTensor>, Vec<std::time::Duration>), RuntimeError> {
+        let mut times = vec![std::time::Duration::ZERO; self.launches.len()];
+        let outputs = self.run_observed(inputs, |i, t| {
+            if let Some(slot) = times.get_mut(i) {
+                *slot = t;
+            }
+        })?;
+        Ok((outputs, times))
+    }
+
+    /// Runs the program, telling `observe` each launch's index and wall time.
+    fn run_observed(
+        &self,
+        inputs: &[HostTensor],
+        mut observe: impl FnMut(usize, std::time::Duration),
+    ) -> Result<Vec<HostTensor>, RuntimeError> {
         let bindings = bind_inputs(&self.name, &self.params, inputs)?;
         if bindings != self.bindings {
             let param = self
@@ -234,8 +257,10 @@ impl CompiledProgram {
         for (ty, dims) in &self.buffers {
             buffers.push(Some(HostTensor::zeros(ty.dtype, dims.clone())?));
         }
-        for launch in &self.launches {
+        for (i, launch) in self.launches.iter().enumerate() {
+            let start = std::time::Instant::now();
             self.launch(launch, inputs, &mut buffers)?;
+            observe(i, start.elapsed());
         }
         self.outputs
             .iter()

@@ -54,6 +54,9 @@ pub struct Timing {
     pub min_ms: f64,
     /// Every repetition, in order, in milliseconds.
     pub samples_ms: Vec<f64>,
+    /// Each launch's median over the repetitions, in launch order, in milliseconds (events
+    /// recorded between launches; empty when not measured per launch).
+    pub launch_median_ms: Vec<f64>,
 }
 
 impl Timing {
@@ -63,7 +66,7 @@ impl Timing {
         sorted.sort_by(f64::total_cmp);
         let median_ms = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
         let min_ms = sorted.first().copied().unwrap_or(0.0);
-        Timing { median_ms, min_ms, samples_ms: samples }
+        Timing { median_ms, min_ms, samples_ms: samples, launch_median_ms: Vec::new() }
     }
 }
 
@@ -206,16 +209,32 @@ impl CudaDevice {
             None
         };
         let mut samples = Vec::with_capacity(options.repetitions.max(1));
+        let mut per_launch: Vec<Vec<f64>> = vec![Vec::new(); gp.kernels.len()];
         for _ in 0..options.repetitions.max(1) {
             if let Some(f) = flush.as_mut() {
                 self.clear(f)?;
             }
-            let start = self.record_event()?;
-            self.launch_all(&gp, &r, false)?;
-            let end = self.record_event()?;
-            samples.push(f64::from(self.elapsed_ms(&start, &end)?));
+            // An event before the first launch and after each one: the total and every launch's share.
+            let mut marks = vec![self.record_event()?];
+            for (launch, kernel) in gp.program.launches.iter().zip(&gp.kernels) {
+                let name = &launch.kernel.name;
+                let ins = launch.inputs.iter().map(|&v| Self::value(&r, v, name)).collect::<Result<Vec<_>, _>>()?;
+                let outs = launch.outputs.iter().map(|&v| Self::value(&r, v, name)).collect::<Result<Vec<_>, _>>()?;
+                self.launch(kernel, &ins, &outs, &r.scratch)?;
+                marks.push(self.record_event()?);
+            }
+            if let (Some(first), Some(last)) = (marks.first(), marks.last()) {
+                samples.push(f64::from(self.elapsed_ms(first, last)?));
+            }
+            for (i, pair) in marks.windows(2).enumerate() {
+                if let (Some(slot), [a, b]) = (per_launch.get_mut(i), pair) {
+                    slot.push(f64::from(self.elapsed_ms(a, b)?));
+                }
+            }
         }
         self.sync_after(&program.name)?;
-        Ok(Timing::from_samples(samples))
+        let mut timing = Timing::from_samples(samples);
+        timing.launch_median_ms = per_launch.into_iter().map(|s| Timing::from_samples(s).median_ms).collect();
+        Ok(timing)
     }
 }

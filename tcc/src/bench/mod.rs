@@ -4,6 +4,7 @@
 
 #[cfg(feature = "llvm")]
 mod baseline;
+pub mod count;
 pub mod workload;
 
 use std::time::Instant;
@@ -13,6 +14,7 @@ use tcc_report::BenchRow;
 use tcc_runtime::HostTensor;
 
 use crate::engine::{Engine, EngineError, Prepared};
+use crate::pipeline::Pipeline;
 pub use workload::{Workload, WorkloadError, load_suite};
 
 /// Workloads above this many flops are not checked by the (single-threaded, f64) interpreter.
@@ -51,8 +53,14 @@ pub enum BenchError {
 }
 
 /// Times one workload and checks its result against the f64 reference interpreter.
-pub fn bench_workload(engine: &Engine, workload: &Workload, timing: Timing, seed: u64) -> Result<BenchRow, BenchError> {
-    Ok(bench_with_baseline(engine, workload, timing, seed)?.rows.swap_remove(0))
+pub fn bench_workload(
+    engine: &Engine,
+    pipeline: &Pipeline,
+    workload: &Workload,
+    timing: Timing,
+    seed: u64,
+) -> Result<BenchRow, BenchError> {
+    Ok(bench_with_baseline(engine, pipeline, workload, timing, seed)?.rows.swap_remove(0))
 }
 
 /// What [`bench_with_baseline`] measured.
@@ -69,6 +77,7 @@ pub struct BenchResult {
 /// large for the full reference is checked against the f64 interpreter on sampled rows.
 pub fn bench_with_baseline(
     engine: &Engine,
+    pipeline: &Pipeline,
     workload: &Workload,
     timing: Timing,
     seed: u64,
@@ -83,7 +92,7 @@ pub fn bench_with_baseline(
         .collect::<Result<_, _>>()
         .map_err(|e| EngineError::Interpreter(e.to_string()))?;
     let first_start = Instant::now();
-    let prepared = engine.prepare(&graph, &bindings)?;
+    let prepared = engine.prepare(pipeline, &graph, &bindings)?;
     let first = run_once(engine, &prepared, &host)?;
     let first_call_s = first_start.elapsed().as_secs_f64();
     let median_ms = prepared.time_ms(&host, timing.min_reps, timing.max_reps, timing.max_seconds)?;
@@ -183,7 +192,8 @@ mod tests {
 
     #[test]
     fn a_small_workload_benchmarks_on_the_cpu() {
-        let engine = Engine::for_target("cpu").unwrap();
+        let engine = Engine::for_spec(tcc_ir::TargetSpec::BestCpu).unwrap();
+        let pipeline = Pipeline::untuned(engine.target());
         let w = Workload {
             name: "tiny_softmax".into(),
             kind: "softmax".into(),
@@ -196,13 +206,15 @@ mod tests {
             rows: Some(7),
             cols: Some(33),
         };
-        let row = bench_workload(&engine, &w, Timing { min_reps: 3, max_reps: 3, max_seconds: 0.0 }, 1).unwrap();
+        let row =
+            bench_workload(&engine, &pipeline, &w, Timing { min_reps: 3, max_reps: 3, max_seconds: 0.0 }, 1).unwrap();
         // `cpu` is the best CPU tier built in: cranelift, or LLVM with feature `llvm`.
         assert!(row.implementation.starts_with("tcc:cpu:"), "{}", row.implementation);
         assert!(row.median_ms > 0.0);
         assert!(row.max_rel_err.unwrap() < 1e-5, "{row:?}");
-        let interp = Engine::for_target("interp").unwrap();
-        assert!(matches!(bench_workload(&interp, &w, Timing::default(), 1), Err(BenchError::NotCompiled(_))));
+        let interp = Engine::open(tcc_ir::Target::Interp).unwrap();
+        let untuned = Pipeline::untuned(tcc_ir::Target::Interp);
+        assert!(matches!(bench_workload(&interp, &untuned, &w, Timing::default(), 1), Err(BenchError::NotCompiled(_))));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use tcc_ir::target::TargetSpec;
 
 /// tcc, a tensor compiler: check, inspect and run tensor programs written in the tcc DSL.
 #[derive(Debug, Parser)]
@@ -48,15 +49,40 @@ pub struct ExplainArgs {
     /// The program.
     #[command(flatten)]
     pub program: ProgramArgs,
-    /// The target whose cost model decides: interp, cpu, cpu:cranelift, cpu:llvm, sm_80, sm_90a.
+    /// The target: cpu, cpu:cranelift, cpu:llvm, cuda, sm_80, sm_90a or interp.
     #[arg(long, default_value = "cpu", value_name = "T")]
-    pub target: String,
-    /// Binds a shape variable for the cost model (unbound ones count as 1024).
+    pub target: TargetSpec,
+    /// Binds a shape variable for the cost model (unbound ones count as 1024; tuning records
+    /// apply only when every variable is bound).
     #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
     pub dims: Vec<(String, u64)>,
     /// Also write the kernel graph in Graphviz dot format to this file (`-` for stdout).
     #[arg(long, value_name = "OUT")]
     pub dot: Option<PathBuf>,
+    /// Which lockfile to obey.
+    #[command(flatten)]
+    pub lock: LockArgs,
+    /// Print one JSON object per line (a header, then one per kernel) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The lockfile a command obeys: `--lock FILE`, else `$TCC_LOCKFILE`, else `./tcc.lock` if present.
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// Obey this lockfile (default: $TCC_LOCKFILE, else ./tcc.lock when it exists).
+    #[arg(long = "lock", value_name = "FILE")]
+    pub lockfile: Option<PathBuf>,
+}
+
+impl LockArgs {
+    /// The pipeline's setting.
+    pub fn setting(&self) -> crate::pipeline::LockSetting {
+        match &self.lockfile {
+            Some(path) => crate::pipeline::LockSetting::File(path.clone()),
+            None => crate::pipeline::LockSetting::FromEnvironment,
+        }
+    }
 }
 
 /// The program a command works on.
@@ -91,13 +117,19 @@ pub struct RunArgs {
     /// The program.
     #[command(flatten)]
     pub program: ProgramArgs,
-    /// Where to run: cpu (the best CPU tier built in), cpu:cranelift, or interp (the f64 reference
-    /// interpreter).
+    /// Where to run: cpu (the best CPU tier built in), cpu:cranelift, cpu:llvm, cuda (the local
+    /// GPU), sm_80 or sm_90a (the local GPU, if it is one), or interp (the f64 reference interpreter).
     #[arg(long, default_value = "cpu", value_name = "T")]
-    pub target: String,
+    pub target: TargetSpec,
     /// Also run the reference interpreter on the same inputs and report the largest error.
     #[arg(long)]
     pub check: bool,
+    /// Which lockfile to obey.
+    #[command(flatten)]
+    pub lock: LockArgs,
+    /// Print one JSON object per line (one per kernel, then the run with its outputs) instead of text.
+    #[arg(long)]
+    pub json: bool,
     /// Binds a shape variable, e.g. --dim M=128 (repeatable; names the fn does not use are ignored).
     #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
     pub dims: Vec<(String, u64)>,
@@ -147,6 +179,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_grammar_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
     fn dims_parse_and_reject() {
         assert_eq!(parse_dim("M=128"), Ok(("M".to_string(), 128)));
         assert!(parse_dim("M").is_err());
@@ -165,21 +203,36 @@ mod tests {
     }
 }
 
-/// Arguments of `tcc bench`.
+/// Arguments of `tcc bench`: a program (`tcc bench FILE`) or the public suite (`--workloads`).
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// The `.tc` file to time (or use --workloads).
+    #[arg(required_unless_present = "workloads", conflicts_with = "workloads")]
+    pub file: Option<PathBuf>,
+    /// The fn of FILE to time (optional when the file has one fn).
+    #[arg(long = "fn", value_name = "NAME")]
+    pub function: Option<String>,
+    /// Binds a shape variable of FILE's fn (every variable must be bound).
+    #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
+    pub dims: Vec<(String, u64)>,
     /// The workloads file (the schema of bench/workloads.json).
-    #[arg(long, value_name = "FILE")]
-    pub workloads: PathBuf,
-    /// Which suite of the file: cpu or gpu.
+    #[arg(long, value_name = "FILE", requires_all = ["suite", "out"])]
+    pub workloads: Option<PathBuf>,
+    /// Which suite of the workloads file: cpu or gpu.
     #[arg(long, value_name = "SUITE")]
-    pub suite: String,
-    /// Where to run: cpu or cpu:cranelift.
+    pub suite: Option<String>,
+    /// Where to run: cpu, cpu:cranelift, cpu:llvm, cuda, sm_80 or sm_90a.
     #[arg(long, default_value = "cpu", value_name = "T")]
-    pub target: String,
-    /// Where to write the JSONL rows (`-` for stdout).
+    pub target: TargetSpec,
+    /// Where to write the JSONL rows of --workloads (`-` for stdout).
     #[arg(long, value_name = "FILE")]
-    pub out: PathBuf,
+    pub out: Option<PathBuf>,
+    /// Which lockfile to obey.
+    #[command(flatten)]
+    pub lock: LockArgs,
+    /// With FILE: print one JSON object per line (one per kernel, then the total) instead of text.
+    #[arg(long)]
+    pub json: bool,
     /// Also write a report (roofline and speedup SVGs, a Markdown table) into this folder; the
     /// device's ceilings are measured in the same run.
     #[arg(long, value_name = "DIR")]
@@ -207,7 +260,10 @@ pub struct TuneArgs {
     /// The target to tune for: cpu (the best CPU tier built in), cpu:cranelift, cpu:llvm, cuda (the
     /// local GPU), sm_80 or sm_90a (the local GPU compiled for that target).
     #[arg(long, default_value = "cpu", value_name = "T")]
-    pub target: String,
+    pub target: TargetSpec,
+    /// Print one JSON object per line (one per kernel's decision) instead of text.
+    #[arg(long)]
+    pub json: bool,
     /// Binds a shape variable, e.g. --dim M=128 (repeatable; every variable of the fn must be bound).
     #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
     pub dims: Vec<(String, u64)>,
@@ -272,7 +328,11 @@ pub struct CacheArgs {
 #[derive(Debug, Subcommand)]
 pub enum CacheCommand {
     /// List every record: key, target, schedule, time, state, tcc version, date, device.
-    Ls,
+    Ls {
+        /// Print one JSON object per record instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Count records by state, version, target and device.
     Stats,
     /// Remove undecodable and quarantined records and old journal entries.
@@ -316,9 +376,12 @@ pub struct CompileArgs {
     /// The program.
     #[command(flatten)]
     pub program: ProgramArgs,
-    /// The target: cpu, cpu:cranelift, sm_80 or sm_90a.
+    /// The target: cpu, cpu:cranelift, cpu:llvm, cuda, sm_80 or sm_90a.
     #[arg(long, value_name = "T")]
-    pub target: String,
+    pub target: TargetSpec,
+    /// Which lockfile to obey.
+    #[command(flatten)]
+    pub lock: LockArgs,
     /// Binds a shape variable (every variable of the fn must be bound).
     #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
     pub dims: Vec<(String, u64)>,

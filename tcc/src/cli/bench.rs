@@ -1,38 +1,145 @@
-//! `tcc bench --workloads FILE --suite cpu --out FILE [--report DIR] [--peers FILE]...`.
+//! `tcc bench FILE [--fn F] [--target T] [--dim N=V]... [--json]`: time one program, per kernel.
+//! `tcc bench --workloads FILE --suite cpu --out FILE [--report DIR] [--peers FILE]...`: the suite.
 
 use std::io::IsTerminal;
+use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tcc_report::{BenchRow, Ceilings, ComputeCeiling, ReportInput};
 
-use super::args::BenchArgs;
+use super::args::{BenchArgs, ProgramArgs};
 use super::atomic::write_output;
 use super::error::CliError;
-use crate::bench::{Timing, bench_with_baseline, load_suite};
+use super::inputs::random_inputs;
+use super::json;
+use super::load::{bind, load, select_fn};
+use crate::bench::{Timing, bench_with_baseline, count, load_suite};
 use crate::engine::Engine;
 
-/// Runs `tcc bench`.
+/// Runs `tcc bench`: `FILE` times one program, `--workloads` the public suite.
 pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
-    let gpu_target = args.target == "cuda";
-    match (args.suite.as_str(), gpu_target) {
+    match (&args.file, &args.workloads) {
+        (Some(file), None) => bench_file(args, file),
+        (None, Some(workloads)) => bench_workloads(args, workloads),
+        _ => Err(CliError::invalid("`tcc bench` takes a FILE or --workloads FILE, not both")),
+    }
+}
+
+/// `tcc bench FILE`: the program's fn on random normal inputs made once, timed as the suite is
+/// (warm-up; on a GPU CUDA events with the L2 flushed before each of at least 20 repetitions; on
+/// the CPU wall time), median per kernel and in total, with bytes/s and (for products) FLOP/s.
+fn bench_file(args: &BenchArgs, file: &Path) -> Result<(), CliError> {
+    let engine = Engine::for_spec(args.target)?;
+    if matches!(engine, Engine::Interp) {
+        return Err(CliError::invalid("the interpreter is the reference, not a benchmark target"));
+    }
+    let pipeline = engine.pipeline(&args.lock.setting())?;
+    let program_args = ProgramArgs { file: file.to_path_buf(), function: args.function.clone() };
+    let loaded = load(file)?;
+    let graph = select_fn(&loaded, &program_args)?;
+    let bindings = bind(graph, &args.dims)?;
+    let inputs = random_inputs(graph, &bindings, args.seed, u64::MAX)?;
+    let host: Vec<tcc_runtime::HostTensor> = inputs
+        .iter()
+        .map(tcc_runtime::HostTensor::from_interp)
+        .collect::<Result<_, _>>()
+        .map_err(|e| CliError::Environment(format!("cannot convert the inputs: {e}")))?;
+    let prepared = engine.prepare(&pipeline, graph, &bindings)?;
+    let timing = Timing::default();
+    let measured = prepared.time(&host, timing.min_reps.max(20), timing.max_reps, timing.max_seconds)?;
+    let program = prepared.program().ok_or_else(|| CliError::Environment("nothing was compiled".into()))?;
+    let mut total_bytes = 0.0;
+    let mut total_flops: Option<f64> = None;
+    let rate = |amount: f64, ms: f64| if ms > 0.0 { amount / (ms * 1e-3) } else { f64::NAN };
+    if !args.json {
+        println!(
+            "fn {} on {}: {} kernel{}, median of {} runs",
+            graph.name,
+            engine.name(),
+            prepared.kernels().len(),
+            if prepared.kernels().len() == 1 { "" } else { "s" },
+            measured.repetitions
+        );
+    }
+    for ((plan, launch), ms) in prepared.kernels().iter().zip(&program.launches).zip(&measured.kernel_median_ms) {
+        let work = count::kernel_work(&launch.kernel, &bindings);
+        if let Some(w) = work {
+            total_bytes += w.bytes;
+            if let Some(f) = w.flops {
+                total_flops = Some(total_flops.unwrap_or(0.0) + f);
+            }
+        }
+        if args.json {
+            let mut object = json::kernel_object(plan);
+            object.insert("median_ms".into(), serde_json::json!(ms));
+            if let Some(w) = work {
+                object.insert("bytes_per_s".into(), serde_json::json!(rate(w.bytes, *ms)));
+                if let Some(f) = w.flops {
+                    object.insert("flop_per_s".into(), serde_json::json!(rate(f, *ms)));
+                }
+            }
+            json::print_line(&serde_json::Value::Object(object))?;
+        } else {
+            let flops = work.and_then(|w| w.flops).map(|f| format!(" {:9.1} GFLOP/s", rate(f, *ms) / 1e9));
+            let bytes = work.map(|w| format!(" {:8.1} GB/s", rate(w.bytes, *ms) / 1e9));
+            println!(
+                "  {:24} {:14} {:10.4} ms{}{}  {} ({})",
+                plan.kernel,
+                plan.family,
+                ms,
+                bytes.unwrap_or_default(),
+                flops.unwrap_or_default(),
+                plan.schedule,
+                plan.source
+            );
+        }
+    }
+    if args.json {
+        let mut total = serde_json::json!({
+            "function": graph.name,
+            "target": engine.name(),
+            "kernels": prepared.kernels().len(),
+            "median_ms": measured.median_ms,
+            "repetitions": measured.repetitions,
+            "bytes_per_s": rate(total_bytes, measured.median_ms),
+        });
+        if let (Some(f), Some(object)) = (total_flops, total.as_object_mut()) {
+            object.insert("flop_per_s".into(), serde_json::json!(rate(f, measured.median_ms)));
+        }
+        json::print_line(&total)?;
+    } else {
+        let flops =
+            total_flops.map(|f| format!(", {:.1} GFLOP/s", rate(f, measured.median_ms) / 1e9)).unwrap_or_default();
+        println!(
+            "total {:.4} ms ({:.1} GB/s of compulsory traffic{flops})",
+            measured.median_ms,
+            rate(total_bytes, measured.median_ms) / 1e9
+        );
+    }
+    Ok(())
+}
+
+/// `tcc bench --workloads FILE --suite S --out FILE`: the public suite.
+fn bench_workloads(args: &BenchArgs, workloads_file: &Path) -> Result<(), CliError> {
+    let suite = args.suite.as_deref().ok_or_else(|| CliError::invalid("--workloads needs --suite"))?;
+    let out = args.out.as_ref().ok_or_else(|| CliError::invalid("--workloads needs --out"))?;
+    let engine = Engine::for_spec(args.target)?;
+    match (suite, engine.target().is_gpu()) {
         ("cpu", false) | ("gpu", true) => {}
         ("cpu", true) => return Err(CliError::invalid("the cpu suite runs on a CPU target (--target cpu)")),
         ("gpu", false) => return Err(CliError::invalid("the gpu suite runs on a GPU target (--target cuda)")),
         (other, _) => return Err(CliError::invalid(format!("unknown suite `{other}`; suites are cpu and gpu"))),
     }
-    let engine = Engine::for_target(&args.target).map_err(|e| match e {
-        crate::engine::EngineError::UnknownTarget(_) => CliError::invalid(e.to_string()),
-        other => CliError::Environment(other.to_string()),
-    })?;
     if matches!(engine, Engine::Interp) {
         return Err(CliError::invalid("the interpreter is the reference, not a benchmark target"));
     }
-    let mut workloads = load_suite(&args.workloads, &args.suite).map_err(|e| CliError::invalid(e.to_string()))?;
+    let pipeline = engine.pipeline(&args.lock.setting())?;
+    let mut workloads = load_suite(workloads_file, suite).map_err(|e| CliError::invalid(e.to_string()))?;
     if let Some(only) = &args.only {
         let keep: Vec<&str> = only.split(',').map(str::trim).collect();
         let unknown: Vec<&&str> = keep.iter().filter(|k| !workloads.iter().any(|w| w.name == **k)).collect();
         if !unknown.is_empty() {
-            return Err(CliError::invalid(format!("no workloads named {unknown:?} in the {} suite", args.suite)));
+            return Err(CliError::invalid(format!("no workloads named {unknown:?} in the {suite} suite")));
         }
         workloads.retain(|w| keep.contains(&w.name.as_str()));
     }
@@ -50,7 +157,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     let mut rows = Vec::new();
     for w in &workloads {
         progress.set_message(w.name.clone());
-        let result = bench_with_baseline(&engine, w, Timing::default(), args.seed)
+        let result = bench_with_baseline(&engine, &pipeline, w, Timing::default(), args.seed)
             .map_err(|e| CliError::Environment(format!("workload `{}`: {e}", w.name)))?;
         for row in result.rows {
             // `suspend` prints above a visible bar and plainly when stderr is not a terminal.
@@ -80,7 +187,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         jsonl.push_str(&line);
         jsonl.push('\n');
     }
-    write_output(&args.out, jsonl.as_bytes(), Some(&args.workloads))?;
+    write_output(out, jsonl.as_bytes(), Some(workloads_file))?;
 
     if let Some(dir) = &args.report {
         let (ceilings, device) = measure_ceilings(&engine)?;

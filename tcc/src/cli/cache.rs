@@ -60,7 +60,7 @@ impl Origin {
 pub fn cache(args: &CacheArgs) -> Result<(), CliError> {
     let caches = open()?;
     match &args.command {
-        CacheCommand::Ls => ls(&caches),
+        CacheCommand::Ls { json } => ls(&caches, *json),
         CacheCommand::Stats => stats(&caches),
         CacheCommand::Gc(a) => gc(&caches, a),
         CacheCommand::Show { key } => show(&caches, key),
@@ -149,8 +149,23 @@ impl Caches {
     }
 }
 
-fn ls(caches: &Caches) -> Result<(), CliError> {
+fn ls(caches: &Caches, json: bool) -> Result<(), CliError> {
     let records = caches.records()?;
+    if json {
+        // One object per record: its key hash, where it was found, and the record as stored (with
+        // the schedule also as canonical text).
+        for (r, origin) in records.values() {
+            let mut object = match serde_json::to_value(r) {
+                Ok(serde_json::Value::Object(o)) => o,
+                Ok(_) | Err(_) => return Err(CliError::Environment("internal error: a record does not encode".into())),
+            };
+            object.insert("hash".into(), serde_json::json!(r.key.hash().as_str()));
+            object.insert("schedule_text".into(), serde_json::json!(r.schedule.to_string()));
+            object.insert("origin".into(), serde_json::json!(origin.name()));
+            super::json::print_line(&serde_json::Value::Object(object))?;
+        }
+        return Ok(());
+    }
     if records.is_empty() {
         println!("no records in {}", caches.describe());
     }

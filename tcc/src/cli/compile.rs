@@ -3,79 +3,53 @@
 use std::fmt::Write as _;
 
 use tcc_codegen::CraneliftBackend;
-use tcc_codegen::ptx::GpuArch;
-use tcc_ir::{Bindings, Program};
-use tcc_passes::{OptimizeOptions, TargetModel, optimize};
+use tcc_ir::target::{CpuTier, GpuArch, Target};
+use tcc_ir::{Bindings, Program, ScheduleSource};
 
 use super::args::CompileArgs;
 use super::atomic::write_output;
 use super::error::CliError;
 use super::load::{bind, load, select_fn};
-use crate::device::with_tuned_schedules;
-use crate::tuning::{TuneTarget, host_device};
+use crate::pipeline::{Pipeline, Plan, PlanOptions};
 
 /// Runs `tcc compile`.
 pub fn compile(args: &CompileArgs) -> Result<(), CliError> {
-    let model = TargetModel::for_target_name(&args.target).ok_or_else(|| {
-        CliError::invalid(format!("unknown target `{}`; expected cpu, cpu:cranelift, sm_80 or sm_90a", args.target))
-    })?;
-    let gpu = GpuArch::from_name(&args.target);
-    let is_cpu = matches!(args.target.as_str(), "cpu" | "cpu:cranelift");
-    if gpu.is_none() && !is_cpu {
-        return Err(CliError::invalid(format!("`tcc compile` has no code generator for `{}` yet", args.target)));
+    let target = crate::target::resolve(args.target)?;
+    if target == Target::Interp {
+        return Err(CliError::invalid("the interpreter runs graphs as they are; it has nothing to compile"));
     }
+    let pipeline = Pipeline::new(target, &args.lock.setting())?;
     let loaded = load(&args.program.file)?;
     let graph = select_fn(&loaded, &args.program)?;
     let bindings = bind(graph, &args.dims)?;
-    let mut options = OptimizeOptions::new(model);
-    options.bindings = bindings.clone();
-    let program = optimize(graph, &options)
-        .map_err(|e| CliError::Environment(format!("the optimizer failed on `{}`: {e}", graph.name)))?
-        .program;
-    let program = with_cached_schedules(&graph.name, program, &bindings, gpu);
-    let text = match (args.emit.as_str(), gpu) {
-        ("ir", _) => program_text(&program),
-        ("llvm", Some(arch)) => gpu_llvm(&program, &bindings, arch)?,
-        ("ptx", Some(arch)) => gpu_ptx(&program, &bindings, arch)?,
-        ("clif" | "asm", None) => cpu_code(&program, &bindings, args.emit == "asm")?,
+    let plan = pipeline.plan(graph, &bindings, PlanOptions::default())?;
+    let program = &plan.program;
+    let text = match (args.emit.as_str(), target) {
+        ("ir", _) => program_text(program, &plan),
+        ("llvm", Target::Gpu(arch)) => gpu_llvm(program, &bindings, arch)?,
+        ("ptx", Target::Gpu(arch)) => gpu_ptx(program, &bindings, arch)?,
+        ("clif" | "asm", Target::Cpu(CpuTier::Cranelift)) => cranelift_code(program, &bindings, args.emit == "asm")?,
+        ("llvm" | "asm", Target::Cpu(CpuTier::Llvm)) => {
+            let tuned = plan.kernels.iter().any(|k| k.source != ScheduleSource::Default);
+            llvm_cpu_code(program, &bindings, args.emit == "asm", tuned)?
+        }
         (stage, _) => {
             return Err(CliError::invalid(format!(
-                "cannot emit `{stage}` for `{}`; stages: ir, llvm and ptx (GPU targets), clif and asm (CPU targets)",
-                args.target
+                "cannot emit `{stage}` for `{target}`; stages: ir (every target), llvm and ptx (sm_80, sm_90a), \
+                 clif and asm (cpu:cranelift), llvm and asm (cpu:llvm)"
             )));
         }
     };
     write_output(&args.out, text.as_bytes(), Some(&args.program.file))
 }
 
-/// `program` with the locked or cached winners of `tcc tune` for this target (no trials run with a
-/// warm cache, so the output is the same on every run). For a GPU target the records of the GPU
-/// in this machine are used when it is of that architecture; without one the optimizer's
-/// schedules stay.
-fn with_cached_schedules(name: &str, program: Program, bindings: &Bindings, gpu: Option<GpuArch>) -> Program {
-    let (target, device) = match gpu {
-        None => (TuneTarget::Cranelift, host_device()),
-        Some(arch) => match crate::tuning::gpu::probe() {
-            Ok(info) if info.arch == arch => (TuneTarget::Gpu(arch), crate::tuning::gpu::device_key(&info)),
-            Ok(info) => {
-                tracing::debug!("the GPU here is {}, not {arch}: the optimizer's schedules stay", info.arch);
-                return program;
-            }
-            Err(e) => {
-                tracing::debug!("no tuning records for {arch} without a GPU of it here: {e}");
-                return program;
-            }
-        },
-    };
-    with_tuned_schedules(name, &program, bindings, target, device)
-}
-
-/// The optimized program: each kernel's class, schedule and fused graph in canonical IR text.
-fn program_text(program: &Program) -> String {
+/// The optimized program: each kernel's class, schedule (and its source) and fused graph in
+/// canonical IR text.
+fn program_text(program: &Program, plan: &Plan) -> String {
     let mut text = String::new();
-    for launch in &program.launches {
+    for (launch, kp) in program.launches.iter().zip(&plan.kernels) {
         let k = &launch.kernel;
-        let _ = writeln!(text, "// kernel {} [{}] {}", k.name, k.class.name(), k.schedule);
+        let _ = writeln!(text, "// kernel {} [{}] {} ({})", k.name, k.class.name(), k.schedule, kp.source);
         let _ = writeln!(text, "// reads {:?}, writes {:?}", launch.inputs, launch.outputs);
         text.push_str(&tcc_ir::text::print_graph(&k.graph));
         text.push('\n');
@@ -110,7 +84,7 @@ fn gpu_ptx(_: &Program, _: &Bindings, _: GpuArch) -> Result<String, CliError> {
     Err(CliError::Environment("PTX needs LLVM: rebuild tcc with `--features llvm` (LLVM 19, see the README)".into()))
 }
 
-fn cpu_code(program: &Program, bindings: &Bindings, asm: bool) -> Result<String, CliError> {
+fn cranelift_code(program: &Program, bindings: &Bindings, asm: bool) -> Result<String, CliError> {
     let backend = CraneliftBackend::new().map_err(|e| codegen_error(&program.name, e))?;
     let mut text = String::new();
     for launch in &program.launches {
@@ -122,4 +96,30 @@ fn cpu_code(program: &Program, bindings: &Bindings, asm: bool) -> Result<String,
         text.push('\n');
     }
     Ok(text)
+}
+
+/// The LLVM CPU tier's code: LLVM IR or assembly, per kernel, compiled as the engine would (matmul
+/// tiles from the schedules when any kernel's schedule was tuned).
+#[cfg(feature = "llvm")]
+fn llvm_cpu_code(program: &Program, bindings: &Bindings, asm: bool, tuned: bool) -> Result<String, CliError> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let backend = tcc_codegen::LlvmCpuBackend::new()
+        .map_err(|e| codegen_error(&program.name, e))?
+        .with_threads(threads)
+        .with_schedule_tiles(tuned);
+    let mut text = String::new();
+    for launch in &program.launches {
+        let k = &launch.kernel;
+        let lk = backend.lower(k, bindings).map_err(|e| codegen_error(&k.name, e))?;
+        let code = if asm { backend.assembly(&lk) } else { backend.llvm_ir(&lk) };
+        let _ = writeln!(text, "; kernel {} [{}]", k.name, k.class.name());
+        text.push_str(&code.map_err(|e| codegen_error(&k.name, e))?);
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+#[cfg(not(feature = "llvm"))]
+fn llvm_cpu_code(_: &Program, _: &Bindings, _: bool, _: bool) -> Result<String, CliError> {
+    Err(CliError::Environment("the LLVM CPU tier needs LLVM: rebuild tcc with `--features llvm`".into()))
 }

@@ -33,3 +33,35 @@ impl CliError {
         }
     }
 }
+
+impl From<crate::target::TargetUnavailable> for CliError {
+    /// A target this build lacks is a bad argument for it (exit 1); a missing or unsuitable GPU
+    /// is the environment's fault (exit 2).
+    fn from(e: crate::target::TargetUnavailable) -> CliError {
+        match e {
+            crate::target::TargetUnavailable::NeedsLlvm(_) => CliError::invalid(e.to_string()),
+            _ => CliError::Environment(e.to_string()),
+        }
+    }
+}
+
+impl From<crate::pipeline::PipelineError> for CliError {
+    fn from(e: crate::pipeline::PipelineError) -> CliError {
+        match e {
+            crate::pipeline::PipelineError::Lockfile { invalid: true, .. } => CliError::invalid(e.to_string()),
+            other => CliError::Environment(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::engine::EngineError> for CliError {
+    fn from(e: crate::engine::EngineError) -> CliError {
+        use crate::engine::EngineError;
+        match e {
+            EngineError::MemoryLimit(_) => CliError::invalid(e.to_string()),
+            EngineError::Pipeline(p) => p.into(),
+            EngineError::Unavailable(u) => u.into(),
+            other => CliError::Environment(other.to_string()),
+        }
+    }
+}

@@ -1,36 +1,57 @@
-//! `tcc explain FILE`: optimize a fn for a target and print what the optimizer chose and why.
+//! `tcc explain FILE`: plan a fn for a target through the pipeline and print what was chosen and
+//! why: each kernel, the ops it fuses, the schedule it runs with and where that came from.
 
+use serde_json::json;
 use tcc_ir::Bindings;
-use tcc_passes::{OptimizeOptions, TargetModel, optimize};
 
 use super::args::ExplainArgs;
 use super::atomic::write_output;
 use super::error::CliError;
+use super::json;
 use super::load::{load, select_fn};
+use crate::pipeline::{Pipeline, PlanOptions};
 
 /// Runs `tcc explain`.
 pub fn explain(args: &ExplainArgs) -> Result<(), CliError> {
-    let target = TargetModel::for_target_name(&args.target).ok_or_else(|| {
-        CliError::invalid(format!(
-            "unknown target `{}`; expected interp, cpu, cpu:cranelift, cpu:llvm, sm_80 or sm_90a",
-            args.target
-        ))
-    })?;
+    let target = crate::target::resolve(args.target)?;
+    let pipeline = Pipeline::new(target, &args.lock.setting())?;
     let loaded = load(&args.program.file)?;
     let graph = select_fn(&loaded, &args.program)?;
-    let mut options = OptimizeOptions::new(target);
-    options.explain = true;
-    // Unbound variables are allowed here: the cost model assumes a default size for them.
-    options.bindings = graph
+    // Unbound variables are allowed here: the cost model assumes a default size for them (and no
+    // tuning record applies).
+    let bindings = graph
         .shape_vars()
         .into_iter()
         .filter_map(|v| args.dims.iter().rev().find(|(n, _)| *n == v).map(|(_, value)| (v, *value)))
         .collect::<Bindings>();
-    let optimized = optimize(graph, &options)
-        .map_err(|e| CliError::Environment(format!("the optimizer failed on `{}`: {e}", graph.name)))?;
-    print!("{}", optimized.report);
+    let plan = pipeline.plan(graph, &bindings, PlanOptions { explain: true, top_k: 0 })?;
+    let report = &plan.report;
+    if args.json {
+        json::print_line(&json!({
+            "function": report.function,
+            "target": report.target,
+            "kernels": report.kernels.len(),
+            "unfused_kernels": report.unfused_kernels,
+            "estimate_us": report.total_us,
+            "returns": report.outputs,
+        }))?;
+        for (k, plan) in report.kernels.iter().zip(&plan.kernels) {
+            let mut object = json::kernel_object(plan);
+            object.insert("fuses".into(), json!(k.ops));
+            object.insert("reads".into(), json!(k.inputs));
+            object.insert("estimate_us".into(), json!(k.estimate_us));
+            object.insert("bound".into(), json!(if k.memory_bound { "memory" } else { "compute" }));
+            object.insert("formed_by".into(), json!(k.rules));
+            if let Some(proof) = &k.explanation {
+                object.insert("egg_explanation".into(), json!(proof));
+            }
+            json::print_line(&serde_json::Value::Object(object))?;
+        }
+    } else {
+        print!("{report}");
+    }
     if let Some(dot) = &args.dot {
-        write_output(dot, optimized.report.to_dot().as_bytes(), Some(&args.program.file))?;
+        write_output(dot, report.to_dot().as_bytes(), Some(&args.program.file))?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ mod error;
 mod explain;
 pub(crate) mod inputs;
 mod ir_cmd;
+mod json;
 mod load;
 mod run;
 mod tracing_setup;

@@ -8,42 +8,55 @@ use tcc_ir::{DType, Graph};
 use super::args::RunArgs;
 use super::error::CliError;
 use super::inputs::random_inputs;
+use super::json;
 use super::load::{bind, load, select_fn};
-use crate::engine::{Engine, EngineError};
+use crate::engine::Engine;
 
 /// Runs `tcc run`.
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
-    let engine = Engine::for_target(&args.target).map_err(engine_error)?;
+    let engine = Engine::for_spec(args.target)?;
+    let pipeline = engine.pipeline(&args.lock.setting())?;
     let loaded = load(&args.program.file)?;
     let graph = select_fn(&loaded, &args.program)?;
     let bindings = bind(graph, &args.dims)?;
     let inputs = random_inputs(graph, &bindings, args.seed, args.max_memory)?;
-    let prepared = engine.prepare(graph, &bindings).map_err(engine_error)?;
+    let prepared = engine.prepare(&pipeline, graph, &bindings)?;
     let start = Instant::now();
-    let outputs = prepared.run(&inputs, args.max_memory).map_err(engine_error)?;
+    let outputs = prepared.run(&inputs, args.max_memory)?;
     let elapsed = start.elapsed();
-    println!(
-        "fn {} on {} (seed {}) in {:.3} ms{}",
-        graph.name,
-        engine.name(),
-        args.seed,
-        elapsed.as_secs_f64() * 1e3,
-        prepared.summary()
-    );
-    for (i, t) in outputs.iter().enumerate() {
-        println!("output {i}: {}", summarize(t));
+    if args.json {
+        for plan in prepared.kernels() {
+            json::print_line(&serde_json::Value::Object(json::kernel_object(plan)))?;
+        }
+        let outputs: Vec<serde_json::Value> = outputs.iter().map(statistics).collect();
+        json::print_line(&serde_json::json!({
+            "function": graph.name,
+            "target": engine.name(),
+            "seed": args.seed,
+            "ms": elapsed.as_secs_f64() * 1e3,
+            "kernels": prepared.kernels().len(),
+            "outputs": outputs,
+        }))?;
+    } else {
+        println!(
+            "fn {} on {} (seed {}) in {:.3} ms{}",
+            graph.name,
+            engine.name(),
+            args.seed,
+            elapsed.as_secs_f64() * 1e3,
+            prepared.summary()
+        );
+        for plan in prepared.kernels() {
+            println!("kernel {} [{}] {} ({})", plan.kernel, plan.family, plan.schedule, plan.source);
+        }
+        for (i, t) in outputs.iter().enumerate() {
+            println!("output {i}: {}", summarize(t));
+        }
     }
     if args.check {
         check_against_interpreter(graph, &inputs, &outputs, args.max_memory)?;
     }
     Ok(())
-}
-
-fn engine_error(error: EngineError) -> CliError {
-    match error {
-        EngineError::UnknownTarget(_) | EngineError::MemoryLimit(_) => CliError::invalid(error.to_string()),
-        other => CliError::Environment(other.to_string()),
-    }
 }
 
 fn check_against_interpreter(
@@ -90,23 +103,59 @@ fn max_relative_error(want: &Tensor, got: &Tensor) -> (f64, f64) {
     (err, tol)
 }
 
+/// An output's dtype, shape and statistics as a JSON object.
+fn statistics(t: &Tensor) -> serde_json::Value {
+    let s = Stats::of(t);
+    let number = |v: f64| if v.is_finite() { serde_json::json!(v) } else { serde_json::Value::Null };
+    serde_json::json!({
+        "dtype": t.dtype.to_string(),
+        "shape": t.shape,
+        "min": number(s.min),
+        "max": number(s.max),
+        "mean": number(s.mean),
+        "std": number(s.std),
+        "nan": s.nan,
+        "inf": s.inf,
+    })
+}
+
+/// Summary statistics of a tensor's finite values, with its NaN and infinity counts.
+struct Stats {
+    min: f64,
+    max: f64,
+    mean: f64,
+    std: f64,
+    nan: usize,
+    inf: usize,
+}
+
+impl Stats {
+    fn of(t: &Tensor) -> Stats {
+        let finite: Vec<f64> = t.data.iter().copied().filter(|v| v.is_finite()).collect();
+        let n = finite.len() as f64;
+        let mean = if finite.is_empty() { f64::NAN } else { finite.iter().sum::<f64>() / n };
+        let var = if finite.is_empty() { f64::NAN } else { finite.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n };
+        Stats {
+            min: finite.iter().copied().fold(f64::INFINITY, f64::min),
+            max: finite.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            mean,
+            std: var.sqrt(),
+            nan: t.data.iter().filter(|v| v.is_nan()).count(),
+            inf: t.data.iter().filter(|v| v.is_infinite()).count(),
+        }
+    }
+}
+
 /// One line: dtype and shape, then min, max, mean, std, NaN/inf counts and the first values.
 pub fn summarize(t: &Tensor) -> String {
-    let finite: Vec<f64> = t.data.iter().copied().filter(|v| v.is_finite()).collect();
-    let nan = t.data.iter().filter(|v| v.is_nan()).count();
-    let inf = t.data.iter().filter(|v| v.is_infinite()).count();
-    let n = finite.len() as f64;
-    let mean = if finite.is_empty() { f64::NAN } else { finite.iter().sum::<f64>() / n };
-    let var = if finite.is_empty() { f64::NAN } else { finite.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n };
-    let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let Stats { min, max, mean, std, nan, inf } = Stats::of(t);
     let head: Vec<String> = t.data.iter().take(6).map(|v| format!("{v:.6}")).collect();
     let more = if t.data.len() > 6 { ", ..." } else { "" };
     format!(
         "{}{:?} min={min:.6} max={max:.6} mean={mean:.6} std={:.6} nan={nan} inf={inf} values=[{}{more}]",
         t.dtype,
         t.shape,
-        var.sqrt(),
+        std,
         head.join(", ")
     )
 }

@@ -13,17 +13,17 @@ use std::time::{Duration, Instant};
 
 use tcc_autotune::cache::LockEntry;
 use tcc_autotune::{Budget, Lockfile, Trial};
-use tcc_ir::{Bindings, Graph, Program, Schedule};
-use tcc_passes::{OptimizeOptions, TargetModel, optimize};
+use tcc_ir::target::Target;
+use tcc_ir::{Bindings, Graph, Program, Schedule, ScheduleSource};
 
 use super::args::{ProgramArgs, TuneArgs};
 use super::atomic::write_output;
 use super::error::CliError;
 use super::load::{bind, load, select_fn};
+use crate::pipeline::{KernelPlan, Pipeline, PlanOptions};
 use crate::tuning::study::{StudyOptions, StudyResult, markdown, trials_jsonl};
 use crate::tuning::{
-    Decision, KernelTuning, Source, TuneOptions, TuneTarget, Tuning, TuningError, open_cache, tuning_target,
-    worker_command,
+    Decision, KernelTuning, TuneOptions, Tuning, TuningError, open_cache, tuning_target, worker_command,
 };
 
 /// Runs `tcc tune`.
@@ -31,7 +31,7 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
     if args.study {
         return study(args);
     }
-    let target = tuning_target(&args.target).map_err(tuning_error)?;
+    let target = tuning_target(args.target).map_err(tuning_error)?;
     let file = args.file.clone().ok_or_else(|| CliError::invalid("`tcc tune` needs a FILE (or --study)"))?;
     let program_args = ProgramArgs { file: file.clone(), function: args.function.clone() };
     let lock = match &args.lock {
@@ -47,15 +47,20 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
             .map_err(tuning_error)?
             .with_seed(args.seed)
             .with_space_limit(args.space);
-    println!(
-        "fn {} on {} ({}): {} kernel{}, budget {}",
+    let say = |text: &str| {
+        if !args.json {
+            print!("{text}");
+        }
+    };
+    say(&format!(
+        "fn {} on {} ({}): {} kernel{}, budget {}\n",
         graph.name,
         target.name(),
         tuning.device().name,
         program.launches.len(),
         if program.launches.len() == 1 { "" } else { "s" },
         describe_budget(&args.budget)
-    );
+    ));
     let start = Instant::now();
     let mut trials = 0usize;
     let mut decisions: Vec<Decision> = Vec::new();
@@ -70,21 +75,35 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
             progress: true,
         };
         let result = tuning.tune_kernel(kernel, &proposals, &bindings, &options).map_err(tuning_error)?;
-        print!("{}", describe_kernel(kernel, &result, proposals.first()));
+        say(&describe_kernel(kernel, &result, proposals.first()));
+        if args.json {
+            let plan = KernelPlan {
+                kernel: kernel.name.clone(),
+                family: kernel.class.family(),
+                schedule: result.decision.schedule,
+                source: result.decision.source,
+                recorded_ns: result.decision.time_ns,
+            };
+            let mut object = super::json::kernel_object(&plan);
+            object.insert("trials".into(), serde_json::json!(result.decision.trials));
+            object.insert("time_ns".into(), serde_json::json!(result.decision.time_ns));
+            object.insert("key".into(), serde_json::json!(result.decision.key.hash().as_str()));
+            super::json::print_line(&serde_json::Value::Object(object))?;
+        }
         trials += result.decision.trials;
         decisions.push(result.decision);
     }
-    let count_of = |s: Source| decisions.iter().filter(|d| d.source == s).count();
-    println!(
-        "{} kernel{} in {:.1} s: {trials} trials run; {} tuned, {} cached, {} validated, {} without a winner",
+    let count_of = |s: ScheduleSource| decisions.iter().filter(|d| d.source == s).count();
+    say(&format!(
+        "{} kernel{} in {:.1} s: {trials} trials run; {} tuned, {} cached, {} borrowed, {} without a winner\n",
         decisions.len(),
         if decisions.len() == 1 { "" } else { "s" },
         start.elapsed().as_secs_f64(),
-        count_of(Source::Tuned),
-        count_of(Source::Cached),
-        count_of(Source::Validated),
-        count_of(Source::Default)
-    );
+        count_of(ScheduleSource::Tuned),
+        count_of(ScheduleSource::Cached),
+        count_of(ScheduleSource::Borrowed),
+        count_of(ScheduleSource::Default)
+    ));
     if let Some((path, mut lockfile)) = lock {
         let mut written = 0;
         for d in &decisions {
@@ -101,10 +120,10 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
         lockfile
             .write(path)
             .map_err(|e| CliError::Environment(format!("cannot write the lockfile `{}`: {e}", path.display())))?;
-        println!("lockfile {}: {written} entries written, {} in all", path.display(), lockfile.len());
+        say(&format!("lockfile {}: {written} entries written, {} in all\n", path.display(), lockfile.len()));
     }
     let missing: Vec<&str> =
-        decisions.iter().filter(|d| d.source == Source::Default).map(|d| d.kernel.as_str()).collect();
+        decisions.iter().filter(|d| d.source == ScheduleSource::Default).map(|d| d.kernel.as_str()).collect();
     if missing.is_empty() {
         Ok(())
     } else {
@@ -117,7 +136,7 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
 
 /// Runs `tcc tune --study`.
 fn study(args: &TuneArgs) -> Result<(), CliError> {
-    let target = tuning_target(&args.target).map_err(tuning_error)?;
+    let target = tuning_target(args.target).map_err(tuning_error)?;
     let out = args.out.as_ref().ok_or_else(|| CliError::invalid("--study needs --out DIR"))?;
     if !(args.guided_share > 0.0 && args.guided_share <= 1.0) {
         return Err(CliError::invalid(format!("--guided-share {} is not in (0, 1]", args.guided_share)));
@@ -223,20 +242,15 @@ fn read_lock(path: &Path, input: &Path) -> Result<Lockfile, CliError> {
     }
 }
 
-/// Optimizes `graph` for `target` as `tcc run` does, with `top_k` alternatives.
+/// Optimizes `graph` for `target` through the pipeline's first step (as `tcc run` does), with
+/// `top_k` alternatives; the schedules are the optimizer's (tuning starts from them).
 fn optimize_for_tuning(
-    target: TuneTarget,
+    target: Target,
     graph: &Graph,
     bindings: &Bindings,
     top_k: usize,
 ) -> Result<(Program, Vec<Program>), CliError> {
-    let model = TargetModel::for_target_name(target.name())
-        .ok_or_else(|| CliError::Environment(format!("internal error: no cost model for {}", target.name())))?;
-    let mut options = OptimizeOptions::new(model);
-    options.bindings = bindings.clone();
-    options.top_k = top_k;
-    let optimized = optimize(graph, &options)
-        .map_err(|e| CliError::Environment(format!("the optimizer failed on `{}`: {e}", graph.name)))?;
+    let optimized = Pipeline::untuned(target).optimize(graph, bindings, PlanOptions { explain: false, top_k })?;
     Ok((optimized.program, optimized.alternatives))
 }
 

@@ -24,13 +24,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tcc_ir::Graph;
 use tcc_ir::Program;
-use tcc_passes::{OptimizeOptions, PassError, TargetModel, optimize};
+use tcc_ir::target::Target;
+use tcc_passes::PassError;
 use tcc_runtime::{CpuDevice, HostTensor};
 
 pub use args::{IntoTensor, TensorArg};
 
 use crate::device::{Device, DeviceTensor};
 use crate::error::Error;
+use crate::pipeline::{Pipeline, PipelineError, PlanOptions};
 
 /// A program optimized for one target, with the fingerprint its compiled forms are cached under.
 #[derive(Debug)]
@@ -50,7 +52,7 @@ pub struct Kernel {
     name: &'static str,
     ir: &'static str,
     graph: OnceLock<Result<Graph, String>>,
-    optimized: Mutex<Vec<(String, OptimizedCell)>>,
+    optimized: Mutex<Vec<(Target, OptimizedCell)>>,
 }
 
 impl Kernel {
@@ -89,29 +91,35 @@ impl Kernel {
         Ok(self.graph()?.params.iter().map(|p| p.name.as_str()).collect())
     }
 
-    /// The program optimized for `target` (once per target name; later calls share it).
-    fn optimized(&self, target: TargetModel) -> Result<Arc<Optimized>, Error> {
+    /// The program optimized by `pipeline` (once per target; later calls share it).
+    fn optimized(&self, pipeline: &Pipeline) -> Result<Arc<Optimized>, Error> {
         let graph = self.graph()?;
+        let target = pipeline.target();
         let cell = {
             let mut cells = self.optimized.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            match cells.iter().find(|(name, _)| *name == target.name) {
+            match cells.iter().find(|(t, _)| *t == target) {
                 Some((_, cell)) => cell.clone(),
                 None => {
                     let cell = OptimizedCell::default();
-                    cells.push((target.name.clone(), cell.clone()));
+                    cells.push((target, cell.clone()));
                     cell
                 }
             }
         };
-        let target_name = target.name.clone();
         let result = cell.get_or_init(|| {
-            let program = optimize(graph, &OptimizeOptions::new(target))?.program;
+            let program = pipeline
+                .optimize(graph, &tcc_ir::Bindings::new(), PlanOptions::default())
+                .map_err(|e| match e {
+                    PipelineError::Optimizer { message, .. } => PassError::Internal(message),
+                    other => PassError::Internal(other.to_string()),
+                })?
+                .program;
             let fingerprint = CpuDevice::fingerprint(&program).map_err(|e| PassError::Internal(e.to_string()))?;
             Ok(Arc::new(Optimized { program, fingerprint }))
         });
         result.clone().map_err(|source| Error::Optimize {
             kernel: self.name.to_string(),
-            target: target_name,
+            target: target.name().to_string(),
             source: Box::new(source),
         })
     }
@@ -119,8 +127,8 @@ impl Kernel {
     /// The optimized program this kernel runs on `device` (`None` on the interpreter, which runs
     /// [`Kernel::graph`] as it is).
     pub fn program_for(&self, device: &Device) -> Result<Option<Program>, Error> {
-        match device.target_model() {
-            Some(target) => Ok(Some(self.optimized(target)?.program.clone())),
+        match device.pipeline() {
+            Some(pipeline) => Ok(Some(self.optimized(pipeline)?.program.clone())),
             None => Ok(None),
         }
     }
@@ -150,9 +158,9 @@ impl Kernel {
             .collect::<Result<Vec<_>, _>>()?;
         let bindings = tcc_runtime::bind::bind_inputs(self.name, &graph.params, &inputs)
             .map_err(|e| Error::from_binding(self.name, e))?;
-        let outputs = match device.target_model() {
-            Some(target) => {
-                let opt = self.optimized(target)?;
+        let outputs = match device.pipeline() {
+            Some(pipeline) => {
+                let opt = self.optimized(pipeline)?;
                 device.execute(self.name, &opt.program, &opt.fingerprint, &bindings, &inputs)?
             }
             None => self.interpret(graph, &inputs)?,
@@ -192,11 +200,11 @@ impl Kernel {
             .collect::<Result<Vec<_>, _>>()?;
         let bindings = args::bind_shapes(self.name, &graph.params, resident.iter().map(|r| r.dtype_shape()))?;
         device.require_cuda(&format!("kernel `{}` with outputs in device memory", self.name))?;
-        let target = device.target_model().ok_or_else(|| Error::Internal {
+        let pipeline = device.pipeline().ok_or_else(|| Error::Internal {
             kernel: self.name.to_string(),
-            message: format!("{} has no target model", device.name()),
+            message: format!("{} has no pipeline", device.name()),
         })?;
-        let opt = self.optimized(target)?;
+        let opt = self.optimized(pipeline)?;
         let outputs = device.execute_resident(self.name, &opt.program, &opt.fingerprint, &bindings, resident)?;
         self.check_output_count(device, outputs.len(), graph.outputs.len())?;
         Ok(outputs)

@@ -3,121 +3,33 @@
 //! dtypes, target and device).
 
 use tcc_autotune::{CacheKey, DeviceKey};
-use tcc_codegen::ptx::GpuArch;
-use tcc_ir::{Bindings, Kernel, Schedule, Tier};
+use tcc_ir::target::{CpuTier, Target, TargetSpec};
+use tcc_ir::{Bindings, Kernel, Schedule};
 
 use super::TuningError;
 
-/// The cranelift CPU tier's target name.
-pub const CPU_TARGET: &str = "cpu:cranelift";
-/// The LLVM CPU tier's target name.
-pub const LLVM_CPU_TARGET: &str = "cpu:llvm";
-
-/// What a tuning run measures on: a CPU tier, or the local GPU through the PTX backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(into = "String", try_from = "String")]
-pub enum TuneTarget {
-    /// The cranelift CPU tier (`cpu:cranelift`; `cpu` without the `llvm` feature).
-    #[default]
-    Cranelift,
-    /// The LLVM CPU tier (`cpu:llvm`; `cpu` with the `llvm` feature).
-    LlvmCpu,
-    /// The local CUDA GPU, compiled for this PTX target (`cuda`, `sm_80`, `sm_90a`).
-    Gpu(GpuArch),
-}
-
-impl From<TuneTarget> for String {
-    fn from(t: TuneTarget) -> String {
-        t.name().to_string()
+/// The code generator recorded in the provenance of measurements on `target`.
+pub fn driver(target: Target) -> &'static str {
+    match target {
+        Target::Cpu(CpuTier::Cranelift) => "cranelift 0.135",
+        Target::Cpu(CpuTier::Llvm) => "llvm 19 x86",
+        Target::Gpu(_) => "llvm 19 nvptx",
+        Target::Interp => "interp",
     }
 }
 
-impl TryFrom<String> for TuneTarget {
-    type Error = String;
-
-    /// The inverse of [`TuneTarget::name`] (opens no device).
-    fn try_from(name: String) -> Result<TuneTarget, String> {
-        match name.as_str() {
-            CPU_TARGET => Ok(TuneTarget::Cranelift),
-            LLVM_CPU_TARGET => Ok(TuneTarget::LlvmCpu),
-            other => GpuArch::from_name(other).map(TuneTarget::Gpu).ok_or_else(|| format!("unknown target `{other}`")),
+/// The target a `--target` request tunes ([`crate::target::resolve`]); the interpreter has
+/// nothing to tune, and a GPU target needs a local GPU that runs its code.
+pub fn tuning_target(spec: TargetSpec) -> Result<Target, TuningError> {
+    let target = crate::target::resolve(spec).map_err(TuningError::from)?;
+    crate::target::require_code_generator(target).map_err(TuningError::from)?;
+    match target {
+        Target::Interp => Err(TuningError::NotTunable(target.name().to_string())),
+        Target::Gpu(arch) => {
+            crate::target::local_gpu(arch).map_err(TuningError::from)?;
+            Ok(target)
         }
-    }
-}
-
-impl TuneTarget {
-    /// The target name records are stored under (`cpu:cranelift`, `cpu:llvm`, `sm_90a`).
-    pub fn name(self) -> &'static str {
-        match self {
-            TuneTarget::Cranelift => CPU_TARGET,
-            TuneTarget::LlvmCpu => LLVM_CPU_TARGET,
-            TuneTarget::Gpu(arch) => arch.name(),
-        }
-    }
-
-    /// The tier of the schedules it measures.
-    pub fn tier(self) -> Tier {
-        match self {
-            TuneTarget::Cranelift => Tier::Cranelift,
-            TuneTarget::LlvmCpu => Tier::LlvmCpu,
-            TuneTarget::Gpu(_) => Tier::Ptx,
-        }
-    }
-
-    /// The code generator recorded in the provenance of its measurements.
-    pub fn driver(self) -> &'static str {
-        match self {
-            TuneTarget::Cranelift => "cranelift 0.135",
-            TuneTarget::LlvmCpu => "llvm 19 x86",
-            TuneTarget::Gpu(_) => "llvm 19 nvptx",
-        }
-    }
-
-    /// True for the GPU.
-    pub fn is_gpu(self) -> bool {
-        matches!(self, TuneTarget::Gpu(_))
-    }
-}
-
-/// The target a `--target` value tunes: `cpu` is the best CPU tier built in (as `tcc run` has it),
-/// `cpu:cranelift` and `cpu:llvm` name a tier, `sm_80` and `sm_90a` the local GPU compiled for that
-/// target, `cuda` the local GPU for its own architecture (found by opening it: no driver or no
-/// device is [`TuningError::NoDevice`]). The interpreter has nothing to tune; a target that needs
-/// the `llvm` feature in a build without it is [`TuningError::NoBenchmarker`].
-pub fn tuning_target(name: &str) -> Result<TuneTarget, TuningError> {
-    let needs_llvm = |what: &str| {
-        TuningError::NoBenchmarker(format!("{what} (this build has no LLVM: rebuild tcc with `--features llvm`)"))
-    };
-    match name {
-        "cpu" if cfg!(feature = "llvm") => Ok(TuneTarget::LlvmCpu),
-        "cpu" | "cpu:cranelift" => Ok(TuneTarget::Cranelift),
-        "cpu:llvm" if cfg!(feature = "llvm") => Ok(TuneTarget::LlvmCpu),
-        "cpu:llvm" => Err(needs_llvm(name)),
-        "interp" => Err(TuningError::NotTunable(name.to_string())),
-        "cuda" => {
-            let info = super::gpu::probe()?;
-            if !cfg!(feature = "llvm") {
-                return Err(needs_llvm(name));
-            }
-            Ok(TuneTarget::Gpu(info.arch))
-        }
-        other => match GpuArch::from_name(other) {
-            Some(arch) => {
-                let info = super::gpu::probe()?;
-                if !cfg!(feature = "llvm") {
-                    return Err(needs_llvm(name));
-                }
-                let (have, want) = (info.compute_capability, arch.caps().compute_capability);
-                if have < want || (arch == GpuArch::Sm90a && have != want) {
-                    return Err(TuningError::NoDevice(format!(
-                        "the local GPU ({}, compute capability {}.{}) cannot run {other} code",
-                        info.name, have.0, have.1
-                    )));
-                }
-                Ok(TuneTarget::Gpu(arch))
-            }
-            None => Err(TuningError::UnknownTarget(other.to_string())),
-        },
+        Target::Cpu(_) => Ok(target),
     }
 }
 
@@ -164,11 +76,11 @@ fn host_arch() -> String {
 pub fn kernel_key(
     kernel: &Kernel,
     bindings: &Bindings,
-    target: &str,
+    target: Target,
     device: &DeviceKey,
 ) -> Result<CacheKey, TuningError> {
     let normalized = Kernel { schedule: Schedule::default_for(kernel.schedule.tier), ..kernel.clone() };
-    let fingerprint = tcc_ir::fingerprint::fingerprint_kernel(&normalized, target).to_string();
+    let fingerprint = tcc_ir::fingerprint::fingerprint_kernel(&normalized, target.name()).to_string();
     let graph = &kernel.graph;
     let mut shapes = Vec::new();
     let mut dtypes = Vec::new();
@@ -183,8 +95,13 @@ pub fn kernel_key(
         shapes.push(format!("o{i}={}", resolved(&ty.shape, bindings, &kernel.name)?));
         dtypes.push(ty.dtype);
     }
-    let key =
-        CacheKey { fingerprint, shapes: shapes.join(" "), dtypes, target: target.to_string(), device: device.clone() };
+    let key = CacheKey {
+        fingerprint,
+        shapes: shapes.join(" "),
+        dtypes,
+        target: target.name().to_string(),
+        device: device.clone(),
+    };
     key.validate()
         .map_err(|e| TuningError::Internal(format!("kernel `{}` has no valid cache key: {e}", kernel.name)))?;
     Ok(key)

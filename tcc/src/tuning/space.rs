@@ -20,7 +20,7 @@ use tcc_codegen::ptx::wgmma::wgmma_schedule_space;
 use tcc_codegen::ptx::{BLayout, GpuArch, MatmulProblem, matmul_schedule_space};
 use tcc_ir::{Bindings, DType, Kernel, KernelClass, Op, Schedule, Tier};
 
-use super::key::TuneTarget;
+use tcc_ir::target::{CpuTier, Target};
 
 /// Register tiles (`micro_m`, `micro_n`) tried for matmul kernels.
 pub const MICRO_TILES: [(u32, u32); 6] = [(4, 8), (2, 16), (3, 16), (4, 12), (6, 8), (8, 4)];
@@ -342,7 +342,7 @@ const WGMMA_COST_FACTOR: f64 = 0.6;
 /// The search space of `kernel` for `target` (see [`cpu_space`], [`llvm_cpu_space`] and
 /// [`gpu_space`]; `max_len` thins only the GPU's).
 pub fn space_for(
-    target: TuneTarget,
+    target: Target,
     kernel: &Kernel,
     proposals: &[Schedule],
     bindings: &Bindings,
@@ -351,9 +351,11 @@ pub fn space_for(
     max_len: Option<usize>,
 ) -> SearchSpace {
     match target {
-        TuneTarget::Cranelift => cpu_space(kernel, proposals, bindings, host_threads),
-        TuneTarget::LlvmCpu => llvm_cpu_space(kernel, proposals, bindings, host_threads),
-        TuneTarget::Gpu(arch) => gpu_space(kernel, proposals, bindings, arch, sm_count, max_len),
+        Target::Cpu(CpuTier::Cranelift) => cpu_space(kernel, proposals, bindings, host_threads),
+        Target::Cpu(CpuTier::Llvm) => llvm_cpu_space(kernel, proposals, bindings, host_threads),
+        Target::Gpu(arch) => gpu_space(kernel, proposals, bindings, arch, sm_count, max_len),
+        // The interpreter has no schedules; `tuning_target` refuses it before a space is asked for.
+        Target::Interp => SearchSpace::new(Vec::new()),
     }
 }
 
@@ -489,10 +491,10 @@ mod tests {
 
     #[test]
     fn targets_round_trip_through_their_names() {
-        for t in [TuneTarget::Cranelift, TuneTarget::LlvmCpu, TuneTarget::Gpu(GpuArch::Sm90a)] {
+        for t in [Target::Cpu(CpuTier::Cranelift), Target::Cpu(CpuTier::Llvm), Target::Gpu(GpuArch::Sm90a)] {
             let json = serde_json::to_string(&t).unwrap();
-            assert_eq!(serde_json::from_str::<TuneTarget>(&json).unwrap(), t);
+            assert_eq!(serde_json::from_str::<Target>(&json).unwrap(), t);
         }
-        assert!(serde_json::from_str::<TuneTarget>("\"sm_99\"").is_err());
+        assert!(serde_json::from_str::<Target>("\"sm_99\"").is_err());
     }
 }

@@ -21,8 +21,8 @@ use tcc_autotune::search::worker::{
 use tcc_ir::{Bindings, Kernel, Launch, Program, Schedule, ValueRef};
 use tcc_runtime::{CompiledProgram, CpuDevice, HostTensor};
 
-use super::key::TuneTarget;
 use super::reference::{Reference, compare};
+use tcc_ir::target::{CpuTier, Target};
 
 /// The line a worker prints once its candidate is compiled; it then waits for [`GO`].
 pub const COMPILED_MARKER: &str = "TCC-WORKER-COMPILED";
@@ -40,8 +40,7 @@ pub struct Payload {
     /// The reference file (inputs and expected outputs) written by the tuner.
     pub reference: PathBuf,
     /// What to measure on.
-    #[serde(default)]
-    pub target: TuneTarget,
+    pub target: Target,
     /// When set, the candidate is the known-good kernel: its outputs are not compared but written,
     /// with the inputs, as a complete reference file at this path.
     #[serde(default)]
@@ -104,21 +103,17 @@ pub fn compile(payload: &Payload, schedule: &Schedule) -> Result<Compiled, Strin
     }
     let kernel = Kernel { schedule: *schedule, ..payload.kernel.clone() };
     let device = match target {
-        TuneTarget::Cranelift => CpuDevice::new().map_err(|e| e.to_string())?,
+        Target::Cpu(CpuTier::Cranelift) => CpuDevice::new().map_err(|e| e.to_string())?,
         #[cfg(feature = "llvm")]
-        TuneTarget::LlvmCpu => {
+        Target::Cpu(CpuTier::Llvm) => {
             let threads = usize::try_from(schedule.threads).unwrap_or(0);
-            let device = CpuDevice::with_threads(threads).map_err(|e| e.to_string())?;
-            let llvm = tcc_codegen::LlvmCpuBackend::new()
-                .map_err(|e| e.to_string())?
-                .with_threads(device.threads())
-                .with_schedule_tiles(true);
-            device.with_llvm_backend(llvm)
+            crate::pipeline::cpu_device(CpuTier::Llvm, threads, true).map_err(|e| e.to_string())?
         }
         #[cfg(feature = "llvm")]
-        TuneTarget::Gpu(arch) => return super::gpu::compile(&kernel, &payload.bindings, arch).map(Compiled::Gpu),
+        Target::Gpu(arch) => return super::gpu::compile(&kernel, &payload.bindings, arch).map(Compiled::Gpu),
+        Target::Interp => return Err("the interpreter has no schedules to measure".into()),
         #[cfg(not(feature = "llvm"))]
-        TuneTarget::LlvmCpu | TuneTarget::Gpu(_) => {
+        Target::Cpu(CpuTier::Llvm) | Target::Gpu(_) => {
             return Err(format!("this worker has no LLVM: it cannot compile for {}", target.name()));
         }
     };
@@ -250,7 +245,7 @@ mod tests {
         };
         let reference = dir.join("k.ref");
         Reference::compute(&kernel, &Bindings::new(), 1, 1 << 20).unwrap().write(&reference).unwrap();
-        Payload { kernel, bindings: Bindings::new(), reference, target: TuneTarget::Cranelift, produce: None }
+        Payload { kernel, bindings: Bindings::new(), reference, target: Target::Cpu(CpuTier::Cranelift), produce: None }
     }
 
     fn request(payload: &Payload, schedule: Schedule) -> String {

@@ -18,8 +18,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
 use tcc_ir::interp::{Tensor, run_graph, run_program};
+use tcc_ir::target::{CpuTier, GpuArch, Target};
 use tcc_ir::testing::{GeneratedProgram, Mismatch, Tolerance, compare_outputs, generate};
-use tcc_ir::{Bindings, Graph, KernelClass, Launch, Program, Schedule, Tier, ValueRef};
+use tcc_ir::{Bindings, Graph, KernelClass, Launch, Program, Schedule, ValueRef};
 use tcc_passes::{OptimizeOptions, TargetModel, optimize};
 use tcc_runtime::{CpuDevice, HostTensor};
 
@@ -324,12 +325,12 @@ impl Driver {
         let mut fail = |variant: &str, message: String| {
             failures.push(Failure { backend: Some(b), variant: variant.to_string(), message });
         };
-        let model_name = match b {
-            Backend::InterpOptimized | Backend::Cranelift => "cpu:cranelift",
-            Backend::Llvm => "cpu:llvm",
-            Backend::Cuda => self.cuda_arch(),
+        let target = match b {
+            Backend::InterpOptimized | Backend::Cranelift => Target::Cpu(CpuTier::Cranelift),
+            Backend::Llvm => Target::Cpu(CpuTier::Llvm),
+            Backend::Cuda => Target::Gpu(self.cuda_arch()),
         };
-        let programs = match optimized(g, &gp.bindings, model_name, self.variants) {
+        let programs = match optimized(g, &gp.bindings, target, self.variants) {
             Ok(p) => p,
             Err(e) => {
                 fail("optimizer", e);
@@ -360,13 +361,13 @@ impl Driver {
     }
 
     #[cfg(feature = "gpu-tests")]
-    fn cuda_arch(&self) -> &'static str {
-        self.cuda.as_ref().map_or("sm_90a", |d| d.info().arch.name())
+    fn cuda_arch(&self) -> GpuArch {
+        self.cuda.as_ref().map_or(GpuArch::Sm90a, |d| d.info().arch)
     }
 
     #[cfg(not(feature = "gpu-tests"))]
-    fn cuda_arch(&self) -> &'static str {
-        "sm_90a"
+    fn cuda_arch(&self) -> GpuArch {
+        GpuArch::Sm90a
     }
 
     /// Runs `program` on the device of `b` (then empties its cache, so a long run does not grow).
@@ -423,15 +424,15 @@ fn renumber(m: Mismatch, index: usize) -> Mismatch {
     }
 }
 
-/// The optimizer's best program for the target model `model_name`; with [`Variants::All`] also its
+/// The optimizer's best program for `target`; with [`Variants::All`] also its
 /// first alternative and the whole graph as one generic kernel (the path that lowers any graph).
 fn optimized(
     g: &Graph,
     bindings: &Bindings,
-    model_name: &str,
+    target: Target,
     variants: Variants,
 ) -> Result<Vec<(String, Program)>, String> {
-    let model = TargetModel::for_target_name(model_name).ok_or_else(|| format!("no cost model `{model_name}`"))?;
+    let model = TargetModel::for_target(target);
     let top_k = if variants == Variants::All { 1 } else { 0 };
     let opts = OptimizeOptions { bindings: bindings.clone(), top_k, ..OptimizeOptions::new(model) };
     let o = optimize(g, &opts).map_err(|e| format!("optimizer: {e}"))?;
@@ -440,17 +441,13 @@ fn optimized(
         return Ok(programs);
     }
     programs.extend(o.alternatives.into_iter().enumerate().map(|(i, p)| (format!("alternative {}", i + 1), p)));
-    programs.push(("whole graph".to_string(), whole_graph(g, model_name)));
+    programs.push(("whole graph".to_string(), whole_graph(g, target)));
     Ok(programs)
 }
 
 /// `g` as one kernel of class Generic.
-pub fn whole_graph(g: &Graph, model_name: &str) -> Program {
-    let tier = match model_name {
-        "cpu:cranelift" => Tier::Cranelift,
-        "cpu:llvm" => Tier::LlvmCpu,
-        _ => Tier::Ptx,
-    };
+pub fn whole_graph(g: &Graph, target: Target) -> Program {
+    let tier = target.tier();
     let outputs: Vec<ValueRef> = (0..g.outputs.len()).map(ValueRef::Buffer).collect();
     let launch = Launch {
         kernel: tcc_ir::Kernel {

@@ -5,7 +5,7 @@
 
 use tcc_ir::{DType, Schedule, Tier};
 
-use super::super::arch::{Feature, GpuArch, GpuCaps};
+use super::super::arch::{CapsExt, Feature, GpuArch, GpuCaps};
 use super::super::error::PtxError;
 
 /// How B is stored.

@@ -18,7 +18,7 @@
 
 use tcc_ir::{DType, Schedule, Tier};
 
-use crate::ptx::arch::{Feature, GpuArch, GpuCaps};
+use crate::ptx::arch::{CapsExt, Feature, GpuArch, GpuCaps};
 use crate::ptx::error::PtxError;
 use crate::ptx::mma::MatmulProblem;
 

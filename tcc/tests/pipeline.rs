@@ -1,0 +1,234 @@
+//! One pipeline: `run`, `compile`, `explain`, `bench` and `tune` use and show the same schedule
+//! for the same kernel under the same lockfile and cache (a regression test for each
+//! disagreement of the issue that introduced `tcc::pipeline`), `--json` output, and
+//! `tcc bench FILE`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `tcc ARGS` in the repository root with its own cache, no shared cache and no lockfile from the
+/// environment, plus `env`.
+fn tcc(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcc"))
+        .args(args)
+        .current_dir(root())
+        .env("TCC_CACHE_DIR", cache)
+        .env_remove("TCC_CACHE_URL")
+        .env_remove("TCC_TUNE_WORKER")
+        .env_remove("TCC_LOCKFILE")
+        .envs(env.iter().copied())
+        .output()
+        .expect("tcc runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `tcc ARGS` (which must succeed) and parses every stdout line as JSON.
+fn json_lines(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
+    let out = tcc(cache, args, env);
+    assert_eq!(out.status.code(), Some(0), "{args:?}\n{}\n{}", text(&out.stdout), text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The kernel objects of `lines` as (kernel, schedule, source).
+fn kernels(lines: &[Value]) -> Vec<(String, String, String)> {
+    lines
+        .iter()
+        .filter_map(|v| {
+            let kernel = v.get("kernel")?.as_str()?.to_string();
+            for key in ["family", "schedule", "source"] {
+                assert!(v.get(key).and_then(Value::as_str).is_some(), "kernel object without `{key}`: {v}");
+            }
+            Some((kernel, v["schedule"].as_str()?.to_string(), v["source"].as_str()?.to_string()))
+        })
+        .collect()
+}
+
+/// The `// kernel NAME [class] SCHEDULE (SOURCE)` headers of `compile --emit ir` as
+/// (kernel, schedule, source).
+fn compiled_kernels(cache: &Path, target: &str, extra: &[&str]) -> Vec<(String, String, String)> {
+    let mut args = vec!["compile", "examples/mlp.tc", "--dim", "M=4", "--target", target, "--emit", "ir", "-o", "-"];
+    args.extend_from_slice(extra);
+    let out = tcc(cache, &args, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("// kernel "))
+        .map(|rest| {
+            let (name, rest) = rest.split_once(' ').expect("a name");
+            let (_, rest) = rest.split_once("] ").expect("a class");
+            let (schedule, source) = rest.rsplit_once(" (").expect("a source");
+            (name.to_string(), schedule.to_string(), source.trim_end_matches(')').to_string())
+        })
+        .collect()
+}
+
+const MLP_RUN: [&str; 4] = ["examples/mlp.tc", "--dim", "M=4", "--json"];
+
+fn run_json(cache: &Path, target: &str, extra: &[&str]) -> Vec<(String, String, String)> {
+    let mut args = vec!["run"];
+    args.extend_from_slice(&MLP_RUN);
+    args.extend_from_slice(&["--target", target]);
+    args.extend_from_slice(extra);
+    kernels(&json_lines(cache, &args, &[]))
+}
+
+fn explain_json(cache: &Path, target: &str, extra: &[&str]) -> Vec<(String, String, String)> {
+    let mut args = vec!["explain"];
+    args.extend_from_slice(&MLP_RUN);
+    args.extend_from_slice(&["--target", target]);
+    args.extend_from_slice(extra);
+    let lines = json_lines(cache, &args, &[]);
+    assert!(lines.first().is_some_and(|h| h.get("kernel").is_none() && h.get("function").is_some()), "{lines:?}");
+    kernels(&lines)
+}
+
+fn tune(cache: &Path, target: &str, extra: &[&str]) {
+    let mut args = vec!["tune", "examples/mlp.tc", "--dim", "M=4", "--budget", "4trials", "--target", target];
+    args.extend_from_slice(extra);
+    let out = tcc(cache, &args, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
+}
+
+#[test]
+fn run_compile_and_explain_show_the_same_cached_schedules() {
+    let cache = tempfile::tempdir().unwrap();
+    let before = run_json(cache.path(), "cpu:cranelift", &[]);
+    assert!(before.iter().all(|(_, _, s)| s == "default"), "{before:?}");
+    tune(cache.path(), "cpu:cranelift", &[]);
+    let run = run_json(cache.path(), "cpu:cranelift", &[]);
+    assert_eq!(run.len(), 2, "{run:?}");
+    assert!(run.iter().all(|(_, _, s)| s == "cached"), "{run:?}");
+    // `explain` used to print the optimizer's schedules while `run` and `compile` used the cache's.
+    assert_eq!(explain_json(cache.path(), "cpu:cranelift", &[]), run);
+    assert_eq!(compiled_kernels(cache.path(), "cpu:cranelift", &[]), run);
+}
+
+#[test]
+fn run_obeys_the_lockfile_like_compile_and_explain() {
+    let tuned = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("tcc.lock");
+    let lock_arg = lock.to_str().unwrap();
+    tune(tuned.path(), "cpu:cranelift", &["--lock", lock_arg]);
+    // Another machine: an empty cache, the same lockfile (`tcc run` used to ignore it).
+    let empty = tempfile::tempdir().unwrap();
+    let run = run_json(empty.path(), "cpu:cranelift", &["--lock", lock_arg]);
+    assert_eq!(run.len(), 2);
+    assert!(run.iter().all(|(_, _, s)| s == "locked"), "{run:?}");
+    assert_eq!(explain_json(empty.path(), "cpu:cranelift", &["--lock", lock_arg]), run);
+    assert_eq!(compiled_kernels(empty.path(), "cpu:cranelift", &["--lock", lock_arg]), run);
+    // The same through TCC_LOCKFILE, with no flag.
+    let mut args = vec!["run"];
+    args.extend_from_slice(&MLP_RUN);
+    args.extend_from_slice(&["--target", "cpu:cranelift"]);
+    assert_eq!(kernels(&json_lines(empty.path(), &args, &[("TCC_LOCKFILE", lock_arg)])), run);
+    // A lockfile named on the command line that is not one is invalid input.
+    let junk = dir.path().join("junk.lock");
+    std::fs::write(&junk, "not a lockfile\n").unwrap();
+    let out = tcc(empty.path(), &["run", "examples/mlp.tc", "--dim", "M=4", "--lock", junk.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+}
+
+#[test]
+fn cpu_means_one_tier_for_every_command() {
+    // In a build with LLVM, `compile --target cpu` used to dump cranelift code while `run --target
+    // cpu` ran the LLVM tier: now `cpu` resolves once, so all three name the same schedules.
+    let cache = tempfile::tempdir().unwrap();
+    let run = run_json(cache.path(), "cpu", &[]);
+    assert_eq!(explain_json(cache.path(), "cpu", &[]), run);
+    assert_eq!(compiled_kernels(cache.path(), "cpu", &[]), run);
+    let tier = if cfg!(feature = "llvm") { "llvm-cpu " } else { "cranelift " };
+    assert!(run.iter().all(|(_, s, _)| s.starts_with(tier)), "{run:?}");
+    let clif = tcc(
+        cache.path(),
+        &["compile", "examples/mlp.tc", "--dim", "M=4", "--target", "cpu", "--emit", "clif", "-o", "-"],
+        &[],
+    );
+    assert_eq!(clif.status.code(), Some(if cfg!(feature = "llvm") { 1 } else { 0 }), "{}", text(&clif.stderr));
+}
+
+#[test]
+fn an_unknown_target_is_invalid_input_naming_the_valid_ones() {
+    let cache = tempfile::tempdir().unwrap();
+    for command in ["run", "explain", "bench", "tune"] {
+        let out = tcc(cache.path(), &[command, "examples/mlp.tc", "--dim", "M=4", "--target", "sm_70"], &[]);
+        assert_eq!(out.status.code(), Some(1), "{command}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains("sm_70") && err.contains("cpu:llvm") && err.contains("sm_90a"), "{command}: {err}");
+    }
+}
+
+#[test]
+fn bench_times_a_program_per_kernel() {
+    let cache = tempfile::tempdir().unwrap();
+    let args = ["bench", "examples/softmax.tc", "--dim", "N=512", "--dim", "D=512", "--target", "cpu", "--json"];
+    let lines = json_lines(cache.path(), &args, &[]);
+    let per_kernel = kernels(&lines);
+    assert!(!per_kernel.is_empty(), "{lines:?}");
+    for line in lines.iter().filter(|l| l.get("kernel").is_some()) {
+        assert!(line["median_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{line}");
+        assert!(line["bytes_per_s"].as_f64().is_some_and(|b| b > 0.0), "{line}");
+    }
+    let totals: Vec<&Value> = lines.iter().filter(|l| l.get("kernel").is_none()).collect();
+    assert_eq!(totals.len(), 1, "{lines:?}");
+    assert!(totals[0]["median_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{}", totals[0]);
+    assert!(totals[0]["repetitions"].as_u64().is_some_and(|n| n >= 20), "{}", totals[0]);
+
+    // A product reports FLOP/s; the text form lists every kernel and the total.
+    let mlp = json_lines(cache.path(), &["bench", "examples/mlp.tc", "--dim", "M=16", "--json"], &[]);
+    assert!(mlp.iter().any(|l| l.get("flop_per_s").and_then(Value::as_f64).is_some_and(|f| f > 0.0)), "{mlp:?}");
+    let out = tcc(cache.path(), &["bench", "examples/mlp.tc", "--dim", "M=16"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("fn mlp on cpu:") && stdout.contains("total "), "{stdout}");
+
+    // Unbound variables and the interpreter are refused as invalid input.
+    let unbound = tcc(cache.path(), &["bench", "examples/softmax.tc"], &[]);
+    assert_eq!(unbound.status.code(), Some(1), "{}", text(&unbound.stderr));
+    let interp = tcc(cache.path(), &["bench", "examples/mlp.tc", "--dim", "M=4", "--target", "interp"], &[]);
+    assert_eq!(interp.status.code(), Some(1), "{}", text(&interp.stderr));
+}
+
+#[test]
+fn tune_and_cache_ls_speak_json() {
+    let cache = tempfile::tempdir().unwrap();
+    let args =
+        ["tune", "examples/mlp.tc", "--dim", "M=4", "--budget", "4trials", "--target", "cpu:cranelift", "--json"];
+    let lines = json_lines(cache.path(), &args, &[]);
+    let tuned = kernels(&lines);
+    assert_eq!(tuned.len(), 2, "{lines:?}");
+    assert!(tuned.iter().all(|(_, _, s)| s == "tuned"), "{tuned:?}");
+    // What tune chose is what run then runs.
+    assert_eq!(
+        run_json(cache.path(), "cpu:cranelift", &[]).into_iter().map(|(k, s, _)| (k, s)).collect::<Vec<_>>(),
+        tuned.into_iter().map(|(k, s, _)| (k, s)).collect::<Vec<_>>()
+    );
+    let ls = json_lines(cache.path(), &["cache", "ls", "--json"], &[]);
+    assert_eq!(ls.len(), 2, "{ls:?}");
+    assert!(ls.iter().all(|r| r["hash"].as_str().is_some_and(|h| h.len() == 64)), "{ls:?}");
+}
+
+/// On the LLVM CPU tier, winners of `tcc tune --target cpu:llvm` are applied by `tcc run` (they
+/// used to be ignored).
+#[cfg(feature = "llvm")]
+#[test]
+fn llvm_tier_winners_are_applied() {
+    let cache = tempfile::tempdir().unwrap();
+    tune(cache.path(), "cpu:llvm", &[]);
+    let run = run_json(cache.path(), "cpu:llvm", &[]);
+    assert!(run.iter().all(|(_, _, s)| s == "cached"), "{run:?}");
+    assert_eq!(explain_json(cache.path(), "cpu:llvm", &[]), run);
+    assert_eq!(compiled_kernels(cache.path(), "cpu:llvm", &[]), run);
+}
