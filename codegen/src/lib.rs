@@ -25,6 +25,7 @@ pub mod error;
 pub mod loops;
 /// PTX code generation (LLVM NVPTX; the compiler itself needs feature `llvm`).
 pub mod ptx;
+mod symbols;
 
 pub use backend::Backend;
 pub use cpu::CpuCaps;

@@ -6,5 +6,6 @@
 mod cpu_llvm;
 mod loops;
 mod loops_shared;
+mod program_module;
 #[cfg(feature = "llvm")]
 mod ptx;

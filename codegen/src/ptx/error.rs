@@ -43,7 +43,8 @@ pub enum PtxError {
     Llvm {
         /// The kernel.
         kernel: String,
-        /// Which step failed (`parse`, `verify`, `optimize`, `emit`, `target`).
+        /// Which step failed (`parse`, `verify`, `optimize`, `emit`, `target`, or `link`: merging
+        /// the kernels of a program into one module).
         stage: &'static str,
         /// LLVM's message.
         message: String,

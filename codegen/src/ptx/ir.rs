@@ -3,8 +3,10 @@
 //! The PTX backend writes LLVM IR as text and lets LLVM parse and verify it: the text is easy to
 //! read, dump (`--emit llvm`) and test, and a mistake in it is a verifier error, never a crash.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+
+use crate::symbols;
 
 /// The body of one function being written.
 #[derive(Debug, Default)]
@@ -167,7 +169,10 @@ impl Func {
 /// A module being written: kernels, shared-memory globals and declarations.
 #[derive(Debug, Default)]
 pub(crate) struct ModuleText {
-    globals: Vec<String>,
+    /// `;` comment lines after the target triple (none in a kernel's own module).
+    comments: Vec<String>,
+    /// (name, definition line).
+    globals: Vec<(String, String)>,
     decls: BTreeSet<String>,
     funcs: Vec<String>,
     kernels: Vec<(String, u32, Vec<usize>)>,
@@ -198,18 +203,57 @@ impl ModuleText {
 
     /// Declares a static shared-memory array `[count x elem]` named `name`.
     pub(crate) fn add_shared(&mut self, name: &str, elem: &str, count: u64) {
-        self.globals.push(format!("@{name} = internal addrspace(3) global [{count} x {elem}] undef, align 16"));
+        let line = format!("@{name} = internal addrspace(3) global [{count} x {elem}] undef, align 16");
+        self.globals.push((name.to_string(), line));
     }
 
     /// Declares the dynamic shared-memory array `name` (its size is given at launch).
     pub(crate) fn add_extern_shared(&mut self, name: &str) {
-        self.globals.push(format!("@{name} = external addrspace(3) global [0 x i8], align 16"));
+        self.globals.push((name.to_string(), format!("@{name} = external addrspace(3) global [0 x i8], align 16")));
+    }
+
+    /// Adds a `;` comment line at the top of the module (after the target triple).
+    pub(crate) fn add_comment(&mut self, text: &str) {
+        self.comments.push(format!("; {}", symbols::comment_text(text)));
+    }
+
+    /// The names this module defines: its entries and its shared-memory globals.
+    pub(crate) fn defined_symbols(&self) -> BTreeSet<String> {
+        self.kernels
+            .iter()
+            .map(|(name, ..)| name.clone())
+            .chain(self.globals.iter().map(|(name, _)| name.clone()))
+            .collect()
+    }
+
+    /// The declarations this module makes (`declare ...` lines).
+    pub(crate) fn declarations(&self) -> impl Iterator<Item = &str> {
+        self.decls.iter().map(String::as_str)
+    }
+
+    /// Moves everything `other` defines and declares into this module, its defined symbols
+    /// renamed by `map` (entries, globals and every reference to them in its functions).
+    /// Identical declarations are kept once; the caller checks that no two declarations of one
+    /// name differ.
+    pub(crate) fn append_renamed(&mut self, other: ModuleText, map: &BTreeMap<String, String>) {
+        let rename = |name: String| map.get(&name).cloned().unwrap_or(name);
+        self.comments.extend(other.comments);
+        self.globals.extend(other.globals.into_iter().map(|(name, line)| (rename(name), symbols::rename(&line, map))));
+        self.decls.extend(other.decls);
+        self.funcs.extend(other.funcs.iter().map(|f| symbols::rename(f, map)));
+        self.kernels.extend(other.kernels.into_iter().map(|(name, threads, gc)| (rename(name), threads, gc)));
     }
 
     /// The module text.
     pub(crate) fn finish(&self) -> String {
         let mut out = String::from("target triple = \"nvptx64-nvidia-cuda\"\n\n");
-        for g in &self.globals {
+        if !self.comments.is_empty() {
+            for c in &self.comments {
+                let _ = writeln!(out, "{c}");
+            }
+            out.push('\n');
+        }
+        for (_, g) in &self.globals {
             let _ = writeln!(out, "{g}");
         }
         out.push('\n');

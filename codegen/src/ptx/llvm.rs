@@ -9,7 +9,7 @@ use tcc_ir::{Bindings, Kernel, Program};
 
 use super::arch::{CapsExt, GpuArch};
 use super::error::PtxError;
-use super::{PtxKernel, emit_llvm_ir};
+use super::{PtxKernel, emit_llvm_ir, emit_program_llvm_ir};
 
 const TRIPLE: &str = "nvptx64-nvidia-cuda";
 
@@ -23,6 +23,16 @@ pub fn compile_kernel(kernel: &Kernel, bindings: &Bindings, arch: GpuArch) -> Re
 /// Compiles every kernel of `program` (one [`PtxKernel`] per launch, in launch order).
 pub fn compile_program(program: &Program, bindings: &Bindings, arch: GpuArch) -> Result<Vec<PtxKernel>, PtxError> {
     program.launches.iter().map(|l| compile_kernel(&l.kernel, bindings, arch)).collect()
+}
+
+/// Compiles every kernel of `program` into ONE PTX module for `arch`: one `.version`/`.target`
+/// header and one `.entry` per step of every kernel, in launch order, with clashing names made
+/// unique as [`super::emit_program_module`] says (what `tcc compile --emit ptx` writes). The merged
+/// LLVM module goes through NVPTX once. The runtime keeps loading the per-kernel modules of
+/// [`compile_program`]; their text does not depend on this function.
+pub fn compile_program_module(program: &Program, bindings: &Bindings, arch: GpuArch) -> Result<String, PtxError> {
+    let ir = emit_program_llvm_ir(program, bindings, arch)?;
+    ir_to_ptx(&ir, arch, &program.name)
 }
 
 /// Parses, verifies and optimizes (O3) an LLVM IR module and emits it as PTX for `arch`.

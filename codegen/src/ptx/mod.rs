@@ -14,6 +14,11 @@
 //! shape variables). Elements are stored densely in row-major order: f32, f16, bf16 and i32 in
 //! their own formats, bool as one byte 0 or 1. The runtime launches the entries in order on one
 //! stream; each is a grid-stride loop, so any grid size from 1 up is correct.
+//!
+//! The runtime loads one module per kernel (`compile_program`). For a file that tools read as
+//! it is (`tcc compile --emit llvm|ptx`), `emit_program_module` and `compile_program_module`
+//! put every entry of every kernel of a program into ONE module, names made unique where two
+//! kernels would clash (see `program.rs`).
 
 mod arch;
 mod error;
@@ -24,6 +29,7 @@ mod llvm;
 mod math;
 mod mma;
 mod plan;
+mod program;
 mod ptxas;
 mod rows;
 mod stages;
@@ -33,8 +39,9 @@ pub mod wgmma;
 pub use arch::{CapsExt, Feature, GpuArch, GpuCaps};
 pub use error::PtxError;
 #[cfg(feature = "llvm")]
-pub use llvm::{compile_kernel, compile_program, ir_to_ptx};
+pub use llvm::{compile_kernel, compile_program, compile_program_module, ir_to_ptx};
 pub use mma::{BLayout, MatmulProblem, default_matmul_schedule, matmul_schedule_space, validate_matmul_schedule};
+pub use program::{ModuleKernel, ProgramModule, emit_program_llvm_ir, emit_program_module};
 pub use ptxas::{EntryReport, PtxasError, PtxasReport, assemble, find_ptxas};
 pub use tma::{TensorMapSpec, TmaBuffer};
 
@@ -112,12 +119,6 @@ pub struct PtxKernel {
     pub ir: KernelIr,
 }
 
-/// A symbol-safe version of a kernel name.
-fn symbol(name: &str) -> String {
-    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
-    if s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') { s } else { format!("k_{s}") }
-}
-
 /// Plans `kernel` under `bindings` and writes its LLVM IR for `arch` (no LLVM needed).
 pub fn emit_llvm_ir(kernel: &Kernel, bindings: &Bindings, arch: GpuArch) -> Result<KernelIr, PtxError> {
     emit_llvm_ir_with_caps(kernel, bindings, arch, &arch.caps())
@@ -131,6 +132,20 @@ pub fn emit_llvm_ir_with_caps(
     arch: GpuArch,
     caps: &GpuCaps,
 ) -> Result<KernelIr, PtxError> {
+    let (mut ir, module) = emit_module(kernel, bindings, arch, caps)?;
+    ir.llvm_ir = module.finish();
+    Ok(ir)
+}
+
+/// Plans and emits `kernel` into a module of its own: the [`KernelIr`] (with `llvm_ir` still
+/// empty) and the module, which [`emit_llvm_ir_with_caps`] prints and [`program`] merges with
+/// the other kernels' modules.
+fn emit_module(
+    kernel: &Kernel,
+    bindings: &Bindings,
+    arch: GpuArch,
+    caps: &GpuCaps,
+) -> Result<(KernelIr, ModuleText), PtxError> {
     let caps = caps.clone();
     let plan = plan::plan(kernel, bindings)?;
     let g = &kernel.graph;
@@ -140,7 +155,7 @@ pub fn emit_llvm_ir_with_caps(
     params.push("ptr addrspace(1) align 16 %scratch".to_string());
     let cx = StageCx { g, plan: &plan, caps: &caps, schedule: &kernel.schedule, params: &params };
     let mut module = ModuleText::default();
-    let base = symbol(&kernel.name);
+    let base = crate::symbols::symbol(&kernel.name);
     let mut steps = Vec::new();
     let mut scratch_bytes = plan.scratch_bytes;
     for (i, stage) in plan.stages.iter().enumerate() {
@@ -171,13 +186,14 @@ pub fn emit_llvm_ir_with_caps(
         };
         steps.push(PtxStep { entry, lowering, launch, tensor_maps: Vec::new() });
     }
-    Ok(KernelIr {
+    let ir = KernelIr {
         name: kernel.name.clone(),
         arch,
-        llvm_ir: module.finish(),
+        llvm_ir: String::new(),
         steps,
         inputs: g.params.len(),
         outputs: g.outputs.len(),
         scratch_bytes,
-    })
+    };
+    Ok((ir, module))
 }

@@ -18,15 +18,16 @@ pub mod jit;
 pub mod math;
 pub mod text;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use tcc_ir::{Bindings, Kernel, Op, Schedule, Tier};
+use tcc_ir::{Bindings, Kernel, Op, Program, Schedule, Tier};
 
 use crate::backend::Backend;
 use crate::cpu::cranelift::{PhaseFn, STRIP};
 use crate::error::CodegenError;
 use crate::loops::{BufDecl, GemmTiles, LoopKernel, LowerOptions, lower_graph, resolve_dims, split_rows};
+use crate::symbols;
 pub use host::HostCpu;
 use jit::JitCode;
 
@@ -240,6 +241,78 @@ impl LlvmCpuBackend {
     pub fn llvm_ir(&self, lk: &LoopKernel) -> Result<String, CodegenError> {
         let (text, _) = self.module_text(lk)?;
         jit::optimized_ir(&text, &self.host, &lk.name)
+    }
+
+    /// ONE LLVM IR module (as emitted, before optimization) for every kernel of `program` under
+    /// `bindings`, with the names of each launch's phase functions (in launch order, then phase
+    /// order).
+    ///
+    /// Each kernel is lowered and emitted as by [`LlvmCpuBackend::module_text`], with its phases
+    /// named `{kernel}_phase{i}` (the kernel name made symbol-safe) instead of `phase{i}`; a name
+    /// an earlier kernel or a declaration took becomes `{name}_k{launch}` (then `_2`, `_3`, ...).
+    /// Declarations are kept once (two different ones of one name are an error) and the module
+    /// has one attribute group, `#0`, the host's, shared by every function.
+    pub fn program_module_text(
+        &self,
+        program: &Program,
+        bindings: &Bindings,
+    ) -> Result<(String, Vec<Vec<String>>), CodegenError> {
+        let mut decls = BTreeSet::new();
+        let mut kernels = Vec::with_capacity(program.launches.len());
+        for launch in &program.launches {
+            let lk = self.lower(&launch.kernel, bindings)?;
+            let base = symbols::symbol(&lk.name);
+            let mut phases = Vec::with_capacity(lk.phases.len());
+            for (i, phase) in lk.phases.iter().enumerate() {
+                let name = format!("{base}_phase{i}");
+                let (text, d) = emit::emit_phase(&lk, phase, &self.host, &name)?;
+                decls.extend(d);
+                phases.push((name, text));
+            }
+            kernels.push((lk.name, phases));
+        }
+        let link = |message: String| CodegenError::Llvm { kernel: program.name.clone(), stage: "link", message };
+        let mut declared: BTreeMap<&str, &str> = BTreeMap::new();
+        for decl in &decls {
+            let name = symbols::declared_name(decl).ok_or_else(|| link(format!("`{decl}` declares no name")))?;
+            if let Some(earlier) = declared.insert(name, decl) {
+                return Err(link(format!("`{earlier}` and `{decl}` declare one name twice")));
+            }
+        }
+        let mut taken: BTreeSet<String> = declared.keys().map(|n| (*n).to_string()).collect();
+        let mut module = format!("; program {}: {} kernel(s)\n", symbols::comment_text(&program.name), kernels.len());
+        let mut defs = String::new();
+        let mut names = Vec::with_capacity(kernels.len());
+        for (launch, (kernel, phases)) in kernels.into_iter().enumerate() {
+            let own: BTreeSet<String> = phases.iter().map(|(n, _)| n.clone()).collect();
+            let map = symbols::renames(&own, launch, &mut taken);
+            let final_names: Vec<String> =
+                phases.iter().map(|(n, _)| map.get(n).cloned().unwrap_or_else(|| n.clone())).collect();
+            module.push_str(&format!(
+                "; kernel {} (launch {launch}): {}\n",
+                symbols::comment_text(&kernel),
+                final_names.join(", ")
+            ));
+            for (_, text) in &phases {
+                defs.push_str(&symbols::rename(text, &map));
+            }
+            names.push(final_names);
+        }
+        for d in decls {
+            module.push_str(&d);
+            module.push('\n');
+        }
+        module.push_str(&defs);
+        module.push_str(&format!("attributes #0 = {{ {} }}\n", self.host.attributes()));
+        Ok((module, names))
+    }
+
+    /// The optimized LLVM IR of every kernel of `program` in ONE module (for `--emit llvm` on the
+    /// CPU LLVM tier): [`LlvmCpuBackend::program_module_text`] after O3 for the host, with the
+    /// host's target triple and data layout, so that `llc` accepts it as it is.
+    pub fn program_llvm_ir(&self, program: &Program, bindings: &Bindings) -> Result<String, CodegenError> {
+        let (text, _) = self.program_module_text(program, bindings)?;
+        jit::optimized_ir(&text, &self.host, &program.name)
     }
 
     /// The host assembly of a loop kernel (for `--emit asm`).
