@@ -196,7 +196,7 @@ fn compile_emits_each_stage() {
     let base = ["compile", "examples/softmax.tc", "--dim", "N=8", "--dim", "D=33"];
     let cases: &[(&[&str], &str, &str)] = &[
         (&["--target", "cpu", "--emit", "ir"], "p.ir", "// kernel k0_"),
-        (&["--target", "cpu", "--emit", "clif"], "p.clif", "function"),
+        (&["--target", "cpu:cranelift", "--emit", "clif"], "p.clif", "function"),
         (&["--target", "sm_90a", "--emit", "llvm"], "p.ll", "nvptx64-nvidia-cuda"),
         (&["--target", "sm_80", "--emit", "ir"], "p80.ir", "[row-reduction]"),
     ];

@@ -232,3 +232,78 @@ fn llvm_tier_winners_are_applied() {
     assert_eq!(explain_json(cache.path(), "cpu:llvm", &[]), run);
     assert_eq!(compiled_kernels(cache.path(), "cpu:llvm", &[]), run);
 }
+
+/// `--emit ptx` writes one module that ptxas accepts with every kernel an entry, and `--emit llvm`
+/// one module that llc accepts (they used to be one module per kernel, concatenated).
+#[cfg(feature = "llvm")]
+#[test]
+fn emitted_modules_assemble_as_they_are() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Two products and a softmax between them: three kernels, some of several entries.
+    let source = dir.path().join("two.tc");
+    std::fs::write(
+        &source,
+        "fn two(x: f16[M, 256], w: f16[256, 512], v: f16[512, 128]) -> f16[M, 128] {
+    let s = x @ w;
+    let e = exp(s - s.max(-1, keepdim));
+    (e / e.sum(-1, keepdim)) @ v
+}
+",
+    )
+    .unwrap();
+    let source = source.to_str().unwrap();
+    let ptxas = tcc_codegen::ptx::find_ptxas();
+    for target in ["sm_80", "sm_90a"] {
+        let ptx = dir.path().join(format!("{target}.ptx"));
+        let args =
+            ["compile", source, "--dim", "M=100", "--target", target, "--emit", "ptx", "-o", ptx.to_str().unwrap()];
+        let out = tcc(cache.path(), &args, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let text_ptx = std::fs::read_to_string(&ptx).unwrap();
+        assert_eq!(text_ptx.matches(".version").count(), 1, "{text_ptx}");
+        let entries = text_ptx.matches(".entry").count();
+        assert!(entries >= 3, "{entries} entries");
+        match &ptxas {
+            Ok(ptxas) => {
+                let arch = target.parse::<tcc::ir::Target>().unwrap().gpu_arch().unwrap();
+                let report = tcc_codegen::ptx::assemble(ptxas, &text_ptx, arch).unwrap();
+                assert_eq!(report.entries.len(), entries, "{target}");
+            }
+            Err(e) => eprintln!("ptxas not found ({e}): {target} assembled only by LLVM"),
+        }
+        let ll = dir.path().join(format!("{target}.ll"));
+        let args =
+            ["compile", source, "--dim", "M=100", "--target", target, "--emit", "llvm", "-o", ll.to_str().unwrap()];
+        assert_eq!(tcc(cache.path(), &args, &[]).status.code(), Some(0));
+        llc_accepts(&ll, &["-march=nvptx64", &format!("-mcpu={target}")]);
+    }
+    let ll = dir.path().join("cpu.ll");
+    let args = [
+        "compile",
+        "examples/mlp.tc",
+        "--dim",
+        "M=4",
+        "--target",
+        "cpu:llvm",
+        "--emit",
+        "llvm",
+        "-o",
+        ll.to_str().unwrap(),
+    ];
+    assert_eq!(tcc(cache.path(), &args, &[]).status.code(), Some(0));
+    llc_accepts(&ll, &[]);
+}
+
+#[cfg(feature = "llvm")]
+fn llc_accepts(file: &Path, flags: &[&str]) {
+    let llc = ["/usr/lib/llvm-19/bin/llc", "llc-19", "llc"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()));
+    let Some(llc) = llc else {
+        eprintln!("llc not found: {} not checked", file.display());
+        return;
+    };
+    let out = Command::new(llc).args(flags).arg(file).args(["-o", "/dev/null"]).output().unwrap();
+    assert!(out.status.success(), "llc rejects {}: {}", file.display(), text(&out.stderr));
+}

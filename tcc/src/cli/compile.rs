@@ -61,27 +61,20 @@ fn codegen_error(kernel: &str, e: impl std::fmt::Display) -> CliError {
     CliError::Environment(format!("code generation failed for kernel `{kernel}`: {e}"))
 }
 
+/// One LLVM IR module holding every kernel's entries (what `llc` accepts as it is).
 fn gpu_llvm(program: &Program, bindings: &Bindings, arch: GpuArch) -> Result<String, CliError> {
-    let mut text = String::new();
-    for launch in &program.launches {
-        let ir = tcc_codegen::ptx::emit_llvm_ir(&launch.kernel, bindings, arch)
-            .map_err(|e| codegen_error(&launch.kernel.name, e))?;
-        text.push_str(&ir.llvm_ir);
-        text.push('\n');
-    }
-    Ok(text)
+    tcc_codegen::ptx::emit_program_llvm_ir(program, bindings, arch).map_err(|e| codegen_error(&program.name, e))
 }
 
+/// One PTX module, every kernel's entries in it (what `ptxas` accepts as it is).
 #[cfg(feature = "llvm")]
 fn gpu_ptx(program: &Program, bindings: &Bindings, arch: GpuArch) -> Result<String, CliError> {
-    let kernels =
-        tcc_codegen::ptx::compile_program(program, bindings, arch).map_err(|e| codegen_error(&program.name, e))?;
-    Ok(kernels.into_iter().map(|k| k.ptx).collect::<Vec<_>>().join("\n"))
+    tcc_codegen::ptx::compile_program_module(program, bindings, arch).map_err(|e| codegen_error(&program.name, e))
 }
 
 #[cfg(not(feature = "llvm"))]
 fn gpu_ptx(_: &Program, _: &Bindings, _: GpuArch) -> Result<String, CliError> {
-    Err(CliError::Environment("PTX needs LLVM: rebuild tcc with `--features llvm` (LLVM 19, see the README)".into()))
+    Err(CliError::invalid("PTX needs the `llvm` feature: rebuild tcc with `--features llvm` (LLVM 19, see the README)"))
 }
 
 fn cranelift_code(program: &Program, bindings: &Bindings, asm: bool) -> Result<String, CliError> {
@@ -98,8 +91,9 @@ fn cranelift_code(program: &Program, bindings: &Bindings, asm: bool) -> Result<S
     Ok(text)
 }
 
-/// The LLVM CPU tier's code: LLVM IR or assembly, per kernel, compiled as the engine would (matmul
-/// tiles from the schedules when any kernel's schedule was tuned).
+/// The LLVM CPU tier's code, compiled as the engine would (matmul tiles from the schedules when
+/// any kernel's schedule was tuned): one LLVM IR module of the whole program (what `llc` accepts),
+/// or each kernel's assembly.
 #[cfg(feature = "llvm")]
 fn llvm_cpu_code(program: &Program, bindings: &Bindings, asm: bool, tuned: bool) -> Result<String, CliError> {
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
@@ -107,13 +101,16 @@ fn llvm_cpu_code(program: &Program, bindings: &Bindings, asm: bool, tuned: bool)
         .map_err(|e| codegen_error(&program.name, e))?
         .with_threads(threads)
         .with_schedule_tiles(tuned);
+    if !asm {
+        return backend.program_llvm_ir(program, bindings).map_err(|e| codegen_error(&program.name, e));
+    }
     let mut text = String::new();
     for launch in &program.launches {
         let k = &launch.kernel;
         let lk = backend.lower(k, bindings).map_err(|e| codegen_error(&k.name, e))?;
-        let code = if asm { backend.assembly(&lk) } else { backend.llvm_ir(&lk) };
+        let code = backend.assembly(&lk).map_err(|e| codegen_error(&k.name, e))?;
         let _ = writeln!(text, "; kernel {} [{}]", k.name, k.class.name());
-        text.push_str(&code.map_err(|e| codegen_error(&k.name, e))?);
+        text.push_str(&code);
         text.push('\n');
     }
     Ok(text)
@@ -121,5 +118,5 @@ fn llvm_cpu_code(program: &Program, bindings: &Bindings, asm: bool, tuned: bool)
 
 #[cfg(not(feature = "llvm"))]
 fn llvm_cpu_code(_: &Program, _: &Bindings, _: bool, _: bool) -> Result<String, CliError> {
-    Err(CliError::Environment("the LLVM CPU tier needs LLVM: rebuild tcc with `--features llvm`".into()))
+    Err(CliError::invalid("the LLVM CPU tier needs the `llvm` feature: rebuild tcc with `--features llvm`"))
 }
