@@ -53,6 +53,7 @@ pub fn record(key: CacheKey, s: Schedule, time_ns: u64) -> CacheRecord {
         key,
         variant: 0,
         schedule: s,
+        schedule_format: tcc_ir::schedule::SCHEDULE_FORMAT,
         time_ns,
         runners_up: vec![],
         provenance: Provenance {

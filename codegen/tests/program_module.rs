@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tcc_codegen::ptx::{self, GpuArch, ProgramModule};
+use tcc_codegen::ptx::{self, CapsExt, GpuArch, ProgramModule};
 use tcc_ir::{BinaryOp, Bindings, DType, Graph, Op, Program, ReduceOp, Schedule, TensorType, UnaryOp};
 use tcc_passes::{OptimizeOptions, TargetModel, optimize};
 

@@ -16,6 +16,7 @@ pub mod interp;
 pub mod limits;
 pub mod op;
 pub mod program;
+pub mod schedule;
 pub mod shape;
 pub mod target;
 #[cfg(feature = "testing")]
@@ -28,5 +29,6 @@ pub use graph::{BuildError, Graph, Module, Node, Param};
 pub use infer::TypeError;
 pub use op::{BinaryOp, CompareOp, NodeId, Op, ReduceOp, TensorType, UnaryOp};
 pub use program::{Kernel, KernelClass, Launch, Program, Schedule, ScheduleSource, Tier, ValueRef};
+pub use schedule::{ScheduleKind, WgmmaSchedule};
 pub use shape::{Bindings, Dim, Shape};
 pub use target::{CpuTier, GpuArch, Target, TargetSpec};

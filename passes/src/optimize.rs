@@ -13,6 +13,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
 use egg::{BackoffScheduler, Id, Runner, SimpleScheduler};
+use tcc_ir::target::Target;
 use tcc_ir::{Bindings, Graph, Program, Schedule, ValueRef};
 
 use crate::analysis::{EG, TensorAnalysis};
@@ -141,7 +142,7 @@ fn value_name(v: ValueRef, program: &Program) -> String {
     }
 }
 
-fn kernel_reports(program: &Program, kernels: &[BuiltKernel], eg: &EG) -> Vec<KernelReport> {
+fn kernel_reports(program: &Program, kernels: &[BuiltKernel], eg: &EG, target: Target) -> Vec<KernelReport> {
     program
         .launches
         .iter()
@@ -153,6 +154,7 @@ fn kernel_reports(program: &Program, kernels: &[BuiltKernel], eg: &EG) -> Vec<Ke
                 class: l.kernel.class,
                 ops: body.map(|b| b.op_kinds()).unwrap_or_default(),
                 schedule: l.kernel.schedule,
+                kind: l.kernel.schedule_kind(target),
                 source: tcc_ir::ScheduleSource::Default,
                 estimate_us: k.estimate.seconds * 1e6,
                 memory_bound: k.estimate.memory_bound,
@@ -318,7 +320,7 @@ pub fn optimize(g: &Graph, opts: &OptimizeOptions) -> Result<Optimized, PassErro
         .map(|p| p.stop_reason.clone())
         .find(|r| *r != StopReason::Saturated)
         .unwrap_or(StopReason::Saturated);
-    let mut kernel_reports = kernel_reports(&program, &kernels, eg);
+    let mut kernel_reports = kernel_reports(&program, &kernels, eg, opts.target.target);
     if opts.explain {
         for (report, k) in kernel_reports.iter_mut().zip(&kernels) {
             report.explanation = explain_kernel(&mut scheduled.egraph, &built.node_ids, k);

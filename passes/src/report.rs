@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use tcc_ir::{KernelClass, Schedule, ScheduleSource};
+use tcc_ir::{KernelClass, Schedule, ScheduleKind, ScheduleSource};
 
 /// Why a saturation phase stopped.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +74,8 @@ pub struct KernelReport {
     pub ops: Vec<String>,
     /// Its schedule.
     pub schedule: Schedule,
+    /// The schedule as its family reads it (what reports print).
+    pub kind: ScheduleKind,
     /// Where the schedule came from (the optimizer's: `default`; the pipeline sets the others).
     pub source: ScheduleSource,
     /// The model's estimate, microseconds.
@@ -195,7 +197,7 @@ impl fmt::Display for Report {
             )?;
             writeln!(f, "    fuses: {}", k.ops.join(", "))?;
             writeln!(f, "    reads: {}", k.inputs.join(", "))?;
-            writeln!(f, "    schedule: {} ({})", k.schedule, k.source)?;
+            writeln!(f, "    schedule: {} ({})", k.kind, k.source)?;
             if !k.rules.is_empty() {
                 writeln!(f, "    formed by: {}", k.rules.join(" -> "))?;
             }

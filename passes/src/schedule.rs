@@ -2,6 +2,7 @@
 //! target's limits (shared memory per block, registers per thread, tensor-core shapes). The cost
 //! model ranks them; the autotuner measures them.
 
+use tcc_ir::schedule::WgmmaSchedule;
 use tcc_ir::{Bindings, DType, KernelClass, Schedule, Tier};
 
 use crate::body::Body;
@@ -166,10 +167,9 @@ pub fn has_warpgroup_mma(target: &TargetModel) -> bool {
     target.mma_shapes.iter().any(|s| s.m == 64)
 }
 
-/// True when `s` is in the PTX backend's warpgroup (wgmma) encoding: 64-row warpgroup tiles as
-/// wide as the block, whole warpgroups (`tcc_codegen::ptx::wgmma::is_wgmma_schedule`).
+/// True when `s` is in the warpgroup (wgmma) encoding ([`tcc_ir::schedule::is_warpgroup_encoding`]).
 pub fn is_warpgroup_schedule(s: &Schedule) -> bool {
-    s.micro_m == 64 && s.micro_n == s.tile_n && s.warps >= 4 && s.warps.is_multiple_of(4)
+    tcc_ir::schedule::is_warpgroup_encoding(s)
 }
 
 /// The untuned warpgroup GEMM schedule of an `m x n` product (`batch` of them) on a GPU of
@@ -180,25 +180,15 @@ pub fn is_warpgroup_schedule(s: &Schedule) -> bool {
 /// on), block swizzle 8. Measured on an H100 at 1.00-1.02 of cuBLAS on the suite's large f16/bf16
 /// GEMMs and 0.9 on 1024^3 (BENCHMARKS.md).
 fn warpgroup_schedule(base: Schedule, (m, n, batch): (u64, u64, u64), cores: u64) -> Option<Schedule> {
-    // (tile_m, tile_n, warps): two consumer warpgroups, or one and a producer.
-    for (tile_m, tile_n, warps) in [(128u32, 256u32, 8u32), (128, 128, 8), (64, 128, 8)] {
-        let tiles = m.div_ceil(u64::from(tile_m)) * n.div_ceil(u64::from(tile_n)) * batch;
+    // Two consumer warpgroups, or one and a producer.
+    for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
+        let tiles = m.div_ceil(u64::from(64 * consumers)) * n.div_ceil(u64::from(bn)) * batch;
         if 8 * tiles < 7 * cores {
             continue;
         }
-        return Some(Schedule {
-            tile_m,
-            tile_n,
-            tile_k: 64,
-            micro_m: 64,
-            micro_n: tile_n,
-            vector_width: 64,
-            stages: if tiles >= 8 * cores { 3 } else { 4 },
-            warps,
-            split_k: 1,
-            swizzle: 8,
-            ..base
-        });
+        let stages = if tiles >= 8 * cores { 3 } else { 4 };
+        let w = WgmmaSchedule { consumers, producer, pingpong: false, bn, stages, swizzle: 8, tma: true };
+        return Some(Schedule { tier: base.tier, threads: base.threads, ..w.encode() });
     }
     None
 }

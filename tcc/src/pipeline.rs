@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use tcc_autotune::{DeviceKey, Lockfile};
 use tcc_ir::target::Target;
-use tcc_ir::{Bindings, Graph, Program, Schedule, ScheduleSource};
+use tcc_ir::{Bindings, Graph, Program, Schedule, ScheduleKind, ScheduleSource};
 use tcc_passes::{OptimizeOptions, Optimized, TargetModel, optimize};
 
 use crate::tuning::{ApplyReport, Decision};
@@ -75,6 +75,8 @@ pub struct KernelPlan {
     pub family: &'static str,
     /// The schedule it runs with.
     pub schedule: Schedule,
+    /// That schedule as its family reads it (its canonical text is what every command shows).
+    pub kind: ScheduleKind,
     /// Where that schedule came from.
     pub source: ScheduleSource,
     /// The measured time of that schedule (from the lockfile or cache), nanoseconds.
@@ -192,6 +194,7 @@ impl Pipeline {
     /// start one; else it is left unused). Never fails: without records (or with shape variables
     /// unbound) kernels keep the optimizer's schedules, as `default`.
     pub fn choose_schedules(&self, program: &mut Program, bindings: &Bindings) -> Vec<KernelPlan> {
+        let target = self.target;
         let defaults = |program: &Program| -> Vec<KernelPlan> {
             program
                 .launches
@@ -200,6 +203,7 @@ impl Pipeline {
                     kernel: l.kernel.name.clone(),
                     family: l.kernel.class.family(),
                     schedule: l.kernel.schedule,
+                    kind: l.kernel.schedule_kind(target),
                     source: ScheduleSource::Default,
                     recorded_ns: None,
                 })
@@ -222,7 +226,7 @@ impl Pipeline {
         match crate::tuning::apply_cached_schedules_on(&mut chosen, bindings, self.target, device, self.lock.clone()) {
             Ok(report) => {
                 *program = chosen;
-                plans(program, &report)
+                plans(program, &report, self.target)
             }
             Err(e) => {
                 tracing::warn!(
@@ -242,6 +246,7 @@ impl Pipeline {
         let mut report = optimized.report;
         for (k, plan) in report.kernels.iter_mut().zip(&kernels) {
             k.schedule = plan.schedule;
+            k.kind = plan.kind;
             k.source = plan.source;
         }
         Ok(Plan { program, kernels, report, alternatives: optimized.alternatives })
@@ -249,7 +254,7 @@ impl Pipeline {
 }
 
 /// The plans of `program`'s kernels from the decisions of `report`.
-fn plans(program: &Program, report: &ApplyReport) -> Vec<KernelPlan> {
+fn plans(program: &Program, report: &ApplyReport, target: Target) -> Vec<KernelPlan> {
     program
         .launches
         .iter()
@@ -258,6 +263,7 @@ fn plans(program: &Program, report: &ApplyReport) -> Vec<KernelPlan> {
             kernel: l.kernel.name.clone(),
             family: l.kernel.class.family(),
             schedule: l.kernel.schedule,
+            kind: l.kernel.schedule_kind(target),
             source: d.source,
             recorded_ns: d.time_ns,
         })

@@ -27,6 +27,9 @@ pub struct LockEntry {
     pub variant: u32,
     /// The schedule.
     pub schedule: Schedule,
+    /// Its encoding version (see [`crate::cache::CacheRecord::schedule_format`]).
+    #[serde(default = "crate::cache::record::first_format")]
+    pub schedule_format: u32,
     /// Its measured median time in nanoseconds (for drift reports).
     pub time_ns: u64,
 }
@@ -37,6 +40,7 @@ impl LockEntry {
         if self.variant > MAX_VARIANT {
             return Err(BoundsError::new("variant", format!("{} is too large", self.variant)));
         }
+        crate::cache::record::check_schedule_format(self.schedule_format)?;
         check_schedule(&self.schedule)?;
         check_time_ns("time_ns", self.time_ns)
     }
@@ -139,7 +143,13 @@ impl Lockfile {
     pub fn from_records<'a>(records: impl IntoIterator<Item = &'a CacheRecord>) -> Lockfile {
         let mut lock = Lockfile::new();
         for r in records.into_iter().filter(|r| r.state != RecordState::Quarantined) {
-            lock.insert(LockEntry { key: r.key.clone(), variant: r.variant, schedule: r.schedule, time_ns: r.time_ns });
+            lock.insert(LockEntry {
+                key: r.key.clone(),
+                variant: r.variant,
+                schedule: r.schedule,
+                schedule_format: r.schedule_format,
+                time_ns: r.time_ns,
+            });
         }
         lock
     }
@@ -265,6 +275,13 @@ mod tests {
         assert!(matches!(Lockfile::parse(truncated), Err(LockfileError::BadLine { line: 3, .. })));
         let absurd = text.replace("\"stages\":2", "\"stages\":200");
         assert!(matches!(Lockfile::parse(&absurd), Err(LockfileError::BadLine { .. })));
+        // Entries written before the schedule format existed read as format 1; a later format is
+        // refused, never misread.
+        let old = text.replace(",\"schedule_format\":1", "");
+        assert_ne!(old, text);
+        assert_eq!(Lockfile::parse(&old).unwrap(), lock);
+        let later = text.replace("\"schedule_format\":1", "\"schedule_format\":2");
+        assert!(matches!(Lockfile::parse(&later), Err(LockfileError::BadLine { line: 2, .. })));
     }
 
     #[test]

@@ -55,6 +55,11 @@ pub struct CacheRecord {
     pub variant: u32,
     /// The winning schedule.
     pub schedule: Schedule,
+    /// The encoding version of the schedules ([`tcc_ir::schedule::SCHEDULE_FORMAT`]; records
+    /// written before it existed are format 1). A record of a later format is rejected (and so
+    /// re-tuned), never misread.
+    #[serde(default = "first_format")]
+    pub schedule_format: u32,
     /// The winner's median time in nanoseconds.
     pub time_ns: u64,
     /// The next best candidates, fastest first.
@@ -63,6 +68,23 @@ pub struct CacheRecord {
     pub provenance: Provenance,
     /// How far it is trusted here.
     pub state: RecordState,
+}
+
+/// Format 1: what records and lockfile entries without a `schedule_format` field hold.
+pub(crate) fn first_format() -> u32 {
+    1
+}
+
+/// Accepts the schedule encodings this version reads (1 to [`tcc_ir::schedule::SCHEDULE_FORMAT`]).
+pub(crate) fn check_schedule_format(format: u32) -> Result<(), BoundsError> {
+    let current = tcc_ir::schedule::SCHEDULE_FORMAT;
+    if format == 0 || format > current {
+        return Err(BoundsError::new(
+            "schedule_format",
+            format!("{format} is not a schedule encoding this tcc reads (1 to {current})"),
+        ));
+    }
+    Ok(())
 }
 
 /// Why a stored record could not be used.
@@ -94,6 +116,7 @@ impl CacheRecord {
         if self.variant > MAX_VARIANT {
             return Err(BoundsError::new("variant", format!("{} is more than {MAX_VARIANT}", self.variant)));
         }
+        check_schedule_format(self.schedule_format)?;
         check_schedule(&self.schedule)?;
         check_time_ns("time_ns", self.time_ns)?;
         if self.runners_up.len() > MAX_RUNNERS_UP {
@@ -181,6 +204,7 @@ pub(crate) mod tests {
             key: key(),
             variant: 0,
             schedule: Schedule::default_for(Tier::Ptx),
+            schedule_format: tcc_ir::schedule::SCHEDULE_FORMAT,
             time_ns,
             runners_up: vec![RunnerUp {
                 variant: 1,
@@ -238,5 +262,21 @@ pub(crate) mod tests {
         let mut c = record(100);
         c.provenance.host = "other".into();
         assert_eq!(prefer(&a, &c), prefer(&c, &a));
+    }
+
+    #[test]
+    fn records_without_a_format_are_format_one_and_later_formats_are_refused() {
+        let r = record(1000);
+        let text = r.encode().unwrap();
+        assert!(text.contains("\"schedule_format\":1"), "{text}");
+        // A record written before the field existed reads as format 1, the same decision.
+        let old = text.replace(",\"schedule_format\":1", "");
+        assert_ne!(old, text);
+        assert_eq!(CacheRecord::decode(&old).unwrap(), r);
+        // A later encoding is never misread: the record is rejected (and its kernel re-tuned).
+        let later = text.replace("\"schedule_format\":1", "\"schedule_format\":2");
+        assert!(matches!(CacheRecord::decode(&later), Err(DecodeError::Bounds(_))));
+        let zero = text.replace("\"schedule_format\":1", "\"schedule_format\":0");
+        assert!(CacheRecord::decode(&zero).is_err());
     }
 }

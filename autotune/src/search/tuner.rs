@@ -115,6 +115,7 @@ impl TuneReport {
             key,
             variant: best.candidate.variant,
             schedule: best.candidate.schedule,
+            schedule_format: tcc_ir::schedule::SCHEDULE_FORMAT,
             time_ns: best.outcome.time_ns()?,
             runners_up: self.runners_up(crate::bounds::MAX_RUNNERS_UP),
             provenance,

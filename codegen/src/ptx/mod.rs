@@ -43,6 +43,7 @@ pub use llvm::{compile_kernel, compile_program, compile_program_module, ir_to_pt
 pub use mma::{BLayout, MatmulProblem, default_matmul_schedule, matmul_schedule_space, validate_matmul_schedule};
 pub use program::{ModuleKernel, ProgramModule, emit_program_llvm_ir, emit_program_module};
 pub use ptxas::{EntryReport, PtxasError, PtxasReport, assemble, find_ptxas};
+pub use stages::simt_schedule_runs;
 pub use tma::{TensorMapSpec, TmaBuffer};
 
 use tcc_ir::{Bindings, Kernel};

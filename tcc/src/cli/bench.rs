@@ -89,7 +89,7 @@ fn bench_file(args: &BenchArgs, file: &Path) -> Result<(), CliError> {
                 ms,
                 bytes.unwrap_or_default(),
                 flops.unwrap_or_default(),
-                plan.schedule,
+                plan.kind,
                 plan.source
             );
         }

@@ -49,7 +49,7 @@ fn program_text(program: &Program, plan: &Plan) -> String {
     let mut text = String::new();
     for (launch, kp) in program.launches.iter().zip(&plan.kernels) {
         let k = &launch.kernel;
-        let _ = writeln!(text, "// kernel {} [{}] {} ({})", k.name, k.class.name(), k.schedule, kp.source);
+        let _ = writeln!(text, "// kernel {} [{}] {} ({})", k.name, k.class.name(), kp.kind, kp.source);
         let _ = writeln!(text, "// reads {:?}, writes {:?}", launch.inputs, launch.outputs);
         text.push_str(&tcc_ir::text::print_graph(&k.graph));
         text.push('\n');

@@ -1,5 +1,5 @@
 //! `--json` output: one JSON object per line. Every kernel's object has `kernel` (its name),
-//! `family`, `schedule` (canonical text) and `source` (`locked`, `cached`, `tuned`, `borrowed` or
+//! `family`, `schedule` (the canonical text of its typed schedule, `tcc_ir::ScheduleKind`) and `source` (`locked`, `cached`, `tuned`, `borrowed` or
 //! `default`); commands add their own keys. Objects that describe no single kernel (headers,
 //! totals) have no `kernel` key.
 
@@ -13,7 +13,7 @@ pub fn kernel_object(plan: &KernelPlan) -> Map<String, Value> {
     let mut object = Map::new();
     object.insert("kernel".into(), json!(plan.kernel));
     object.insert("family".into(), json!(plan.family));
-    object.insert("schedule".into(), json!(plan.schedule.to_string()));
+    object.insert("schedule".into(), json!(plan.kind.to_string()));
     object.insert("source".into(), json!(plan.source.name()));
     object
 }

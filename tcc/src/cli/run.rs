@@ -47,7 +47,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             prepared.summary()
         );
         for plan in prepared.kernels() {
-            println!("kernel {} [{}] {} ({})", plan.kernel, plan.family, plan.schedule, plan.source);
+            println!("kernel {} [{}] {} ({})", plan.kernel, plan.family, plan.kind, plan.source);
         }
         for (i, t) in outputs.iter().enumerate() {
             println!("output {i}: {}", summarize(t));

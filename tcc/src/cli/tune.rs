@@ -81,6 +81,7 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
                 kernel: kernel.name.clone(),
                 family: kernel.class.family(),
                 schedule: result.decision.schedule,
+                kind: tcc_ir::Kernel { schedule: result.decision.schedule, ..kernel.clone() }.schedule_kind(target),
                 source: result.decision.source,
                 recorded_ns: result.decision.time_ns,
             };
@@ -112,6 +113,7 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
                     key: d.key.clone(),
                     variant: record.variant,
                     schedule: d.schedule,
+                    schedule_format: tcc_ir::schedule::SCHEDULE_FORMAT,
                     time_ns,
                 });
                 written += 1;

@@ -17,7 +17,7 @@
 use tcc_autotune::search::{HardwareLimits, Knobs};
 use tcc_autotune::{Candidate, SearchSpace};
 use tcc_codegen::ptx::wgmma::wgmma_schedule_space;
-use tcc_codegen::ptx::{BLayout, GpuArch, MatmulProblem, matmul_schedule_space};
+use tcc_codegen::ptx::{BLayout, GpuArch, MatmulProblem, matmul_schedule_space, simt_schedule_runs};
 use tcc_ir::{Bindings, DType, Kernel, KernelClass, Op, Schedule, Tier};
 
 use tcc_ir::target::{CpuTier, Target};
@@ -184,29 +184,18 @@ pub fn gpu_knobs(base: &Schedule, m: u64, n: u64, k: u64) -> Knobs {
     }
 }
 
-/// Whether the SIMT matmul of the PTX backend builds `s` as written (it replaces any other
-/// schedule by its 64x64x16 fallback): `micro_m x micro_n` outputs per thread (at most 16),
-/// whole warps, at most 4 elements of each operand tile loaded per thread, both tiles in 48 KB of
-/// shared memory, and no knob it ignores set away from its neutral value (so no two candidates are
-/// the same kernel). Mirrors `Tiles::from_schedule` in codegen/src/ptx/stages.rs until the
-/// tensor-core GEMM publishes its own validator.
-pub fn simt_admits(s: &Schedule) -> bool {
-    let (bm, bn, bk, tm, tn) =
-        (u64::from(s.tile_m), u64::from(s.tile_n), u64::from(s.tile_k), u64::from(s.micro_m), u64::from(s.micro_n));
-    if tm == 0 || tn == 0 || bk == 0 || !bm.is_multiple_of(tm) || !bn.is_multiple_of(tn) {
-        return false;
-    }
-    let threads = (bm / tm) * (bn / tn);
-    tm * tn <= 16
-        && bk <= 32
-        && threads.is_multiple_of(32)
-        && threads <= 1024
-        && u64::from(s.warps) == threads / 32
-        && (bm * bk).is_multiple_of(threads)
-        && (bk * bn).is_multiple_of(threads)
-        && (bm * bk) / threads <= 4
-        && (bk * bn) / threads <= 4
-        && (bm + bn) * bk * 4 <= 48 * 1024
+/// Whether the tuner measures `s` for the SIMT matmul on `arch`: the PTX backend runs it as it is
+/// ([`tcc_codegen::ptx::simt_schedule_runs`], the lowering's own check), with at most 16 outputs
+/// per thread, `warps` saying the thread count, and no knob the lowering ignores set away from its
+/// neutral value (so no two candidates are the same kernel).
+pub fn simt_admits(s: &Schedule, arch: GpuArch) -> bool {
+    let threads = match (s.tile_m.checked_div(s.micro_m), s.tile_n.checked_div(s.micro_n)) {
+        (Some(rows), Some(cols)) => u64::from(rows) * u64::from(cols),
+        _ => return false,
+    };
+    simt_schedule_runs(s, arch)
+        && u64::from(s.micro_m) * u64::from(s.micro_n) <= 16
+        && u64::from(s.warps) * 32 == threads
         && s.stages == 1
         && s.split_k == 1
         && s.swizzle == 1
@@ -313,7 +302,7 @@ pub fn gpu_space(
                 .collect();
             rest.sort_by(|a, b| a.cost.total_cmp(&b.cost).then_with(|| a.id().cmp(&b.id())));
         } else if let Some((m, n, k)) = matmul_dims(kernel, bindings) {
-            rest = gpu_knob_space(m, n, k, &base, sm_count, &simt_admits);
+            rest = gpu_knob_space(m, n, k, &base, sm_count, &|s: &Schedule| simt_admits(s, arch));
         }
     }
     // Thinning keeps every warpgroup schedule (a small family) and spreads the rest.
@@ -472,7 +461,7 @@ mod tests {
         assert!(matmul_problem(&k, &Bindings::new()).is_none());
         let space = gpu_space(&k, &[k.schedule], &Bindings::new(), GpuArch::Sm80, 108, None);
         assert!(space.len() > 10, "{}", space.len());
-        assert!(space.candidates()[1..].iter().all(|c| simt_admits(&c.schedule)));
+        assert!(space.candidates()[1..].iter().all(|c| simt_admits(&c.schedule, GpuArch::Sm90a)));
         // Not a matmul: nothing to vary.
         let mut p = k.clone();
         p.class = KernelClass::Pointwise;

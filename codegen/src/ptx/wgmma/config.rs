@@ -1,5 +1,7 @@
 //! The warpgroup GEMM's knobs, encoded in the shared [`Schedule`] so that the `mma.sync`
-//! validation rejects every one of them (and the other way round):
+//! validation rejects every one of them (and the other way round). The encoding is decoded in one
+//! place, `tcc_ir::schedule::WgmmaSchedule`; this module validates a decoded schedule against a
+//! problem and a target and lists the space:
 //!
 //! - `micro_m = 64`, `micro_n = tile_n`: each consumer warpgroup owns 64 rows and the whole width;
 //! - `tile_m` = 64 x consumer warpgroups (1 or 2), `tile_n` = 64, 128 or 256 (the wgmma N),
@@ -16,20 +18,17 @@
 //! `mma.sync` needs `warps = (tile_m / micro_m) x (tile_n / micro_n)`, here `tile_m / 64`, never
 //! `4 x tile_m / 64`: the two encodings cannot overlap.
 
-use tcc_ir::{DType, Schedule, Tier};
+use tcc_ir::schedule::{WgmmaSchedule, is_warpgroup_encoding};
+use tcc_ir::{DType, Schedule};
 
 use crate::ptx::arch::{CapsExt, Feature, GpuArch, GpuCaps};
 use crate::ptx::error::PtxError;
 use crate::ptx::mma::MatmulProblem;
 
 /// Rows of one wgmma (and of one consumer warpgroup's tile).
-pub(crate) const WG_M: u32 = 64;
+pub(crate) const WG_M: u32 = tcc_ir::schedule::WGMMA_M;
 /// The k-tile: 64 16-bit elements, one 128-byte swizzle row.
-pub(crate) const BK: u32 = 64;
-/// `vector_width` of a schedule whose tiles arrive by 16-byte `cp.async` copies.
-pub(crate) const CP_ASYNC_WIDTH: u32 = 8;
-/// `vector_width` of a schedule whose tiles arrive by TMA (box rows of 64 elements).
-pub(crate) const TMA_WIDTH: u32 = 64;
+pub(crate) const BK: u32 = tcc_ir::schedule::WGMMA_K;
 /// Extra dynamic shared memory so that the stages can start on a 1024-byte boundary.
 pub(crate) const ALIGN_SLACK: u32 = 1024;
 
@@ -86,22 +85,22 @@ impl WgConfig {
         self.stages * self.stage_bytes() + self.store_staging_bytes() + bars + ALIGN_SLACK
     }
 
+    /// The typed schedule of this tiling.
+    pub(crate) fn typed(&self) -> WgmmaSchedule {
+        WgmmaSchedule {
+            consumers: self.consumers,
+            producer: self.producer,
+            pingpong: self.pingpong,
+            bn: self.bn,
+            stages: self.stages,
+            swizzle: self.swizzle,
+            tma: self.tma,
+        }
+    }
+
     /// The schedule that encodes this tiling.
     pub(crate) fn schedule(&self) -> Schedule {
-        Schedule {
-            tier: Tier::Ptx,
-            tile_m: self.bm(),
-            tile_n: self.bn,
-            tile_k: BK,
-            micro_m: WG_M,
-            micro_n: self.bn,
-            vector_width: if self.tma { TMA_WIDTH } else { CP_ASYNC_WIDTH },
-            stages: self.stages,
-            warps: 4 * (self.consumers + u32::from(self.producer)),
-            split_k: 1,
-            swizzle: self.swizzle,
-            threads: 0,
-        }
+        self.typed().encode()
     }
 }
 
@@ -110,9 +109,10 @@ fn reject(caps: &GpuCaps, s: &Schedule, why: &str) -> PtxError {
 }
 
 /// True when `s` is in the wgmma encoding at all (`micro_m = 64`, `micro_n = tile_n`, warps a
-/// multiple of 4): such a schedule is meant for this lowering, valid or not.
+/// multiple of 4): such a schedule is meant for this lowering, valid or not
+/// ([`tcc_ir::schedule::is_warpgroup_encoding`]).
 pub fn is_wgmma_schedule(s: &Schedule) -> bool {
-    s.micro_m == WG_M && s.micro_n == s.tile_n && s.warps >= 4 && s.warps.is_multiple_of(4)
+    is_warpgroup_encoding(s)
 }
 
 /// Checks that `schedule` can run `problem` with the warpgroup GEMM on `arch`, without
@@ -131,43 +131,17 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
     if problem.m == 0 || problem.n == 0 || problem.k == 0 || problem.batch == 0 {
         return Err(reject(caps, s, "empty matmul"));
     }
-    if !is_wgmma_schedule(s) {
-        return Err(reject(caps, s, "needs micro_m = 64, micro_n = tile_n and warps a multiple of 4"));
-    }
-    if s.tile_k != BK {
-        return Err(reject(caps, s, "the k-tile must be 64"));
-    }
-    if !matches!(s.tile_m, 64 | 128) {
-        return Err(reject(caps, s, "tile_m must be 64 or 128 (one or two consumer warpgroups)"));
-    }
-    if !matches!(s.tile_n, 64 | 128 | 256) {
-        return Err(reject(caps, s, "tile_n must be 64, 128 or 256"));
-    }
-    let pingpong = s.tile_m == WG_M && s.warps == 12;
-    let consumers = if pingpong { 2 } else { s.tile_m / WG_M };
-    let producer = match s.warps {
-        _ if pingpong => true,
-        w if w == 4 * consumers => false,
-        w if w == 4 * consumers + 4 => true,
-        _ => return Err(reject(caps, s, "warps must be 4 per consumer warpgroup, plus 4 for a producer")),
-    };
-    if !(3..=8).contains(&s.stages) {
+    let w = WgmmaSchedule::decode(s).map_err(|why| reject(caps, s, &why))?;
+    if !(3..=8).contains(&w.stages) {
         return Err(reject(caps, s, "stages must be 3 to 8"));
     }
-    if s.split_k != 1 {
-        return Err(reject(caps, s, "split_k must be 1"));
-    }
-    if !s.swizzle.is_power_of_two() || s.swizzle > 64 {
+    if !w.swizzle.is_power_of_two() || w.swizzle > 64 {
         return Err(reject(caps, s, "swizzle must be a power of two up to 64"));
     }
-    let tma = match s.vector_width {
-        CP_ASYNC_WIDTH => false,
-        TMA_WIDTH => {
-            caps.require(Feature::Tma, "a warpgroup matmul fed by TMA")?;
-            true
-        }
-        _ => return Err(reject(caps, s, "vector_width must be 8 (cp.async) or 64 (TMA)")),
-    };
+    if w.tma {
+        caps.require(Feature::Tma, "a warpgroup matmul fed by TMA")?;
+    }
+    let (consumers, producer, pingpong, tma) = (w.consumers, w.producer, w.pingpong, w.tma);
     if tma && (problem.m > u64::from(u32::MAX) || problem.n > u64::from(u32::MAX) || problem.k > u64::from(u32::MAX)) {
         return Err(reject(caps, s, "TMA tensor dims must stay below 2^32"));
     }

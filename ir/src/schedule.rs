@@ -1,0 +1,356 @@
+//! What a [`Schedule`] means for its kernel: the one decoder of the shared knobs into a typed
+//! schedule per kernel family ([`ScheduleKind`]), and its canonical text.
+//!
+//! A [`Schedule`] is the serialized form (the tuning cache, lockfiles and the optimizer's e-graph
+//! store it, with [`SCHEDULE_FORMAT`]); the code generators, the optimizer and the tuner ask this
+//! module what it encodes instead of testing magic values themselves. For example the warpgroup
+//! (wgmma) encoding is `micro_m = 64, micro_n = tile_n`, warps a multiple of four, with
+//! `vector_width` 64 meaning tiles loaded by TMA and 64-row tiles of 12 warps meaning the
+//! ping-pong variant: [`WgmmaSchedule::decode`] is the only code that knows it.
+
+use std::fmt;
+
+use crate::dtype::DType;
+use crate::op::Op;
+use crate::program::{Kernel, KernelClass, Schedule, Tier};
+use crate::target::{Feature, Target};
+
+/// The version of the schedule encoding in tuning records and lockfiles. A record of a later
+/// format is not decoded (it is re-tuned); records without one are format 1.
+pub const SCHEDULE_FORMAT: u32 = 1;
+
+/// A warpgroup (wgmma) GEMM schedule: the knobs of the sm_90a warpgroup lowering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WgmmaSchedule {
+    /// Consumer warpgroups (each multiplies 64 rows x `bn`).
+    pub consumers: u32,
+    /// A producer warpgroup does every copy (else every thread copies).
+    pub producer: bool,
+    /// The two consumers take alternate 64-row tiles (else they share one tile).
+    pub pingpong: bool,
+    /// Block tile columns (the wgmma N: 64, 128 or 256).
+    pub bn: u32,
+    /// Shared-memory stages.
+    pub stages: u32,
+    /// Block-order swizzle group.
+    pub swizzle: u32,
+    /// Tiles arrive by TMA (else by `cp.async`).
+    pub tma: bool,
+}
+
+/// Rows of one warpgroup MMA (and of one consumer warpgroup's tile).
+pub const WGMMA_M: u32 = 64;
+/// The warpgroup k-tile: 64 16-bit elements, one 128-byte swizzle row.
+pub const WGMMA_K: u32 = 64;
+/// `vector_width` of a warpgroup schedule whose tiles arrive by 16-byte `cp.async` copies.
+pub const WGMMA_CP_ASYNC_WIDTH: u32 = 8;
+/// `vector_width` of a warpgroup schedule whose tiles arrive by TMA.
+pub const WGMMA_TMA_WIDTH: u32 = 64;
+
+/// True when `s` is in the warpgroup encoding at all (`micro_m = 64`, `micro_n = tile_n`, warps a
+/// multiple of 4): such a schedule is meant for the wgmma lowering, valid or not. `mma.sync`
+/// schedules need `warps = (tile_m / micro_m) x (tile_n / micro_n)`, never four times that, so the
+/// two encodings cannot overlap.
+pub fn is_warpgroup_encoding(s: &Schedule) -> bool {
+    s.micro_m == WGMMA_M && s.micro_n == s.tile_n && s.warps >= 4 && s.warps.is_multiple_of(4)
+}
+
+impl WgmmaSchedule {
+    /// Block tile rows: 64 for ping-pong, else 64 per consumer.
+    pub fn bm(&self) -> u32 {
+        if self.pingpong { WGMMA_M } else { self.consumers * WGMMA_M }
+    }
+
+    /// Warps per block: four per warpgroup.
+    pub fn warps(&self) -> u32 {
+        4 * (self.consumers + u32::from(self.producer))
+    }
+
+    /// The shared knobs that encode it.
+    pub fn encode(&self) -> Schedule {
+        Schedule {
+            tier: Tier::Ptx,
+            tile_m: self.bm(),
+            tile_n: self.bn,
+            tile_k: WGMMA_K,
+            micro_m: WGMMA_M,
+            micro_n: self.bn,
+            vector_width: if self.tma { WGMMA_TMA_WIDTH } else { WGMMA_CP_ASYNC_WIDTH },
+            stages: self.stages,
+            warps: self.warps(),
+            split_k: 1,
+            swizzle: self.swizzle,
+            threads: 0,
+        }
+    }
+
+    /// The warpgroup schedule `s` encodes, or why it encodes none. Checks only the encoding (the
+    /// lowering validates sizes, shared memory and registers against a problem and a target).
+    pub fn decode(s: &Schedule) -> Result<WgmmaSchedule, String> {
+        if !is_warpgroup_encoding(s) {
+            return Err("needs micro_m = 64, micro_n = tile_n and warps a multiple of 4".into());
+        }
+        if s.tile_k != WGMMA_K {
+            return Err("the k-tile must be 64".into());
+        }
+        if !matches!(s.tile_m, 64 | 128) {
+            return Err("tile_m must be 64 or 128 (one or two consumer warpgroups)".into());
+        }
+        if !matches!(s.tile_n, 64 | 128 | 256) {
+            return Err("tile_n must be 64, 128 or 256".into());
+        }
+        let pingpong = s.tile_m == WGMMA_M && s.warps == 12;
+        let consumers = if pingpong { 2 } else { s.tile_m / WGMMA_M };
+        let producer = match s.warps {
+            _ if pingpong => true,
+            w if w == 4 * consumers => false,
+            w if w == 4 * consumers + 4 => true,
+            _ => return Err("warps must be 4 per consumer warpgroup, plus 4 for a producer".into()),
+        };
+        if s.split_k != 1 {
+            return Err("split_k must be 1".into());
+        }
+        let tma = match s.vector_width {
+            WGMMA_CP_ASYNC_WIDTH => false,
+            WGMMA_TMA_WIDTH => true,
+            _ => return Err("vector_width must be 8 (cp.async) or 64 (TMA)".into()),
+        };
+        Ok(WgmmaSchedule { consumers, producer, pingpong, bn: s.tile_n, stages: s.stages, swizzle: s.swizzle, tma })
+    }
+}
+
+/// A schedule as its kernel family's code generator reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScheduleKind {
+    /// The interpreter: nothing to choose.
+    Interp,
+    /// A CPU loop nest (either tier): the host threads it runs on (0 = every core).
+    CpuLoops {
+        /// Host threads.
+        threads: u32,
+    },
+    /// A CPU matrix product: cache blocks and a register tile (each tier rounds them to what it
+    /// emits), and the host threads.
+    CpuGemm {
+        /// Cache block rows, columns and depth.
+        block: [u32; 3],
+        /// Register tile rows and columns.
+        register: [u32; 2],
+        /// Host threads (0 = every core).
+        threads: u32,
+    },
+    /// A GPU elementwise, row-reduction or generic kernel: the lowering picks its own launch shape
+    /// from the data (vectors of up to 16 bytes, a warp or a block per row); no knob applies.
+    GpuFixed,
+    /// A GPU matrix product on CUDA cores (operands other than f16/bf16): block and thread tiles.
+    SimtGemm {
+        /// Block tile rows, columns and depth.
+        block: [u32; 3],
+        /// Outputs per thread, rows and columns.
+        thread: [u32; 2],
+    },
+    /// An `mma.sync` tensor-core GEMM.
+    MmaSync {
+        /// Block tile rows, columns and depth.
+        block: [u32; 3],
+        /// Warp tile rows and columns.
+        warp: [u32; 2],
+        /// Warps per block (beyond the warp tiles: a k split inside the block).
+        warps: u32,
+        /// `cp.async` pipeline stages.
+        stages: u32,
+        /// k splits across blocks.
+        split_k: u32,
+        /// Block-order swizzle group.
+        swizzle: u32,
+    },
+    /// A warpgroup (wgmma) GEMM (sm_90a).
+    Wgmma(WgmmaSchedule),
+}
+
+impl ScheduleKind {
+    /// The family name of the schedule (the first word of its canonical text).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ScheduleKind::Interp => "interp",
+            ScheduleKind::CpuLoops { .. } => "cpu-loops",
+            ScheduleKind::CpuGemm { .. } => "cpu-gemm",
+            ScheduleKind::GpuFixed => "gpu-fixed",
+            ScheduleKind::SimtGemm { .. } => "simt-gemm",
+            ScheduleKind::MmaSync { .. } => "mma.sync",
+            ScheduleKind::Wgmma(_) => "wgmma",
+        }
+    }
+}
+
+/// The dtype of the first matrix product's operands in `kernel` (what picks tensor cores).
+fn product_dtype(kernel: &Kernel) -> Option<DType> {
+    let g = &kernel.graph;
+    g.nodes.iter().find_map(|n| match n.op {
+        Op::MatMul(a, _) => g.ty(a).map(|t| t.dtype),
+        _ => None,
+    })
+}
+
+impl Kernel {
+    /// The typed schedule of this kernel on `target`: the one place the shared knobs are decoded.
+    pub fn schedule_kind(&self, target: Target) -> ScheduleKind {
+        let s = &self.schedule;
+        let product = self.class == KernelClass::MatMul;
+        match target {
+            Target::Interp => ScheduleKind::Interp,
+            Target::Cpu(_) if product => ScheduleKind::CpuGemm {
+                block: [s.tile_m, s.tile_n, s.tile_k],
+                register: [s.micro_m, s.micro_n],
+                threads: s.threads,
+            },
+            Target::Cpu(_) => ScheduleKind::CpuLoops { threads: s.threads },
+            Target::Gpu(_) if !product => ScheduleKind::GpuFixed,
+            Target::Gpu(arch) => {
+                let caps = arch.caps();
+                let tensor_cores = matches!(product_dtype(self), Some(DType::F16 | DType::BF16))
+                    && caps.has(Feature::MmaM16N8K16)
+                    && caps.has(Feature::CpAsync);
+                if !tensor_cores {
+                    return ScheduleKind::SimtGemm {
+                        block: [s.tile_m, s.tile_n, s.tile_k],
+                        thread: [s.micro_m, s.micro_n],
+                    };
+                }
+                if caps.has(Feature::Wgmma)
+                    && let Ok(wg) = WgmmaSchedule::decode(s)
+                {
+                    return ScheduleKind::Wgmma(wg);
+                }
+                ScheduleKind::MmaSync {
+                    block: [s.tile_m, s.tile_n, s.tile_k],
+                    warp: [s.micro_m, s.micro_n],
+                    warps: s.warps,
+                    stages: s.stages,
+                    split_k: s.split_k,
+                    swizzle: s.swizzle,
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for ScheduleKind {
+    /// The canonical text: the family, then its knobs (`mma.sync 128x128x32 warp=64x64 warps=4
+    /// stages=4 split_k=1 swizzle=8`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let threads = |t: u32| if t == 0 { "all".to_string() } else { t.to_string() };
+        match self {
+            ScheduleKind::Interp | ScheduleKind::GpuFixed => f.write_str(self.name()),
+            ScheduleKind::CpuLoops { threads: t } => write!(f, "cpu-loops threads={}", threads(*t)),
+            ScheduleKind::CpuGemm { block: [m, n, k], register: [rm, rn], threads: t } => {
+                write!(f, "cpu-gemm block={m}x{n}x{k} register={rm}x{rn} threads={}", threads(*t))
+            }
+            ScheduleKind::SimtGemm { block: [m, n, k], thread: [tm, tn] } => {
+                write!(f, "simt-gemm block={m}x{n}x{k} thread={tm}x{tn}")
+            }
+            ScheduleKind::MmaSync { block: [m, n, k], warp: [wm, wn], warps, stages, split_k, swizzle } => write!(
+                f,
+                "mma.sync block={m}x{n}x{k} warp={wm}x{wn} warps={warps} stages={stages} split_k={split_k} \
+                 swizzle={swizzle}"
+            ),
+            ScheduleKind::Wgmma(w) => write!(
+                f,
+                "wgmma block={}x{}x{WGMMA_K} consumers={}{}{} stages={} load={} swizzle={}",
+                w.bm(),
+                w.bn,
+                w.consumers,
+                if w.producer { " producer" } else { "" },
+                if w.pingpong { " ping-pong" } else { "" },
+                w.stages,
+                if w.tma { "tma" } else { "cp.async" },
+                w.swizzle
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::GpuArch;
+
+    #[test]
+    fn warpgroup_schedules_round_trip_through_their_encoding() {
+        for consumers in [1, 2] {
+            for (producer, pingpong) in [(false, false), (true, false), (true, true)] {
+                if pingpong && consumers == 1 {
+                    continue;
+                }
+                for bn in [64, 128, 256] {
+                    for tma in [false, true] {
+                        let w = WgmmaSchedule { consumers, producer, pingpong, bn, stages: 4, swizzle: 8, tma };
+                        let s = w.encode();
+                        assert!(is_warpgroup_encoding(&s));
+                        assert_eq!(WgmmaSchedule::decode(&s), Ok(w));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mma_sync_schedules_are_never_warpgroup_ones() {
+        // mma.sync: warps = (tile_m / micro_m) x (tile_n / micro_n); with 64-row warp tiles as wide
+        // as the block that is tile_m / 64, at most 2, never the 4 per warpgroup of wgmma.
+        for (tm, tn) in [(64, 64), (128, 128), (128, 256), (64, 128)] {
+            let s = Schedule {
+                tile_m: tm,
+                tile_n: tn,
+                tile_k: 64,
+                micro_m: 64,
+                micro_n: tn,
+                warps: tm / 64,
+                ..Schedule::default_for(Tier::Ptx)
+            };
+            assert!(!is_warpgroup_encoding(&s), "{s}");
+            assert!(WgmmaSchedule::decode(&s).is_err(), "{s}");
+        }
+    }
+
+    fn product(dtype: DType, schedule: Schedule) -> Kernel {
+        use crate::op::TensorType;
+        use crate::shape::Shape;
+        let mut g = crate::graph::Graph::new("k");
+        let t = |dims: &[u64]| TensorType { dtype, shape: Shape::from_consts(dims) };
+        let a = g.add_param("a", t(&[256, 64])).unwrap();
+        let b = g.add_param("b", t(&[64, 128])).unwrap();
+        let c = g.push(Op::MatMul(a, b)).unwrap();
+        g.outputs = vec![c];
+        Kernel { name: "k0".into(), class: KernelClass::MatMul, graph: g, schedule }
+    }
+
+    #[test]
+    fn kernels_decode_by_family_dtype_and_target() {
+        let w =
+            WgmmaSchedule { consumers: 2, producer: false, pingpong: false, bn: 128, stages: 4, swizzle: 8, tma: true };
+        let f16 = product(DType::F16, w.encode());
+        assert_eq!(f16.schedule_kind(Target::Gpu(GpuArch::Sm90a)), ScheduleKind::Wgmma(w));
+        // sm_80 has no wgmma: the same knobs are an mma.sync schedule there.
+        assert!(matches!(f16.schedule_kind(Target::Gpu(GpuArch::Sm80)), ScheduleKind::MmaSync { .. }));
+        let f32 = product(DType::F32, w.encode());
+        assert!(matches!(f32.schedule_kind(Target::Gpu(GpuArch::Sm90a)), ScheduleKind::SimtGemm { .. }));
+        let cpu = product(DType::F32, Schedule::default_for(Tier::Cranelift));
+        let kind = cpu.schedule_kind(Target::Cpu(crate::target::CpuTier::Cranelift));
+        assert_eq!(kind.to_string(), "cpu-gemm block=64x64x32 register=4x8 threads=all");
+        let rows = Kernel { class: KernelClass::RowReduction, ..cpu.clone() };
+        assert_eq!(rows.schedule_kind(Target::Gpu(GpuArch::Sm80)), ScheduleKind::GpuFixed);
+        assert_eq!(rows.schedule_kind(Target::Interp), ScheduleKind::Interp);
+    }
+
+    #[test]
+    fn the_canonical_text_names_the_family_and_its_knobs() {
+        let w =
+            WgmmaSchedule { consumers: 2, producer: true, pingpong: true, bn: 128, stages: 4, swizzle: 8, tma: true };
+        let kind = ScheduleKind::Wgmma(w);
+        assert_eq!(
+            kind.to_string(),
+            "wgmma block=64x128x64 consumers=2 producer ping-pong stages=4 load=tma swizzle=8"
+        );
+    }
+}
