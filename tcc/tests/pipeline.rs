@@ -149,8 +149,15 @@ fn cpu_means_one_tier_for_every_command() {
     let run = run_json(cache.path(), "cpu", &[]);
     assert_eq!(explain_json(cache.path(), "cpu", &[]), run);
     assert_eq!(compiled_kernels(cache.path(), "cpu", &[]), run);
-    let tier = if cfg!(feature = "llvm") { "llvm-cpu " } else { "cranelift " };
-    assert!(run.iter().all(|(_, s, _)| s.starts_with(tier)), "{run:?}");
+    let tier = if cfg!(feature = "llvm") { "cpu:llvm" } else { "cpu:cranelift" };
+    let mut args = vec!["run"];
+    args.extend_from_slice(&MLP_RUN);
+    let run_lines = json_lines(cache.path(), &args, &[]);
+    assert_eq!(run_lines.last().and_then(|l| l["target"].as_str()), Some(tier), "{run_lines:?}");
+    let mut args = vec!["explain"];
+    args.extend_from_slice(&MLP_RUN);
+    let explain_lines = json_lines(cache.path(), &args, &[]);
+    assert_eq!(explain_lines.first().and_then(|l| l["target"].as_str()), Some(tier), "{explain_lines:?}");
     let clif = tcc(
         cache.path(),
         &["compile", "examples/mlp.tc", "--dim", "M=4", "--target", "cpu", "--emit", "clif", "-o", "-"],
