@@ -21,7 +21,6 @@ use tcc_ir::interp::{Tensor, run_graph, run_program};
 use tcc_ir::target::{CpuTier, GpuArch, Target};
 use tcc_ir::testing::{GeneratedProgram, Mismatch, Tolerance, compare_outputs, generate};
 use tcc_ir::{Bindings, Graph, KernelClass, Launch, Program, Schedule, ValueRef};
-use tcc_passes::{OptimizeOptions, TargetModel, optimize};
 use tcc_runtime::{CpuDevice, HostTensor};
 
 use tolerance::ErrorStats;
@@ -432,10 +431,13 @@ fn optimized(
     target: Target,
     variants: Variants,
 ) -> Result<Vec<(String, Program)>, String> {
-    let model = TargetModel::for_target(target);
     let top_k = if variants == Variants::All { 1 } else { 0 };
-    let opts = OptimizeOptions { bindings: bindings.clone(), top_k, ..OptimizeOptions::new(model) };
-    let o = optimize(g, &opts).map_err(|e| format!("optimizer: {e}"))?;
+    // The pipeline's first step, without lockfile or tuning cache: the optimizer's own schedules
+    // are what is checked here (tuned ones are validated by the tuner before they are recorded).
+    let options = tcc::pipeline::PlanOptions { explain: false, top_k };
+    let o = tcc::pipeline::Pipeline::untuned(target)
+        .optimize(g, bindings, options)
+        .map_err(|e| format!("optimizer: {e}"))?;
     let mut programs = vec![("best".to_string(), o.program)];
     if variants == Variants::Best {
         return Ok(programs);
