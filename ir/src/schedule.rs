@@ -119,6 +119,63 @@ impl WgmmaSchedule {
     }
 }
 
+/// The tiles of the SIMT matmul (GPU products of operands other than f16/bf16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SimtTiles {
+    /// Block tile rows, columns and depth.
+    pub block: [u32; 3],
+    /// Outputs per thread, rows and columns.
+    pub thread: [u32; 2],
+}
+
+impl SimtTiles {
+    /// What the SIMT matmul runs when a schedule's tiles do not fit: 128x64x8 blocks with 8x4
+    /// outputs per thread (the fastest of those measured for f32 at 4096 on an H100).
+    pub const FALLBACK: SimtTiles = SimtTiles { block: [128, 64, 8], thread: [8, 4] };
+
+    /// The tiles `s` names (`tile_*` and `micro_*`).
+    pub fn of(s: &Schedule) -> SimtTiles {
+        SimtTiles { block: [s.tile_m, s.tile_n, s.tile_k], thread: [s.micro_m, s.micro_n] }
+    }
+
+    /// Threads per block (0 when a thread tile is empty or does not divide its block tile).
+    pub fn threads(&self) -> u64 {
+        let [bm, bn, _] = self.block.map(u64::from);
+        let [tm, tn] = self.thread.map(u64::from);
+        if tm == 0 || tn == 0 || !bm.is_multiple_of(tm) || !bn.is_multiple_of(tn) {
+            return 0;
+        }
+        (bm / tm) * (bn / tn)
+    }
+
+    /// True when the SIMT matmul runs these tiles as they are on a target of `caps`: thread tiles
+    /// that divide the block's, at most 64 outputs per thread, a depth of at most 32, whole warps,
+    /// at most 4 elements of each operand tile loaded per thread, both tiles in static shared
+    /// memory.
+    pub fn fit(&self, caps: &crate::target::GpuCaps) -> bool {
+        let [bm, bn, bk] = self.block.map(u64::from);
+        let [tm, tn] = self.thread.map(u64::from);
+        let threads = self.threads();
+        threads > 0
+            && bk > 0
+            && tm * tn <= 64
+            && bk <= 32
+            && threads.is_multiple_of(32)
+            && threads <= u64::from(caps.max_threads_per_block)
+            && (bm * bk).is_multiple_of(threads)
+            && (bk * bn).is_multiple_of(threads)
+            && (bm * bk) / threads <= 4
+            && (bk * bn) / threads <= 4
+            && (bm + 4 + bn) * bk * 4 <= u64::from(caps.max_static_shared_bytes)
+    }
+
+    /// The tiles the SIMT matmul runs for `s`: its own when they fit, else [`SimtTiles::FALLBACK`].
+    pub fn effective(s: &Schedule, caps: &crate::target::GpuCaps) -> SimtTiles {
+        let own = SimtTiles::of(s);
+        if own.fit(caps) { own } else { SimtTiles::FALLBACK }
+    }
+}
+
 /// A schedule as its kernel family's code generator reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ScheduleKind {
@@ -142,13 +199,9 @@ pub enum ScheduleKind {
     /// A GPU elementwise, row-reduction or generic kernel: the lowering picks its own launch shape
     /// from the data (vectors of up to 16 bytes, a warp or a block per row); no knob applies.
     GpuFixed,
-    /// A GPU matrix product on CUDA cores (operands other than f16/bf16): block and thread tiles.
-    SimtGemm {
-        /// Block tile rows, columns and depth.
-        block: [u32; 3],
-        /// Outputs per thread, rows and columns.
-        thread: [u32; 2],
-    },
+    /// A GPU matrix product on CUDA cores (operands other than f16/bf16): the tiles it runs
+    /// (the schedule's, or the lowering's fallback when those do not fit).
+    SimtGemm(SimtTiles),
     /// An `mma.sync` tensor-core GEMM.
     MmaSync {
         /// Block tile rows, columns and depth.
@@ -176,7 +229,7 @@ impl ScheduleKind {
             ScheduleKind::CpuLoops { .. } => "cpu-loops",
             ScheduleKind::CpuGemm { .. } => "cpu-gemm",
             ScheduleKind::GpuFixed => "gpu-fixed",
-            ScheduleKind::SimtGemm { .. } => "simt-gemm",
+            ScheduleKind::SimtGemm(_) => "simt-gemm",
             ScheduleKind::MmaSync { .. } => "mma.sync",
             ScheduleKind::Wgmma(_) => "wgmma",
         }
@@ -212,10 +265,7 @@ impl Kernel {
                     && caps.has(Feature::MmaM16N8K16)
                     && caps.has(Feature::CpAsync);
                 if !tensor_cores {
-                    return ScheduleKind::SimtGemm {
-                        block: [s.tile_m, s.tile_n, s.tile_k],
-                        thread: [s.micro_m, s.micro_n],
-                    };
+                    return ScheduleKind::SimtGemm(SimtTiles::effective(s, &caps));
                 }
                 if caps.has(Feature::Wgmma)
                     && let Ok(wg) = WgmmaSchedule::decode(s)
@@ -246,7 +296,7 @@ impl fmt::Display for ScheduleKind {
             ScheduleKind::CpuGemm { block: [m, n, k], register: [rm, rn], threads: t } => {
                 write!(f, "cpu-gemm block={m}x{n}x{k} register={rm}x{rn} threads={}", threads(*t))
             }
-            ScheduleKind::SimtGemm { block: [m, n, k], thread: [tm, tn] } => {
+            ScheduleKind::SimtGemm(SimtTiles { block: [m, n, k], thread: [tm, tn] }) => {
                 write!(f, "simt-gemm block={m}x{n}x{k} thread={tm}x{tn}")
             }
             ScheduleKind::MmaSync { block: [m, n, k], warp: [wm, wn], warps, stages, split_k, swizzle } => write!(
@@ -334,7 +384,12 @@ mod tests {
         // sm_80 has no wgmma: the same knobs are an mma.sync schedule there.
         assert!(matches!(f16.schedule_kind(Target::Gpu(GpuArch::Sm80)), ScheduleKind::MmaSync { .. }));
         let f32 = product(DType::F32, w.encode());
-        assert!(matches!(f32.schedule_kind(Target::Gpu(GpuArch::Sm90a)), ScheduleKind::SimtGemm { .. }));
+        // Tiles the SIMT matmul cannot run are shown as what it runs instead.
+        assert_eq!(f32.schedule_kind(Target::Gpu(GpuArch::Sm90a)), ScheduleKind::SimtGemm(SimtTiles::FALLBACK));
+        let fits = Schedule { tile_m: 64, tile_n: 64, tile_k: 16, micro_m: 4, micro_n: 4, ..w.encode() };
+        let fitting = Kernel { schedule: fits, ..f32.clone() };
+        let want = SimtTiles { block: [64, 64, 16], thread: [4, 4] };
+        assert_eq!(fitting.schedule_kind(Target::Gpu(GpuArch::Sm80)), ScheduleKind::SimtGemm(want));
         let cpu = product(DType::F32, Schedule::default_for(Tier::Cranelift));
         let kind = cpu.schedule_kind(Target::Cpu(crate::target::CpuTier::Cranelift));
         assert_eq!(kind.to_string(), "cpu-gemm block=64x64x32 register=4x8 threads=all");

@@ -193,48 +193,17 @@ impl Tiles {
     /// The schedule's tiles if this kernel can run them, else 128x64x8 with 8x4 per thread (the
     /// fastest of those measured for f32 at 4096 on an H100).
     fn from_schedule(s: &Schedule, caps: &GpuCaps) -> Tiles {
-        let t = Tiles::of(s);
-        let ok = simt_tiles_fit(t, caps);
-        if ok { t } else { Tiles { bm: 128, bn: 64, bk: 8, tm: 8, tn: 4 } }
+        let t = tcc_ir::SimtTiles::effective(s, caps);
+        let [bm, bn, bk] = t.block.map(u64::from);
+        let [tm, tn] = t.thread.map(u64::from);
+        Tiles { bm, bn, bk, tm, tn }
     }
-}
-
-impl Tiles {
-    fn of(s: &Schedule) -> Tiles {
-        Tiles {
-            bm: u64::from(s.tile_m),
-            bn: u64::from(s.tile_n),
-            bk: u64::from(s.tile_k),
-            tm: u64::from(s.micro_m),
-            tn: u64::from(s.micro_n),
-        }
-    }
-}
-
-/// True when the tiled SIMT matmul runs `t` as it is on a target of `caps` (else it falls back to
-/// its default tiles).
-fn simt_tiles_fit(t: Tiles, caps: &GpuCaps) -> bool {
-    t.tm > 0
-        && t.tn > 0
-        && t.bk > 0
-        && t.bm.is_multiple_of(t.tm)
-        && t.bn.is_multiple_of(t.tn)
-        && t.tm * t.tn <= 64
-        && t.bk <= 32
-        && (t.bm * t.bk) / t.threads().max(1) <= 4
-        && (t.bk * t.bn) / t.threads().max(1) <= 4
-        && t.threads().is_multiple_of(32)
-        && t.threads() <= u64::from(caps.max_threads_per_block)
-        && (t.bm * t.bk).is_multiple_of(t.threads())
-        && (t.bk * t.bn).is_multiple_of(t.threads())
-        && (t.bm + 4 + t.bn) * t.bk * 4 <= u64::from(caps.max_static_shared_bytes)
 }
 
 /// True when the tiled SIMT matmul (operands other than f16/bf16) runs schedule `s` as it is on
-/// `arch`: block and thread tiles that divide, whole warps, at most 4 elements of each operand
-/// tile loaded per thread, both tiles in static shared memory. Otherwise it runs its default tiles.
+/// `arch` ([`tcc_ir::SimtTiles::fit`]); otherwise it runs [`tcc_ir::SimtTiles::FALLBACK`].
 pub fn simt_schedule_runs(s: &Schedule, arch: super::GpuArch) -> bool {
-    simt_tiles_fit(Tiles::of(s), &arch.caps())
+    tcc_ir::SimtTiles::of(s).fit(&arch.caps())
 }
 
 /// Tiled SIMT matmul: each block computes `bm x bn` output tiles (grid-stride over batch and
