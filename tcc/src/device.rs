@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use tcc_ir::target::{CpuTier, Target};
+use tcc_ir::target::{CpuTier, Target, TargetSpec};
 use tcc_ir::{Bindings, Program};
 use tcc_runtime::cpu::CompiledProgram;
 use tcc_runtime::{CpuDevice, HostTensor, RuntimeError};
@@ -116,6 +116,37 @@ impl Device {
             compiled: Mutex::new(HashMap::new()),
             compilations: AtomicU64::new(0),
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// The device of a target (`"cpu".parse()?`, `"cuda"`, `"sm_90a"`, `"interp"`, ...), resolved as
+    /// the command line resolves it ([`crate::target::resolve`]): `cpu` is the best CPU tier built
+    /// in, `cuda` (or an exact GPU target, which the GPU must compile for) CUDA device 0.
+    pub fn for_target(spec: TargetSpec) -> Result<Device, Error> {
+        let unavailable = |reason: String| Error::DeviceUnavailable { device: spec.to_string(), reason };
+        let target = crate::target::resolve(spec).map_err(|e| unavailable(e.to_string()))?;
+        crate::target::require_code_generator(target).map_err(|e| unavailable(e.to_string()))?;
+        match target {
+            Target::Interp => Ok(Device::interp()),
+            Target::Cpu(tier) => {
+                crate::pipeline::cpu_device(tier, 0, false).map(Device::from).map_err(|e| unavailable(e.to_string()))
+            }
+            Target::Gpu(arch) => {
+                let device = Device::cuda(0)?;
+                match device.target() {
+                    Some(Target::Gpu(have)) if have == arch => Ok(device),
+                    _ => Err(unavailable(format!("{} does not compile for {arch}", device.name()))),
+                }
+            }
+        }
+    }
+
+    /// The device named by `$TCC_TARGET` (see [`Device::for_target`]), else the best CPU tier.
+    pub fn from_env() -> Result<Device, Error> {
+        match crate::target::from_env() {
+            None => Device::for_target(TargetSpec::BestCpu),
+            Some(Ok(spec)) => Device::for_target(spec),
+            Some(Err(reason)) => Err(Error::DeviceUnavailable { device: "$TCC_TARGET".into(), reason }),
         }
     }
 

@@ -37,3 +37,22 @@ fn only_a_cuda_device_holds_device_tensors() {
     let y = scale::on(Device::default_cpu().unwrap(), (&[1.0f32, 2.0], [1, 2]), (&[3.0f32, 4.0], [2])).unwrap();
     assert_eq!(y.to_vec::<f32>().unwrap(), vec![3.0, 8.0]);
 }
+
+#[test]
+fn devices_open_by_target_as_the_command_line_names_them() {
+    use tcc::ir::TargetSpec;
+    let interp = tcc::Device::for_target("interp".parse().unwrap()).unwrap();
+    assert_eq!(interp.kind(), tcc::DeviceKind::Interp);
+    let cpu = tcc::Device::for_target(TargetSpec::BestCpu).unwrap();
+    assert_eq!(cpu.kind(), tcc::DeviceKind::Cpu);
+    let tier = if cfg!(feature = "llvm") { "cpu:llvm" } else { "cpu:cranelift" };
+    assert_eq!(cpu.target().map(|t| t.name()), Some(tier));
+    let cranelift = tcc::Device::for_target("cpu:cranelift".parse().unwrap()).unwrap();
+    assert_eq!(cranelift.target().map(|t| t.name()), Some("cpu:cranelift"));
+    // No GPU here (or no LLVM in this build): a clear error, never a silent fallback.
+    if tcc::Device::cuda(0).is_err() {
+        let err = tcc::Device::for_target("sm_90a".parse().unwrap()).unwrap_err();
+        assert!(matches!(err, tcc::Error::DeviceUnavailable { .. }), "{err}");
+    }
+    assert!("sm_70".parse::<TargetSpec>().is_err());
+}

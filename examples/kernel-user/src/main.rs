@@ -1,7 +1,7 @@
 //! Runs the MLP block, the softmax and the f16 MLP through `tcc::kernel!` on a device and checks
 //! each against the reference interpreter.
 //!
-//! `cargo run --release [-- --device cpu|cuda|interp]`; exits 1 if a result is out of tolerance,
+//! `cargo run --release [-- --device T]` (a target as `tcc --target` takes it: cpu, cuda, interp, ...); exits 1 if a result is out of tolerance,
 //! 2 if a kernel could not run (for example, no GPU).
 
 use std::process::ExitCode;
@@ -10,18 +10,12 @@ use kernel_user::{check_all, check_device_buffers};
 use tcc::Device;
 
 fn device(args: &[String]) -> Result<Device, String> {
-    let name = match args {
-        [] => "cpu",
-        [flag, name] if flag == "--device" => name.as_str(),
-        _ => return Err("usage: kernel-user [--device cpu|cuda|interp]".into()),
+    let spec = match args {
+        [] => tcc::ir::TargetSpec::BestCpu,
+        [flag, name] if flag == "--device" => name.parse().map_err(|e| format!("{e}"))?,
+        _ => return Err("usage: kernel-user [--device cpu|cpu:cranelift|cpu:llvm|cuda|sm_80|sm_90a|interp]".into()),
     };
-    match name {
-        "cpu" => Device::cpu(),
-        "cuda" => Device::cuda(0),
-        "interp" => Ok(Device::interp()),
-        other => return Err(format!("unknown device `{other}` (cpu, cuda or interp)")),
-    }
-    .map_err(|e| e.to_string())
+    Device::for_target(spec).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
