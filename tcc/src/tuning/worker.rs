@@ -103,7 +103,10 @@ pub fn compile(payload: &Payload, schedule: &Schedule) -> Result<Compiled, Strin
     }
     let kernel = Kernel { schedule: *schedule, ..payload.kernel.clone() };
     let device = match target {
-        Target::Cpu(CpuTier::Cranelift) => CpuDevice::new().map_err(|e| e.to_string())?,
+        // The cranelift tier honours `threads` when it runs; the LLVM tier plans its row blocks for it.
+        Target::Cpu(CpuTier::Cranelift) => {
+            crate::pipeline::cpu_device(CpuTier::Cranelift, 0, true).map_err(|e| e.to_string())?
+        }
         #[cfg(feature = "llvm")]
         Target::Cpu(CpuTier::Llvm) => {
             let threads = usize::try_from(schedule.threads).unwrap_or(0);
