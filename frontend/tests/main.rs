@@ -1,4 +1,4 @@
-//! Integration tests of the front end (one test binary, DESIGN §0).
+//! Integration tests of the front end (one test binary, contract §9).
 
 // Test code: failing loudly is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

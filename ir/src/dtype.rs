@@ -4,7 +4,7 @@ use std::fmt;
 
 /// The element type of a tensor.
 ///
-/// Floating-point types below f32 compute in f32 and round at each op's output (DESIGN §0).
+/// Floating-point types below f32 compute in f32 and round at each op's output (contract §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum DType {
     /// IEEE binary32.
@@ -53,7 +53,7 @@ impl DType {
         }
     }
 
-    /// Rounds an f64 value to the nearest value representable in this dtype, as DESIGN §0 defines:
+    /// Rounds an f64 value to the nearest value representable in this dtype, as contract §5 defines:
     /// round to nearest even for floats (overflow gives inf), saturation for float → i32 with NaN → 0,
     /// and `x != 0` for bool.
     pub fn round(self, value: f64) -> f64 {

@@ -145,7 +145,7 @@ fn operand(graph: &Graph, id: NodeId) -> Result<&TensorType, TypeError> {
     graph.ty(id).ok_or(TypeError::UnknownOperand(id))
 }
 
-/// Checks that a tensor type is within the limits of DESIGN §0.
+/// Checks that a tensor type is within the limits of contract §6.
 pub fn check_limits(ty: &TensorType) -> Result<(), TypeError> {
     if ty.shape.rank() > limits::MAX_RANK {
         return Err(TypeError::RankTooLarge(ty.shape.rank()));

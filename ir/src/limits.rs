@@ -1,4 +1,4 @@
-//! Hard limits of DESIGN §0: exceeding any of them is an error, never a crash.
+//! Hard limits of contract §6: exceeding any of them is an error, never a crash.
 
 /// Maximum nesting depth of expressions (parentheses, unary chains, calls).
 pub const MAX_NESTING: usize = 256;

@@ -126,7 +126,7 @@ impl HostTensor {
             .collect()
     }
 
-    /// A tensor from f64 values, each rounded to `dtype` as DESIGN §0 casts round.
+    /// A tensor from f64 values, each rounded to `dtype` as casts round (contract §5).
     pub fn from_f64(dtype: DType, shape: Vec<usize>, data: &[f64]) -> Result<HostTensor, RuntimeError> {
         let n = numel(&shape)?;
         if data.len() != n {

@@ -191,7 +191,7 @@ impl Device {
     }
 
     /// The f64 reference interpreter as a device: it runs the unoptimized program exactly as
-    /// DESIGN §0 defines it. Slow; meant for checking other devices' results.
+    /// contract §5 defines it. Slow; meant for checking other devices' results.
     pub fn interp() -> Device {
         Device::with_backend(Backend::Interp)
     }

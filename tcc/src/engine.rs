@@ -243,7 +243,7 @@ impl Prepared<'_> {
         }))
     }
 
-    /// Median time of one run in milliseconds, as DESIGN §0 asks per device: on a GPU, CUDA events
+    /// Median time of one run in milliseconds, as contract §8 asks per device: on a GPU, CUDA events
     /// with warm-up and an L2 flush before each of at least 20 repetitions; on the CPU, wall time
     /// of at least `min_reps` runs and more until `max_seconds` passed or `max_reps` were taken.
     pub fn time_ms(

@@ -1,4 +1,4 @@
-//! The `tcc` binary: exit codes and outputs of DESIGN §0.
+//! The `tcc` binary: exit codes and outputs of contract §3-§4.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -190,7 +190,7 @@ pub enum Expr {
         /// Taken elsewhere.
         on_false: ExprId,
     },
-    /// A conversion between dtypes (DESIGN §0 cast semantics).
+    /// A conversion between dtypes (contract §5 cast semantics).
     Cast {
         /// The operand's dtype.
         from: DType,

@@ -1,4 +1,4 @@
-//! Scalar semantics (DESIGN §0) as LLVM IR: every elementwise op, cast, comparison and reduction
+//! Scalar semantics (contract §5) as LLVM IR: every elementwise op, cast, comparison and reduction
 //! step on one element.
 //!
 //! Values are computed in three register kinds: `float` for f32/f16/bf16 (an f16/bf16 value is an
@@ -404,7 +404,7 @@ fn i32_to_f32_odd(f: &mut Func, x: &str) -> String {
     f.v(format!("bitcast i32 {b2} to float"))
 }
 
-/// Converts a value of dtype `from` to dtype `to` (DESIGN §0: round to nearest even, float → i32
+/// Converts a value of dtype `from` to dtype `to` (contract §5: round to nearest even, float → i32
 /// saturating with NaN → 0, `x != 0` for bool).
 pub(crate) fn cast(f: &mut Func, caps: &GpuCaps, from: DType, to: DType, x: &str) -> Result<String, PtxError> {
     use DType::*;

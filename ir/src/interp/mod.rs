@@ -1,5 +1,5 @@
 //! The f64 reference interpreter: the oracle every backend, pass and the autotuner is checked
-//! against (DESIGN §0).
+//! against (contract §5).
 //!
 //! Every op computes in f64 from its operands' values (already representable in their dtype) and
 //! rounds its result once to the node's dtype with [`crate::DType::round`]. i32 `add`/`sub`/`mul`/`neg`/

@@ -1,4 +1,4 @@
-//! The value of each elementwise op on one element (DESIGN §0). Results are exact f64 values; the
+//! The value of each elementwise op on one element (contract §5). Results are exact f64 values; the
 //! caller rounds them to the node's dtype. `int` selects the i32 semantics (wrapping arithmetic,
 //! truncating division with `x / 0 = 0`).
 

@@ -1,4 +1,4 @@
-//! THE shared random program generator (DESIGN §0): every property test of the project (front end,
+//! THE shared random program generator (contract §9): every property test of the project (front end,
 //! optimizer, each backend, reliability) draws its programs from [`arb_graph`].
 //!
 //! A generated program is built deterministically from a *recipe*: parameter shapes and a list of

@@ -2,7 +2,7 @@
 //!
 //! A [`Rule`] is a named function from one e-node (and its class) to equivalent terms. The adapter
 //! here turns it into an egg rewrite that type-checks every term before adding it: a term whose
-//! type differs from its class's type is never added (DESIGN §0: rewrites preserve every value's
+//! type differs from its class's type is never added (contract §5: rewrites preserve every value's
 //! dtype and shape exactly). Unions carry the rule's name, so egg's explanations name the rules.
 
 pub mod algebra;

@@ -33,7 +33,7 @@ impl GpuProgram {
 pub struct TimingOptions {
     /// Untimed runs first.
     pub warmup: usize,
-    /// Timed runs (at least 1; DESIGN asks for at least 20).
+    /// Timed runs (at least 1; contract §8 asks for at least 20).
     pub repetitions: usize,
     /// Overwrite a buffer twice the L2 size before every timed run.
     pub flush_l2: bool,

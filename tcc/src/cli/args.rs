@@ -1,4 +1,4 @@
-//! The argument grammar of DESIGN §0, as clap types.
+//! The argument grammar of contract §3, as clap types.
 
 use std::path::PathBuf;
 

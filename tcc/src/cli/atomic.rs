@@ -1,4 +1,4 @@
-//! Writes files the way DESIGN §0 asks: into a temporary file beside the target, then renamed into
+//! Writes files the way contract §4 asks: into a temporary file beside the target, then renamed into
 //! place, so a failed write never leaves a half-written file, and never over the command's own input.
 
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! Errors of the command-line driver and the exit codes of DESIGN §0.
+//! Errors of the command-line driver and the exit codes of contract §4.
 
 use std::process::ExitCode;
 
@@ -25,7 +25,7 @@ impl CliError {
         CliError::Invalid { message: message.into(), printed: false }
     }
 
-    /// The exit code of DESIGN §0 for this error.
+    /// The exit code of contract §4 for this error.
     pub fn exit_code(&self) -> ExitCode {
         match self {
             CliError::Invalid { .. } => ExitCode::from(1),

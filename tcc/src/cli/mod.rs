@@ -1,4 +1,4 @@
-//! The `tcc` command line (DESIGN §0): argument grammar, one module per subcommand.
+//! The `tcc` command line (contract §3): argument grammar, one module per subcommand.
 
 mod args;
 mod atomic;

@@ -1,6 +1,6 @@
 //! The GPU side of tuning: finding the local GPU (the tuner only reads what it is; candidates run
 //! in workers) and, in a worker, loading one compiled candidate, validating and timing it as
-//! DESIGN §0 says: CUDA events, warm-up, the L2 cache flushed before every timed repetition
+//! contract §8 says: CUDA events, warm-up, the L2 cache flushed before every timed repetition
 //! (a buffer twice its size is overwritten), the median of at least [`MIN_GPU_REPEATS`].
 
 use tcc_autotune::DeviceKey;
