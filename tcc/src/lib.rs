@@ -2,16 +2,16 @@
 //!
 //! Programs come from `.tc` files ([`frontend`]), the [`builder`] API, or the [`kernel!`] macro;
 //! they lower to the tensor IR ([`ir`]), which the reference interpreter runs ([`ir::interp`]).
-//! The `tcc` binary in this crate is the command-line driver (`tcc --help`).
+//! The `tcc` binary is the `tcc-cli` crate (folder `cli/`): this library builds without its
+//! command-line dependencies.
 
 #![warn(missing_docs)]
 
-pub mod bench;
 pub mod builder;
-pub mod cli;
 pub mod device;
 pub mod engine;
 pub mod error;
+pub mod inputs;
 pub mod kernel;
 pub mod pipeline;
 pub mod target;

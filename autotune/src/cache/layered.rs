@@ -6,7 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cache::key::{CacheKey, DeviceKey};
 use crate::cache::record::{CacheRecord, RecordState};
-use crate::cache::remote::{RedisOptions, RedisStore};
+#[cfg(feature = "shared-cache")]
+use crate::cache::redis_store::RedisStore;
+#[cfg(feature = "shared-cache")]
+use crate::cache::remote::RedisOptions;
 use crate::cache::sqlite::SqliteStore;
 use crate::cache::store::{CacheStore, StoreError};
 use crate::provenance::TCC_VERSION;
@@ -119,19 +122,26 @@ impl Layered {
 
     /// The default cache: the local database in [`crate::cache::default_cache_dir`], plus Redis
     /// when `TCC_CACHE_URL` is set (read-only when `TCC_CACHE_READONLY` is `1`, `true` or `yes`;
-    /// keys under `TCC_CACHE_PREFIX` when set). A `rediss://` URL is refused: see [`RedisStore::open`].
+    /// keys under `TCC_CACHE_PREFIX` when set). A `rediss://` URL is refused (see `RedisStore::open`);
+    /// in a build without feature `shared-cache` the URL is reported and only the local cache is
+    /// used.
     pub fn open_default() -> Result<Layered, StoreError> {
         let remote = Layered::remote_from_env()?;
         let layered = Layered::new(SqliteStore::open_default()?);
-        Ok(match remote {
+        #[cfg(feature = "shared-cache")]
+        let layered = match remote {
             Some(remote) => layered.with_remote(Box::new(remote)),
             None => layered,
-        })
+        };
+        #[cfg(not(feature = "shared-cache"))]
+        let _: Option<std::convert::Infallible> = remote;
+        Ok(layered)
     }
 
     /// The shared store the environment configures (`TCC_CACHE_URL`, `TCC_CACHE_READONLY`,
     /// `TCC_CACHE_PREFIX`), or `None` when `TCC_CACHE_URL` is unset or empty. Nothing is sent to
     /// the server yet.
+    #[cfg(feature = "shared-cache")]
     pub fn remote_from_env() -> Result<Option<RedisStore>, StoreError> {
         match std::env::var(CACHE_URL_ENV) {
             Ok(url) if !url.trim().is_empty() => {
@@ -147,6 +157,22 @@ impl Layered {
             }
             _ => Ok(None),
         }
+    }
+
+    /// Without feature `shared-cache` there is no shared store (never `Some`): a `TCC_CACHE_URL`
+    /// is reported (with its credentials redacted) and ignored.
+    #[cfg(not(feature = "shared-cache"))]
+    pub fn remote_from_env() -> Result<Option<std::convert::Infallible>, StoreError> {
+        if let Ok(url) = std::env::var(CACHE_URL_ENV)
+            && !url.trim().is_empty()
+        {
+            tracing::warn!(
+                "{CACHE_URL_ENV}={} is ignored: this build has no shared tuning cache (feature `shared-cache` of \
+                 tcc); only the local cache is used",
+                crate::cache::redact_url(url.trim())
+            );
+        }
+        Ok(None)
     }
 
     /// The local store (also the tuning journal).

@@ -7,6 +7,8 @@ mod layered;
 mod lockfile;
 mod paths;
 mod record;
+#[cfg(feature = "shared-cache")]
+mod redis_store;
 mod remote;
 mod sqlite;
 mod store;
@@ -17,6 +19,8 @@ pub use layered::{CACHE_PREFIX_ENV, CACHE_READ_ONLY_ENV, CACHE_URL_ENV, HitKind,
 pub use lockfile::{Drift, LOCKFILE_HEADER, LockChoice, LockEntry, Lockfile, LockfileError};
 pub use paths::{CACHE_DIR_ENV, DB_FILE_NAME, default_cache_dir};
 pub use record::{CacheRecord, DecodeError, RecordState, RunnerUp, prefer};
-pub use remote::{RedisOptions, RedisStore, redact_url};
+#[cfg(feature = "shared-cache")]
+pub use redis_store::RedisStore;
+pub use remote::{RedisOptions, redact_url};
 pub use sqlite::{GcOptions, GcReport, SqliteStore};
 pub use store::{CacheStore, Listing, MergeOutcome, Stats, StoreError, merge_choice};

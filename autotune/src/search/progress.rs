@@ -1,15 +1,38 @@
-//! The progress bar of a tuning run (indicatif): position, ETA and best so far; hidden when
-//! standard error is not a terminal or when turned off.
+//! The progress bar of a tuning run (indicatif, feature `progress`): position, ETA and best so far;
+//! hidden when standard error is not a terminal or when turned off. Without the feature (a
+//! library user's build) there is no bar.
 
+#[cfg(feature = "progress")]
 use std::io::IsTerminal;
 
+#[cfg(feature = "progress")]
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// A progress bar that may be hidden.
+#[cfg(feature = "progress")]
 pub(crate) struct Progress {
     bar: ProgressBar,
 }
 
+/// No progress bar (this build has no feature `progress`).
+#[cfg(not(feature = "progress"))]
+pub(crate) struct Progress;
+
+#[cfg(not(feature = "progress"))]
+impl Progress {
+    /// Nothing to draw.
+    pub(crate) fn new(_len: u64, _enabled: bool) -> Progress {
+        Progress
+    }
+
+    /// Nothing to draw.
+    pub(crate) fn step_by(&self, _n: usize, _best_ns: Option<u64>) {}
+
+    /// Nothing to remove.
+    pub(crate) fn finish(&self) {}
+}
+
+#[cfg(feature = "progress")]
 impl Progress {
     /// A bar of `len` steps, drawn on standard error only if `enabled` and it is a terminal.
     pub(crate) fn new(len: u64, enabled: bool) -> Progress {

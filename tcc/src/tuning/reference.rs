@@ -21,7 +21,7 @@ use tcc_ir::{Bindings, DType, Kernel, Op};
 use tcc_runtime::HostTensor;
 
 use super::TuningError;
-use crate::cli::inputs::sample;
+use crate::inputs::sample;
 
 const MAGIC: &[u8; 8] = b"TCCREF2\n";
 

@@ -13,8 +13,8 @@ use tcc_ir::interp::Tensor;
 use tcc_report::BenchRow;
 use tcc_runtime::HostTensor;
 
-use crate::engine::{Engine, EngineError, Prepared};
-use crate::pipeline::Pipeline;
+use tcc::engine::{Engine, EngineError, Prepared};
+use tcc::pipeline::Pipeline;
 pub use workload::{Workload, WorkloadError, load_suite};
 
 /// Workloads above this many flops are not checked by the (single-threaded, f64) interpreter.
@@ -53,7 +53,8 @@ pub enum BenchError {
 }
 
 /// Times one workload and checks its result against the f64 reference interpreter.
-pub fn bench_workload(
+#[cfg(test)]
+fn bench_workload(
     engine: &Engine,
     pipeline: &Pipeline,
     workload: &Workload,
@@ -84,7 +85,7 @@ pub fn bench_with_baseline(
 ) -> Result<BenchResult, BenchError> {
     let graph = workload.graph()?;
     let bindings = tcc_ir::Bindings::new();
-    let inputs = crate::cli::inputs::random_inputs(&graph, &bindings, seed, u64::MAX)
+    let inputs = crate::inputs::random_inputs(&graph, &bindings, seed, u64::MAX)
         .map_err(|e| EngineError::Interpreter(e.to_string()))?;
     let host: Vec<HostTensor> = inputs
         .iter()

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use super::error::CliError;
-use crate::pipeline::KernelPlan;
+use tcc::pipeline::KernelPlan;
 
 /// The object of one kernel's plan.
 pub fn kernel_object(plan: &KernelPlan) -> Map<String, Value> {

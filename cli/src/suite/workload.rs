@@ -5,7 +5,7 @@ use std::path::Path;
 
 use tcc_ir::{DType, Graph};
 
-use crate::builder::{Builder, BuilderError, Tensor, dims};
+use tcc::builder::{Builder, BuilderError, Tensor, dims};
 
 /// One workload of the suite: a tensor program at fixed shapes.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]

@@ -10,11 +10,11 @@ use super::args::CompileArgs;
 use super::atomic::write_output;
 use super::error::CliError;
 use super::load::{bind, load, select_fn};
-use crate::pipeline::{Pipeline, Plan, PlanOptions};
+use tcc::pipeline::{Pipeline, Plan, PlanOptions};
 
 /// Runs `tcc compile`.
 pub fn compile(args: &CompileArgs) -> Result<(), CliError> {
-    let target = crate::target::resolve(args.target)?;
+    let target = tcc::target::resolve(args.target)?;
     if target == Target::Interp {
         return Err(CliError::invalid("the interpreter runs graphs as they are; it has nothing to compile"));
     }

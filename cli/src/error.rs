@@ -34,29 +34,29 @@ impl CliError {
     }
 }
 
-impl From<crate::target::TargetUnavailable> for CliError {
+impl From<tcc::target::TargetUnavailable> for CliError {
     /// A target this build lacks is a bad argument for it (exit 1); a missing or unsuitable GPU
     /// is the environment's fault (exit 2).
-    fn from(e: crate::target::TargetUnavailable) -> CliError {
+    fn from(e: tcc::target::TargetUnavailable) -> CliError {
         match e {
-            crate::target::TargetUnavailable::NeedsLlvm(_) => CliError::invalid(e.to_string()),
+            tcc::target::TargetUnavailable::NeedsLlvm(_) => CliError::invalid(e.to_string()),
             _ => CliError::Environment(e.to_string()),
         }
     }
 }
 
-impl From<crate::pipeline::PipelineError> for CliError {
-    fn from(e: crate::pipeline::PipelineError) -> CliError {
+impl From<tcc::pipeline::PipelineError> for CliError {
+    fn from(e: tcc::pipeline::PipelineError) -> CliError {
         match e {
-            crate::pipeline::PipelineError::Lockfile { invalid: true, .. } => CliError::invalid(e.to_string()),
+            tcc::pipeline::PipelineError::Lockfile { invalid: true, .. } => CliError::invalid(e.to_string()),
             other => CliError::Environment(other.to_string()),
         }
     }
 }
 
-impl From<crate::engine::EngineError> for CliError {
-    fn from(e: crate::engine::EngineError) -> CliError {
-        use crate::engine::EngineError;
+impl From<tcc::engine::EngineError> for CliError {
+    fn from(e: tcc::engine::EngineError) -> CliError {
+        use tcc::engine::EngineError;
         match e {
             EngineError::MemoryLimit(_) => CliError::invalid(e.to_string()),
             EngineError::Pipeline(p) => p.into(),

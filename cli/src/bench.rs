@@ -13,8 +13,8 @@ use super::error::CliError;
 use super::inputs::random_inputs;
 use super::json;
 use super::load::{bind, load, select_fn};
-use crate::bench::{Timing, bench_with_baseline, count, load_suite};
-use crate::engine::Engine;
+use crate::suite::{Timing, bench_with_baseline, count, load_suite};
+use tcc::engine::Engine;
 
 /// Runs `tcc bench`: `FILE` times one program, `--workloads` the public suite.
 pub fn bench(args: &BenchArgs) -> Result<(), CliError> {

@@ -10,7 +10,7 @@ use super::error::CliError;
 use super::inputs::random_inputs;
 use super::json;
 use super::load::{bind, load, select_fn};
-use crate::engine::Engine;
+use tcc::engine::Engine;
 
 /// Runs `tcc run`.
 pub fn run(args: &RunArgs) -> Result<(), CliError> {

@@ -9,11 +9,11 @@ use super::atomic::write_output;
 use super::error::CliError;
 use super::json;
 use super::load::{load, select_fn};
-use crate::pipeline::{Pipeline, PlanOptions};
+use tcc::pipeline::{Pipeline, PlanOptions};
 
 /// Runs `tcc explain`.
 pub fn explain(args: &ExplainArgs) -> Result<(), CliError> {
-    let target = crate::target::resolve(args.target)?;
+    let target = tcc::target::resolve(args.target)?;
     let pipeline = Pipeline::new(target, &args.lock.setting())?;
     let loaded = load(&args.program.file)?;
     let graph = select_fn(&loaded, &args.program)?;

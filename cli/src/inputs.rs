@@ -1,9 +1,9 @@
 //! Random inputs for `tcc run`: normal values (never exactly zero), deterministic for a seed.
 
-use rand::{Rng, SeedableRng};
-use rand_distr::StandardNormal;
+use rand::SeedableRng;
+use tcc::inputs::sample;
 use tcc_ir::interp::Tensor;
-use tcc_ir::{Bindings, DType, Graph};
+use tcc_ir::{Bindings, Graph};
 
 use super::error::CliError;
 
@@ -35,23 +35,4 @@ pub fn random_inputs(graph: &Graph, bindings: &Bindings, seed: u64, max_bytes: u
         inputs.push(tensor);
     }
     Ok(inputs)
-}
-
-/// One random input value of `dtype`: normal and never exactly zero for floats, a small nonzero
-/// integer for i32, a fair coin for bool. Shared by `tcc run`, the benchmarks and the tuner.
-pub(crate) fn sample(rng: &mut impl Rng, dtype: DType) -> f64 {
-    match dtype {
-        DType::Bool => f64::from(u8::from(rng.gen_bool(0.5))),
-        DType::I32 => {
-            let v: i32 = rng.gen_range(1..=8);
-            f64::from(if rng.gen_bool(0.5) { v } else { -v })
-        }
-        _ => loop {
-            let v: f64 = rng.sample(StandardNormal);
-            let rounded = dtype.round(v);
-            if rounded != 0.0 {
-                break rounded;
-            }
-        },
-    }
 }

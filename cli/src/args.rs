@@ -77,10 +77,10 @@ pub struct LockArgs {
 
 impl LockArgs {
     /// The pipeline's setting.
-    pub fn setting(&self) -> crate::pipeline::LockSetting {
+    pub fn setting(&self) -> tcc::pipeline::LockSetting {
         match &self.lockfile {
-            Some(path) => crate::pipeline::LockSetting::File(path.clone()),
-            None => crate::pipeline::LockSetting::FromEnvironment,
+            Some(path) => tcc::pipeline::LockSetting::File(path.clone()),
+            None => tcc::pipeline::LockSetting::FromEnvironment,
         }
     }
 }

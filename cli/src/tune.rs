@@ -5,7 +5,7 @@
 //!
 //! `tcc tune --study --target T [--suite gpu] [--workload NAMES] --out DIR`: the tuner's own
 //! benchmark on the suite's workloads (guided search vs exhaustive sweep, see
-//! [`crate::tuning::study`]).
+//! `tcc::tuning::study`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -20,9 +20,9 @@ use super::args::{ProgramArgs, TuneArgs};
 use super::atomic::write_output;
 use super::error::CliError;
 use super::load::{bind, load, select_fn};
-use crate::pipeline::{KernelPlan, Pipeline, PlanOptions};
-use crate::tuning::study::{StudyOptions, StudyResult, markdown, trials_jsonl};
-use crate::tuning::{
+use tcc::pipeline::{KernelPlan, Pipeline, PlanOptions};
+use tcc::tuning::study::{StudyOptions, StudyResult, markdown, trials_jsonl};
+use tcc::tuning::{
     Decision, KernelTuning, TuneOptions, Tuning, TuningError, open_cache, tuning_target, worker_command,
 };
 
@@ -144,7 +144,7 @@ fn study(args: &TuneArgs) -> Result<(), CliError> {
         return Err(CliError::invalid(format!("--guided-share {} is not in (0, 1]", args.guided_share)));
     }
     let suite = args.suite.clone().unwrap_or_else(|| if target.is_gpu() { "gpu" } else { "cpu" }.to_string());
-    let all = crate::bench::load_suite(&args.workloads, &suite).map_err(|e| CliError::invalid(e.to_string()))?;
+    let all = crate::suite::load_suite(&args.workloads, &suite).map_err(|e| CliError::invalid(e.to_string()))?;
     let chosen: Vec<_> = match &args.workload {
         Some(names) => {
             let names: Vec<&str> = names.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
@@ -204,7 +204,7 @@ fn study(args: &TuneArgs) -> Result<(), CliError> {
 
 /// An empty in-memory cache: a study neither reads nor writes the user's.
 fn tcc_autotune_memory_cache() -> Result<tcc_autotune::Layered, CliError> {
-    crate::tuning::SqliteStore::in_memory()
+    tcc::tuning::SqliteStore::in_memory()
         .map(tcc_autotune::Layered::new)
         .map_err(|e| CliError::Environment(format!("cannot open an in-memory cache: {e}")))
 }

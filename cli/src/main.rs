@@ -1,4 +1,6 @@
-//! The `tcc` command line (contract §3): argument grammar, one module per subcommand.
+//! The `tcc` command line (contract §3): argument grammar, one module per subcommand, and the
+//! public suite's benchmarks (`suite`). The library it drives is the `tcc` crate; this crate adds
+//! what only the command line needs (clap, progress bars, report charts, the shared cache).
 
 mod args;
 mod atomic;
@@ -8,11 +10,12 @@ mod check;
 mod compile;
 mod error;
 mod explain;
-pub(crate) mod inputs;
+mod inputs;
 mod ir_cmd;
 mod json;
 mod load;
 mod run;
+mod suite;
 mod tracing_setup;
 mod tune;
 mod worker;
@@ -21,12 +24,24 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-pub use args::{Cli, Command};
-pub use atomic::write_output;
-pub use error::CliError;
+use args::{Cli, Command};
+use error::CliError;
+
+fn main() -> ExitCode {
+    // A panic is a bug in tcc: report it as an internal error (exit 2), never as a crash.
+    std::panic::set_hook(Box::new(|info| {
+        // A closed stdout (`tcc ir f.tc | head`) is how pipelines end, not a bug: stop quietly with
+        // the status a shell expects from SIGPIPE.
+        if info.to_string().contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        eprintln!("error: internal error in tcc (this is a bug): {info}");
+    }));
+    std::panic::catch_unwind(run_command_line).unwrap_or(ExitCode::from(2))
+}
 
 /// Runs the command line of this process and returns its exit code.
-pub fn main() -> ExitCode {
+fn run_command_line() -> ExitCode {
     tracing_setup::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -59,7 +74,7 @@ pub fn main() -> ExitCode {
 }
 
 /// Runs one parsed command.
-pub fn execute(cli: &Cli) -> Result<(), CliError> {
+fn execute(cli: &Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Check(a) => check::check(a),
         Command::Ir(a) => ir_cmd::ir(a),
