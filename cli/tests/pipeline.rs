@@ -314,3 +314,60 @@ fn llc_accepts(file: &Path, flags: &[&str]) {
     let out = Command::new(llc).args(flags).arg(file).args(["-o", "/dev/null"]).output().unwrap();
     assert!(out.status.success(), "llc rejects {}: {}", file.display(), text(&out.stderr));
 }
+
+/// A GPU target compiled on a machine without that GPU (CI): the lockfile still decides, found by
+/// each kernel's key without the device, as a lockfile made on another machine is.
+#[test]
+fn a_lockfile_decides_gpu_schedules_without_the_gpu() {
+    use tcc::ir::Target;
+    use tcc::tuning::{LockEntry, Lockfile};
+    if tcc::target::local_gpu(tcc::ir::GpuArch::Sm90a).is_ok() {
+        eprintln!("an sm_90a GPU is here: its own records would apply; this test is for machines without one");
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let source = std::fs::read_to_string(root().join("examples/mlp_f16.tc")).unwrap();
+    let module = tcc::frontend::parse_source("mlp_f16.tc", &source).unwrap();
+    let graph = module.function("mlp_f16").unwrap();
+    let bindings: tcc::ir::Bindings = [("M".to_string(), 512u64)].into_iter().collect();
+    let target = Target::Gpu(tcc::ir::GpuArch::Sm90a);
+    let program =
+        tcc::pipeline::Pipeline::untuned(target).optimize(graph, &bindings, Default::default()).unwrap().program;
+    // Locked on "another machine": a 64x128 ping-pong warpgroup schedule, not the optimizer's.
+    let w = tcc::ir::WgmmaSchedule {
+        consumers: 2,
+        producer: true,
+        pingpong: true,
+        bn: 128,
+        stages: 4,
+        swizzle: 8,
+        tma: true,
+    };
+    let elsewhere = tcc::tuning::DeviceKey {
+        name: "NVIDIA H100 80GB HBM3".into(),
+        arch: "sm_90a".into(),
+        compute_capability: Some((9, 0)),
+        sm_count: Some(132),
+    };
+    let mut lock = Lockfile::new();
+    for launch in &program.launches {
+        assert_ne!(launch.kernel.schedule, w.encode());
+        let key = tcc::tuning::kernel_key(&launch.kernel, &bindings, target, &elsewhere).unwrap();
+        lock.insert(LockEntry { key, variant: 0, schedule: w.encode(), schedule_format: 1, time_ns: 1000 });
+    }
+    let path = dir.path().join("tcc.lock");
+    lock.write(&path).unwrap();
+    let args = ["compile", "examples/mlp_f16.tc", "--dim", "M=512", "--target", "sm_90a", "--emit", "ir", "-o", "-"];
+    let mut with_lock = args.to_vec();
+    with_lock.extend_from_slice(&["--lock", path.to_str().unwrap()]);
+    let out = tcc(cache.path(), &with_lock, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let header = text(&out.stdout).lines().next().unwrap_or_default().to_string();
+    let want = tcc::ir::ScheduleKind::Wgmma(w).to_string();
+    assert!(header.contains(&want) && header.ends_with("(locked)"), "{header}");
+    // Without it, the optimizer's.
+    let out = tcc(cache.path(), &args, &[]);
+    let header = text(&out.stdout).lines().next().unwrap_or_default().to_string();
+    assert!(!header.contains(&want) && header.ends_with("(default)"), "{header}");
+}

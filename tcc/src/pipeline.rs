@@ -209,19 +209,25 @@ impl Pipeline {
                 })
                 .collect()
         };
-        let device = match &self.records {
-            Records::Device(key) => key.clone(),
-            Records::None(why) => {
-                tracing::debug!("`{}`: the optimizer's schedules ({why})", program.name);
-                return defaults(program);
-            }
-        };
         let all_bound =
             program.launches.iter().all(|l| l.kernel.graph.shape_vars().iter().all(|v| bindings.get(v).is_some()));
         if !all_bound {
             tracing::debug!("`{}`: shape variables unbound, so no tuning record applies", program.name);
             return defaults(program);
         }
+        let device = match &self.records {
+            Records::Device(key) => key.clone(),
+            Records::None(why) => {
+                tracing::debug!("`{}`: no tuning records ({why})", program.name);
+                let mut plans = defaults(program);
+                if let Some(lock) = &self.lock
+                    && target != Target::Interp
+                {
+                    self.apply_lock_only(program, bindings, lock, &mut plans);
+                }
+                return plans;
+            }
+        };
         let mut chosen = program.clone();
         match crate::tuning::apply_cached_schedules_on(&mut chosen, bindings, self.target, device, self.lock.clone()) {
             Ok(report) => {
@@ -235,6 +241,31 @@ impl Pipeline {
                 );
                 defaults(program)
             }
+        }
+    }
+
+    /// The lockfile's choices without a device here (a GPU target compiled on a machine without
+    /// that GPU): each kernel's entry is found by its kernel key alone (any device), as a
+    /// lockfile made on another machine is.
+    fn apply_lock_only(&self, program: &mut Program, bindings: &Bindings, lock: &Lockfile, plans: &mut [KernelPlan]) {
+        let nowhere = DeviceKey {
+            name: "no local device".into(),
+            arch: self.target.name().into(),
+            compute_capability: None,
+            sm_count: None,
+        };
+        for (launch, plan) in program.launches.iter_mut().zip(plans.iter_mut()) {
+            let kernel = &mut launch.kernel;
+            let Ok(key) = crate::tuning::kernel_key(kernel, bindings, self.target, &nowhere) else { continue };
+            let Some(choice) = lock.choose(&key) else { continue };
+            if choice.entry.schedule.tier != kernel.schedule.tier {
+                continue;
+            }
+            kernel.schedule = choice.entry.schedule;
+            plan.schedule = kernel.schedule;
+            plan.kind = kernel.schedule_kind(self.target);
+            plan.source = ScheduleSource::Locked;
+            plan.recorded_ns = Some(choice.entry.time_ns);
         }
     }
 
