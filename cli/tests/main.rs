@@ -6,5 +6,6 @@
 mod cli;
 mod faults;
 mod pipeline;
+mod snapshots;
 mod tune;
 mod tune_targets;
