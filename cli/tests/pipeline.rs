@@ -371,3 +371,24 @@ fn a_lockfile_decides_gpu_schedules_without_the_gpu() {
     let header = text(&out.stdout).lines().next().unwrap_or_default().to_string();
     assert!(!header.contains(&want) && header.ends_with("(default)"), "{header}");
 }
+
+/// A malformed `TCC_CACHE_URL` is one warning; the local cache keeps deciding (it used to turn
+/// the local cache off too).
+#[test]
+fn a_bad_shared_cache_url_leaves_the_local_cache_working() {
+    let cache = tempfile::tempdir().unwrap();
+    tune(cache.path(), "cpu:cranelift", &[]);
+    let mut args = vec!["run"];
+    args.extend_from_slice(&MLP_RUN);
+    args.extend_from_slice(&["--target", "cpu:cranelift"]);
+    for url in ["http://foo", "rediss://:secret@host:6380"] {
+        let out = tcc(cache.path(), &args, &[("TCC_CACHE_URL", url)]);
+        assert_eq!(out.status.code(), Some(0), "{url}: {}", text(&out.stderr));
+        let lines: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let sources: Vec<(String, String, String)> = kernels(&lines);
+        assert!(sources.iter().all(|(_, _, s)| s == "cached"), "{url}: {sources:?}");
+        let err = text(&out.stderr);
+        assert_eq!(err.matches("shared tuning cache is not used").count(), 1, "{url}: {err}");
+        assert!(!err.contains("secret"), "{err}");
+    }
+}

@@ -124,9 +124,13 @@ impl Layered {
     /// when `TCC_CACHE_URL` is set (read-only when `TCC_CACHE_READONLY` is `1`, `true` or `yes`;
     /// keys under `TCC_CACHE_PREFIX` when set). A `rediss://` URL is refused (see `RedisStore::open`);
     /// in a build without feature `shared-cache` the URL is reported and only the local cache is
-    /// used.
+    /// used. A shared cache that is misconfigured (a bad URL, prefix or scheme) is one warning:
+    /// the local cache keeps working.
     pub fn open_default() -> Result<Layered, StoreError> {
-        let remote = Layered::remote_from_env()?;
+        let remote = Layered::remote_from_env().unwrap_or_else(|e| {
+            tracing::warn!("the shared tuning cache is not used: {e}; going on with the local cache");
+            None
+        });
         let layered = Layered::new(SqliteStore::open_default()?);
         #[cfg(feature = "shared-cache")]
         let layered = match remote {
