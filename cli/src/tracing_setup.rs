@@ -1,9 +1,11 @@
 //! The `tracing` subscriber of the `tcc` binary: messages of the libraries (tuning-cache warnings,
 //! skipped records, an unreachable shared cache) go to stderr as `warning: ...` lines, like the
 //! command's own messages, filtered by `TCC_LOG` (for example `TCC_LOG=debug` or
-//! `TCC_LOG=tcc_autotune=info`); warnings and errors by default.
+//! `TCC_LOG=tcc_autotune=info`); warnings and errors by default. Colours only on a terminal, and
+//! never with `NO_COLOR` set.
 
 use std::fmt;
+use std::io::IsTerminal;
 
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
@@ -24,8 +26,10 @@ pub fn install() {
         },
         _ => (EnvFilter::new("warn"), None),
     };
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let installed = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr)
         .event_format(Plain)
         .try_init()

@@ -392,3 +392,17 @@ fn a_bad_shared_cache_url_leaves_the_local_cache_working() {
         assert!(!err.contains("secret"), "{err}");
     }
 }
+
+/// Warnings written to a pipe carry no colour codes (they did: `key` in italics).
+#[test]
+fn warnings_to_a_pipe_have_no_colour() {
+    let cache = tempfile::tempdir().unwrap();
+    tune(cache.path(), "cpu:cranelift", &[]);
+    let db = rusqlite::Connection::open(cache.path().join("tuning.sqlite3")).unwrap();
+    db.execute("UPDATE records SET record = 'not a record'", []).unwrap();
+    drop(db);
+    let out = tcc(cache.path(), &["cache", "ls"], &[]);
+    let err = text(&out.stderr);
+    assert!(err.contains("undecodable") && err.contains("key="), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+}
