@@ -21,6 +21,7 @@ pub fn load(path: &Path) -> Result<Loaded, CliError> {
     let name = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => CliError::invalid(format!("cannot read `{name}`: no such file")),
+        std::io::ErrorKind::IsADirectory => CliError::invalid(format!("`{name}` is a directory, not a program file")),
         _ => CliError::Environment(format!("cannot read `{name}`: {e}")),
     })?;
     match tcc_frontend::parse_bytes(&name, &bytes) {
@@ -69,6 +70,7 @@ pub fn bind(graph: &Graph, dims: &[(String, u64)]) -> Result<Bindings, CliError>
         }
     }
     if unbound.is_empty() {
+        check_sizes(graph, &bindings)?;
         Ok(bindings)
     } else {
         let list = unbound.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
@@ -78,4 +80,28 @@ pub fn bind(graph: &Graph, dims: &[(String, u64)]) -> Result<Bindings, CliError>
             graph.name
         )))
     }
+}
+
+/// Refuses bindings under which a tensor of `graph` (a parameter or a value) would have `2^40`
+/// elements or more (contract §6): invalid input, before anything is compiled or allocated.
+fn check_sizes(graph: &Graph, bindings: &Bindings) -> Result<(), CliError> {
+    let limit = tcc_ir::limits::MAX_ELEMENTS;
+    let types = graph
+        .params
+        .iter()
+        .map(|p| (format!("parameter `{}`", p.name), &p.ty))
+        .chain(graph.nodes.iter().enumerate().map(|(i, n)| (format!("value %{i}"), &n.ty)));
+    for (what, ty) in types {
+        let Some(dims) = ty.shape.resolve(bindings) else { continue };
+        let elements = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+        if elements.is_none_or(|n| n >= limit) {
+            return Err(CliError::invalid(format!(
+                "fn `{}`: {what} would be {}{dims:?}, {} elements, over the limit of 2^40",
+                graph.name,
+                ty.dtype,
+                elements.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string())
+            )));
+        }
+    }
+    Ok(())
 }

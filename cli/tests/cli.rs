@@ -277,3 +277,21 @@ fn bench_writes_rows_and_a_report() {
     let gpu = tcc(&["bench", "--workloads", workloads.to_str().unwrap(), "--suite", "gpu", "--out", "-"]);
     assert_eq!(gpu.status.code(), Some(1));
 }
+
+#[test]
+fn a_directory_and_sizes_over_the_limit_are_invalid_input() {
+    let out = tcc(&["check", "examples"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("is a directory"), "{}", text(&out.stderr));
+    for command in [
+        vec!["compile", "examples/mlp.tc", "--target", "cpu:cranelift", "--emit", "asm", "-o", "-"],
+        vec!["run", "examples/mlp.tc"],
+        vec!["bench", "examples/mlp.tc"],
+    ] {
+        let mut args = command.clone();
+        args.extend_from_slice(&["--dim", "M=1099511627775"]);
+        let out = tcc(&args);
+        assert_eq!(out.status.code(), Some(1), "{command:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("over the limit of 2^40"), "{command:?}: {}", text(&out.stderr));
+    }
+}
