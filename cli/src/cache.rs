@@ -266,7 +266,7 @@ fn show(caches: &Caches, key: &str) -> Result<(), CliError> {
     let prefix = key.trim().to_ascii_lowercase();
     if prefix.len() < MIN_PREFIX || prefix.len() > 64 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(CliError::invalid(format!(
-            "`{key}` is not a key: give its hash (64 hex digits, as `tcc cache ls` shows) or a prefix of at least {MIN_PREFIX}"
+            "`{key}` is not a key: give its hash or any unique prefix of at least {MIN_PREFIX} hex digits (`tcc cache ls` shows 12; `--json` the whole hash)"
         )));
     }
     let found: Vec<(CacheRecord, Origin)> =

@@ -295,3 +295,15 @@ fn a_directory_and_sizes_over_the_limit_are_invalid_input() {
         assert!(text(&out.stderr).contains("over the limit of 2^40"), "{command:?}: {}", text(&out.stderr));
     }
 }
+
+#[test]
+fn empty_outputs_and_empty_budgets_say_so() {
+    let out = tcc(&["run", "examples/mlp.tc", "--target", "cpu:cranelift", "--dim", "M=0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("f32[0, 64] min=- max=- mean=- std=- nan=0 inf=0 values=[]"), "{stdout}");
+    assert!(!stdout.contains("inf max") && !stdout.contains("NaN"), "{stdout}");
+    let out = tcc(&["tune", "examples/mlp.tc", "--dim", "M=2", "--budget", "0trials"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("at least 1"), "{}", text(&out.stderr));
+}

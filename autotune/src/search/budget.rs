@@ -38,6 +38,9 @@ impl Budget {
             let (num, unit) = part.split_at(digits_end);
             let n: u64 =
                 num.parse().map_err(|_| format!("budget `{part}`: expected a number then a unit (60s, 200trials)"))?;
+            if n == 0 {
+                return Err(format!("budget `{part}`: a budget of nothing measures nothing; give at least 1"));
+            }
             let time = |secs_per: u64| Duration::from_secs(n.saturating_mul(secs_per));
             match unit {
                 "" | "trials" | "trial" => budget.max_trials = Some(usize::try_from(n).unwrap_or(usize::MAX)),
@@ -92,5 +95,8 @@ mod tests {
         assert!(Budget::parse("fast").is_err());
         assert!(Budget::parse("10 parsecs").is_err());
         assert!(Budget::parse("").is_err());
+        // A budget of nothing used to run one trial anyway.
+        assert!(Budget::parse("0trials").is_err());
+        assert!(Budget::parse("0s").is_err());
     }
 }
