@@ -20,7 +20,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let graph = select_fn(&loaded, &args.program)?;
     let bindings = bind(graph, &args.dims)?;
     let inputs = random_inputs(graph, &bindings, args.seed, args.max_memory)?;
-    let prepared = engine.prepare(&pipeline, graph, &bindings)?;
+    let prepared = engine.prepare_within(&pipeline, graph, &bindings, args.max_memory)?;
     let start = Instant::now();
     let outputs = prepared.run(&inputs, args.max_memory)?;
     let elapsed = start.elapsed();

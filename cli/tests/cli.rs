@@ -307,3 +307,25 @@ fn empty_outputs_and_empty_budgets_say_so() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("at least 1"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn max_memory_counts_every_tensor_of_the_run() {
+    // The scores are f32[S, T]: 40 GB at 100000 x 100000 (it used to abort with a failed
+    // allocation), 3.6 GB at 30000 x 30000 against a 1 GB limit (after 33 s of work).
+    let base = ["run", "examples/attention_scores.tc", "--fn", "attention_scores", "--target", "cpu:cranelift"];
+    for (dims, limit) in
+        [(["--dim", "S=100000", "--dim", "T=100000"], None), (["--dim", "S=30000", "--dim", "T=30000"], Some("1G"))]
+    {
+        let mut args = base.to_vec();
+        args.extend_from_slice(&dims);
+        if let Some(limit) = limit {
+            args.extend_from_slice(&["--max-memory", limit]);
+        }
+        let start = std::time::Instant::now();
+        let out = tcc(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("the largest tensor is") && err.contains("--max-memory"), "{err}");
+        assert!(start.elapsed().as_secs() < 30, "refused only after {:?}", start.elapsed());
+    }
+}

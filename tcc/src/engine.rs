@@ -137,12 +137,25 @@ impl Engine {
     }
 
     /// Plans `graph` for `bindings` through `pipeline` (optimizer, lockfile, tuning cache) and
-    /// compiles the result.
+    /// compiles the result, with no memory limit but the element-count limit of every tensor.
     pub fn prepare<'e>(
         &'e self,
         pipeline: &Pipeline,
         graph: &Graph,
         bindings: &Bindings,
+    ) -> Result<Prepared<'e>, EngineError> {
+        self.prepare_within(pipeline, graph, bindings, u64::MAX)
+    }
+
+    /// [`Engine::prepare`], refusing (before compiling anything) a program whose parameters,
+    /// intermediates and outputs together need more than `max_bytes`: the error names the largest
+    /// tensor and its size.
+    pub fn prepare_within<'e>(
+        &'e self,
+        pipeline: &Pipeline,
+        graph: &Graph,
+        bindings: &Bindings,
+        max_bytes: u64,
     ) -> Result<Prepared<'e>, EngineError> {
         let start = Instant::now();
         if let Engine::Interp = self {
@@ -155,7 +168,7 @@ impl Engine {
             });
         }
         let plan = pipeline.plan(graph, bindings, PlanOptions::default())?;
-        check_buffers(&plan.program, bindings)?;
+        check_buffers(&plan.program, bindings, max_bytes)?;
         let compile_error = |message: String| EngineError::Device {
             target: self.name().to_string(),
             function: graph.name.clone(),
@@ -178,15 +191,39 @@ impl Engine {
     }
 }
 
-/// Refuses programs whose intermediate buffers could not be allocated sensibly.
-fn check_buffers(program: &Program, bindings: &Bindings) -> Result<(), EngineError> {
-    for (i, ty) in program.buffers.iter().enumerate() {
-        let numel =
-            ty.shape.resolve(bindings).and_then(|dims| dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64)));
+/// Refuses programs whose tensors could not be allocated sensibly: any one of `2^40` elements or
+/// more, or parameters, intermediates and outputs that together need more than `max_bytes` (the
+/// message names the largest and its size).
+fn check_buffers(program: &Program, bindings: &Bindings, max_bytes: u64) -> Result<(), EngineError> {
+    let params = program.params.iter().map(|p| (format!("parameter `{}`", p.name), &p.ty));
+    let buffers = program.buffers.iter().enumerate().map(|(i, ty)| {
+        let writer = program
+            .launches
+            .iter()
+            .find(|l| l.outputs.contains(&tcc_ir::ValueRef::Buffer(i)))
+            .map_or_else(|| format!("buffer {i}"), |l| format!("the output of kernel `{}`", l.kernel.name));
+        (writer, ty)
+    });
+    let mut total: u64 = 0;
+    let mut largest: Option<(String, String, u64)> = None;
+    for (what, ty) in params.chain(buffers) {
+        let dims = ty.shape.resolve(bindings);
+        let numel = dims.as_ref().and_then(|d| d.iter().try_fold(1u64, |acc, &x| acc.checked_mul(x as u64)));
         let bytes = numel.and_then(|n| n.checked_mul(ty.dtype.size_bytes() as u64));
-        if bytes.is_none_or(|b| b >= tcc_ir::limits::MAX_ELEMENTS) {
-            return Err(EngineError::MemoryLimit(format!("buffer {i} of type {ty} is too large")));
+        let Some(bytes) = bytes.filter(|_| numel.is_some_and(|n| n < tcc_ir::limits::MAX_ELEMENTS)) else {
+            return Err(EngineError::MemoryLimit(format!("{what} of type {ty} is too large")));
+        };
+        total = total.saturating_add(bytes);
+        if largest.as_ref().is_none_or(|(_, _, b)| bytes > *b) {
+            largest = Some((what, format!("{}{:?}", ty.dtype, dims.unwrap_or_default()), bytes));
         }
+    }
+    if total > max_bytes {
+        let (what, ty, bytes) = largest.unwrap_or_default();
+        return Err(EngineError::MemoryLimit(format!(
+            "the run needs {total} bytes, more than the limit of {max_bytes}; the largest tensor is {what}, {ty}, \
+             {bytes} bytes"
+        )));
     }
     Ok(())
 }
