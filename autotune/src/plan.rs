@@ -3,7 +3,7 @@
 
 use tcc_ir::Schedule;
 
-use crate::cache::{CacheKey, CacheRecord, HitKind, Layered, LockChoice, Lookup};
+use crate::cache::{CacheKey, CacheRecord, HitKind, Layered, LockChoice, Lookup, StoreError};
 use crate::provenance::Provenance;
 use crate::search::{Benchmarker, Candidate, Journal, Outcome, SearchSpace, TuneReport, Tuner, TunerOptions};
 
@@ -86,8 +86,9 @@ pub fn revalidate<B: Benchmarker>(cache: &Layered, key: &CacheKey, record: &Cach
 
 /// Tunes `key` over `space` (measuring `seeds` first), journaling each trial in the local cache
 /// so an interrupted run resumes, records the winner (local, and shared unless read-only) and
-/// then clears the journal. Returns the report and the record written, if any candidate
-/// validated.
+/// then clears the journal. Returns the report, the winner's record if any candidate validated,
+/// and whether recording it succeeded (an error means the result is lost: the caller must say
+/// so, never exit as if it were kept).
 pub fn tune_and_record<B: Benchmarker>(
     cache: &Layered,
     key: &CacheKey,
@@ -96,19 +97,18 @@ pub fn tune_and_record<B: Benchmarker>(
     options: TunerOptions,
     bench: &B,
     driver: &str,
-) -> (TuneReport, Option<CacheRecord>) {
+) -> (TuneReport, Option<CacheRecord>, Result<(), StoreError>) {
     let session = key.hash();
     let report = Tuner::new(space, options).with_journal(cache.local(), session.as_str()).with_seeds(seeds).run(bench);
     let record = report.to_record(key.clone(), Provenance::here(driver));
+    let mut recorded = Ok(());
     if let Some(r) = &record {
-        match cache.record(r) {
-            Ok(()) => {
-                if let Err(e) = cache.local().clear(session.as_str()) {
-                    tracing::warn!("cannot clear the tuning journal: {e}");
-                }
-            }
-            Err(e) => tracing::warn!("cannot record the tuning result: {e}"),
+        recorded = cache.record(r);
+        if recorded.is_ok()
+            && let Err(e) = cache.local().clear(session.as_str())
+        {
+            tracing::warn!("cannot clear the tuning journal: {e}");
         }
     }
-    (report, record)
+    (report, record, recorded)
 }

@@ -90,8 +90,9 @@ fn a_stale_version_record_is_a_starting_point_then_replaced() {
     let seed_index = space.seed(variant, seed).unwrap();
     let bench = FakeBench::new(bowl);
     let options = TunerOptions { strategy: Strategy::Exhaustive, progress: false, ..TunerOptions::default() };
-    let (report, written) = tune_and_record(&cache, &k, &space, &[seed_index], options, &bench, "fake");
+    let (report, written, recorded) = tune_and_record(&cache, &k, &space, &[seed_index], options, &bench, "fake");
     assert_eq!(bench.measured()[0], space.candidates()[seed_index].id(), "the stale choice is re-measured first");
+    assert!(recorded.is_ok(), "{recorded:?}");
     let written = written.unwrap();
     assert_eq!(written.provenance.tcc_version, TCC_VERSION);
     assert_eq!(report.best().unwrap().candidate.schedule, written.schedule);
@@ -294,4 +295,22 @@ fn the_default_cache_dir_honours_tcc_cache_dir() {
     let expected = dir.path().join(cache::DB_FILE_NAME);
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("db {}", expected.display())));
     assert!(expected.exists());
+}
+
+/// A winner that cannot be written is reported to the caller (which exits 2 in `tcc tune`); it used
+/// to be a warning, and the result was lost while the command succeeded.
+#[test]
+fn a_result_that_cannot_be_recorded_is_an_error_for_the_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Layered::new(local(&dir));
+    // The records table disappears under the tuner (the journal stays, so tuning itself works).
+    let conn = rusqlite::Connection::open(dir.path().join("tuning.sqlite3")).unwrap();
+    conn.execute("DROP TABLE records", []).unwrap();
+    let space = grid_space(3);
+    let options = TunerOptions { strategy: Strategy::Exhaustive, progress: false, ..TunerOptions::default() };
+    let (report, written, recorded) =
+        tune_and_record(&cache, &key("unrecorded", cpu()), &space, &[], options, &FakeBench::new(bowl), "fake");
+    assert!(report.best().is_some());
+    assert!(written.is_some());
+    assert!(recorded.is_err(), "{recorded:?}");
 }

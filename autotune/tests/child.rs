@@ -46,7 +46,7 @@ fn tune() {
     let mut bench = FakeBench::new(bowl);
     bench.measure_sleep = Duration::from_millis(5);
     let options = TunerOptions { strategy: Strategy::Exhaustive, progress: false, ..TunerOptions::default() };
-    let (_, record) = tune_and_record(&cache, &key("concurrent", cpu()), &space, &[], options, &bench, "fake");
+    let (_, record, _) = tune_and_record(&cache, &key("concurrent", cpu()), &space, &[], options, &bench, "fake");
     println!("recorded {}", record.unwrap());
 }
 

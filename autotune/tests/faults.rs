@@ -7,12 +7,18 @@
 //! (`cache.rs`), a hanging candidate (`process.rs`), a tuning run killed with SIGKILL
 //! (`concurrency.rs`), Redis against a real server (`redis.rs`, feature `redis-tests`).
 
+#[cfg(feature = "shared-cache")]
 use std::io::Read;
+#[cfg(feature = "shared-cache")]
 use std::net::TcpListener;
+#[cfg(feature = "shared-cache")]
 use std::time::{Duration, Instant};
 
-use tcc_autotune::cache::{CacheStore, HitKind, Layered, Lookup, RedisOptions, RedisStore, RemoteHealth, SqliteStore};
+#[cfg(feature = "shared-cache")]
+use tcc_autotune::cache::{CacheStore, HitKind, Lookup, RedisOptions, RedisStore, RemoteHealth};
+use tcc_autotune::cache::{Layered, SqliteStore};
 
+#[cfg(feature = "shared-cache")]
 use crate::common::{cpu, key, record, schedule};
 
 /// Paths no process can create, even as root (these tests may run as root, where permission bits
@@ -61,6 +67,7 @@ fn the_default_cache_in_an_uncreatable_directory_is_an_error() {
     assert!(stdout.contains("child error: cannot create the tuning cache folder"), "{stdout}");
 }
 
+#[cfg(feature = "shared-cache")]
 #[test]
 fn a_redis_server_that_is_down_or_silent_falls_back_to_the_local_cache() {
     let dir = tempfile::tempdir().unwrap();

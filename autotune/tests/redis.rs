@@ -272,7 +272,7 @@ fn lockfile_across_machines() {
     let space = grid_space(3);
     let mut records = Vec::new();
     for k in [&k1, &k2] {
-        let (_, r) = tune_and_record(&machine_a, k, &space, &[], options, &FakeBench::new(bowl), "fake");
+        let (_, r, _) = tune_and_record(&machine_a, k, &space, &[], options, &FakeBench::new(bowl), "fake");
         records.push(r.unwrap());
     }
     let dir = tempfile::tempdir().unwrap();

@@ -578,8 +578,14 @@ impl Tuning {
             compile_threads: options.jobs,
             progress: options.progress,
         };
-        let (report, record) =
+        let (report, record, recorded) =
             tune_and_record(&self.cache, &key, &space, &seeds, tuner_options, &bench, driver(self.target));
+        if let Err(e) = recorded {
+            return Err(TuningError::Environment(format!(
+                "kernel `{}`: the tuning result could not be recorded in the tuning cache: {e}",
+                kernel.name
+            )));
+        }
         result.decision.trials += report.trials.iter().filter(|t| !t.resumed).count();
         if let Some(record) = record {
             result.decision.source = ScheduleSource::Tuned;
