@@ -169,7 +169,11 @@ fn export_then_import_round_trips_and_imports_are_checked_once() {
     // A file that holds no record is invalid input; a missing one too.
     let junk = files.path().join("junk.jsonl");
     std::fs::write(&junk, "not json\n").unwrap();
-    assert_eq!(tcc_in(b.path(), &["cache", "import", junk.to_str().unwrap()]).status.code(), Some(1));
+    let out = tcc_in(b.path(), &["cache", "import", junk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    // Each skipped line is reported once (it used to be warned about twice).
+    let warnings = text(&out.stderr).lines().filter(|l| l.starts_with("warning:")).count();
+    assert_eq!(warnings, 1, "{}", text(&out.stderr));
     assert_eq!(tcc_in(b.path(), &["cache", "import", "/nonexistent/x.jsonl"]).status.code(), Some(1));
 }
 

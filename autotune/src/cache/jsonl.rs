@@ -90,7 +90,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Reads JSONL records. A line that is too long, not UTF-8, not a record or out of bounds (a
-/// truncated last line, a merge-conflict marker) is skipped with a warning and counted.
+/// truncated last line, a merge-conflict marker) is skipped and listed in [`Parsed::skipped`] for
+/// the caller to report.
 pub fn parse(mut input: impl BufRead) -> std::io::Result<Parsed> {
     let mut parsed = Parsed::default();
     let mut line_no = 0;
@@ -118,7 +119,8 @@ pub fn parse(mut input: impl BufRead) -> std::io::Result<Parsed> {
             }
         };
         if let Some(reason) = reason {
-            tracing::warn!("skipping line {line_no} of a tuning-cache export: {reason}");
+            // Counted, not logged: the caller says what it skipped, once (`tcc cache import` names
+            // the file and the line).
             parsed.skipped.push(Skipped { line: line_no, reason });
         }
     }
