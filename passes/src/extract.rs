@@ -3,11 +3,11 @@
 //! once). Deterministic: classes and nodes are visited in a fixed order and ties keep the first.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::rc::Rc;
 
 use egg::Id;
 
 use crate::analysis::EG;
+use crate::costset::CostSet;
 use crate::lang::TNode;
 
 /// The cost of one node, or `None` if it may not be extracted.
@@ -62,28 +62,24 @@ impl Extraction {
 }
 
 /// The costs of a sub-DAG's classes, and their sum.
-type Union = (BTreeMap<Id, f64>, f64);
+type Union = (CostSet, f64);
 
 struct Best {
     total: f64,
     node: TNode,
     cost: f64,
-    costs: Rc<BTreeMap<Id, f64>>,
+    /// The classes of the chosen node's sub-DAG with their costs (shared with other classes').
+    costs: CostSet,
 }
 
-/// The union of the children's sub-DAG costs (each class once), or `None` if a child has no best
-/// node yet.
-fn union_of(children: &[Id], best: &BTreeMap<Id, Best>) -> Option<BTreeMap<Id, f64>> {
+/// The union of the children's sub-DAG costs (each class once: the largest child's cost of a
+/// class first, then the children's in order), or `None` if a child has no best node yet.
+fn union_of(children: &[Id], best: &BTreeMap<Id, Best>) -> Option<CostSet> {
     let kids: Option<Vec<&Best>> = children.iter().map(|k| best.get(k)).collect();
     let kids = kids?;
-    let mut merged: BTreeMap<Id, f64> = match kids.iter().max_by_key(|b| b.costs.len()) {
-        Some(b) => (*b.costs).clone(),
-        None => BTreeMap::new(),
-    };
+    let mut merged = kids.iter().max_by_key(|b| b.costs.len()).map(|b| b.costs.clone()).unwrap_or_default();
     for b in &kids {
-        for (k, v) in b.costs.iter() {
-            merged.entry(*k).or_insert(*v);
-        }
+        merged = merged.union(&b.costs);
     }
     Some(merged)
 }
@@ -129,8 +125,8 @@ pub fn extract(egraph: &EG, roots: &[Id], cost: &NodeCost<'_>, banned: &BTreeSet
             let slot = match unions.iter().position(|(k, _)| *k == children) {
                 Some(i) => i,
                 None => {
-                    let u = union_of(&children, &best).filter(|m| !m.contains_key(&c)).map(|m| {
-                        let sum = m.values().sum::<f64>();
+                    let u = union_of(&children, &best).filter(|m| !m.contains(c)).map(|m| {
+                        let sum = m.sum();
                         (m, sum)
                     });
                     unions.push((children, u));
@@ -140,9 +136,8 @@ pub fn extract(egraph: &EG, roots: &[Id], cost: &NodeCost<'_>, banned: &BTreeSet
             let Some((merged, sum)) = unions.get(slot).and_then(|(_, u)| u.as_ref()) else { continue };
             let total = own + sum;
             if best.get(&c).is_none_or(|b| total < b.total * (1.0 - 1e-12)) {
-                let mut costs = merged.clone();
-                costs.insert(c, own);
-                best.insert(c, Best { total, node: node.clone(), cost: own, costs: Rc::new(costs) });
+                let costs = merged.union(&CostSet::single(c, own));
+                best.insert(c, Best { total, node: node.clone(), cost: own, costs });
                 improved = true;
             }
         }

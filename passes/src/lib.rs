@@ -16,6 +16,7 @@ pub mod body;
 pub mod classify;
 pub mod convert;
 pub mod cost;
+mod costset;
 pub mod error;
 pub mod extract;
 pub mod fold;
