@@ -27,6 +27,6 @@ pub fn write_output(path: &Path, bytes: &[u8], input: Option<&Path>) -> Result<(
             )));
         }
     }
-    tcc_report::write_file_atomically(path, bytes)
+    tcc_files::write_atomically(path, bytes)
         .map_err(|e| CliError::Environment(format!("cannot write `{}`: {e}", path.display())))
 }

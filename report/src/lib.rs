@@ -27,4 +27,4 @@ pub use error::ReportError;
 pub use input::{Ceilings, ComputeCeiling, ReportInput};
 pub use markdown::{markdown_report, markdown_table};
 pub use row::{BenchRow, RowError, read_rows_from, read_rows_jsonl};
-pub use write::{ReportFiles, write_file_atomically, write_report};
+pub use write::{ReportFiles, write_report};

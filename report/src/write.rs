@@ -1,6 +1,5 @@
 //! Writing the report's files, each atomically (a temporary file in the same folder, then rename).
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::analysis::analyse;
@@ -68,30 +67,7 @@ fn validate(input: &ReportInput) -> Result<(), ReportError> {
     Ok(())
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder, flushed, then renamed.
+/// Writes `bytes` to `path` whole or not at all (`tcc_files::write_atomically`).
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    write_file_atomically(path, bytes).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
-}
-
-/// Writes `bytes` to `path` whole or not at all: into a temporary file in the same folder,
-/// flushed, then renamed over `path`, so a failed write never leaves a half-written file. The
-/// file keeps the permissions of the file it replaces; a new one gets a new file's usual
-/// permissions (0666 less the umask), not the temporary file's private 0600.
-pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let replaced = std::fs::metadata(path).ok().map(|m| m.permissions());
-    let mut builder = tempfile::Builder::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        builder.permissions(std::fs::Permissions::from_mode(0o666));
-    }
-    let mut tmp = builder.tempfile_in(dir)?;
-    if let Some(perms) = replaced {
-        tmp.as_file().set_permissions(perms)?;
-    }
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    tcc_files::write_atomically(path, bytes).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
 }

@@ -3,7 +3,6 @@
 // Test code: a failed unwrap is a failed test (clippy.toml exempts #[test] fns, not helpers).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod atomic;
 mod markdown;
 mod rows;
 mod svg;

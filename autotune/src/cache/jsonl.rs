@@ -65,28 +65,8 @@ pub fn export(store: &dyn CacheStore, mut out: impl Write) -> Result<usize, Stor
 /// [`export`] to a file, written to a temporary file and renamed into place.
 pub fn export_file(store: &dyn CacheStore, path: &Path) -> Result<usize, StoreError> {
     let text = to_jsonl(&store.list()?.records)?;
-    write_atomic(path, text.as_bytes())?;
+    tcc_files::write_atomically(path, text.as_bytes())?;
     Ok(text.lines().count())
-}
-
-/// Writes `bytes` to a temporary file next to `path`, then renames it over `path`.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let tmp = dir.join(format!(".{name}.tmp.{}.{nanos}", std::process::id()));
-    let written = std::fs::File::create(&tmp).and_then(|mut f| {
-        f.write_all(bytes)?;
-        f.sync_all()
-    });
-    match written.and_then(|()| std::fs::rename(&tmp, path)) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
 }
 
 /// Reads JSONL records. A line that is too long, not UTF-8, not a record or out of bounds (a

@@ -10,7 +10,6 @@ use std::path::Path;
 use tcc_ir::Schedule;
 
 use crate::bounds::{BoundsError, MAX_VARIANT, check_schedule, check_time_ns};
-use crate::cache::jsonl::write_atomic;
 use crate::cache::key::{CacheKey, DeviceKey, KeyHash};
 use crate::cache::record::{CacheRecord, RecordState};
 use crate::cache::store::{CacheStore, StoreError};
@@ -214,7 +213,7 @@ impl Lockfile {
 
     /// Writes the lockfile atomically (temporary file, then rename).
     pub fn write(&self, path: &Path) -> Result<(), LockfileError> {
-        write_atomic(path, self.to_text()?.as_bytes())?;
+        tcc_files::write_atomically(path, self.to_text()?.as_bytes())?;
         Ok(())
     }
 

@@ -13,7 +13,7 @@ mod remote;
 mod sqlite;
 mod store;
 
-pub use jsonl::{ImportReport, Parsed, Skipped, export, export_file, import, merge, parse, to_jsonl, write_atomic};
+pub use jsonl::{ImportReport, Parsed, Skipped, export, export_file, import, merge, parse, to_jsonl};
 pub use key::{CacheKey, DeviceKey, KeyHash};
 pub use layered::{CACHE_PREFIX_ENV, CACHE_READ_ONLY_ENV, CACHE_URL_ENV, HitKind, Layered, Lookup, RemoteHealth};
 pub use lockfile::{Drift, LOCKFILE_HEADER, LockChoice, LockEntry, Lockfile, LockfileError};

@@ -13,7 +13,6 @@
 //! outputs (u32 each), then per tensor its dtype name's length (u8) and name, its rank (u32), its
 //! dims (u64 each) and its elements in their own format (`HostTensor` bytes).
 
-use std::io::Write;
 use std::path::Path;
 
 use rand::{Rng, SeedableRng};
@@ -109,9 +108,7 @@ impl Reference {
 
     /// Writes the file format above (to a temporary file renamed into place).
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
-        let tmp = path.with_extension("tmp");
-        {
-            let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        tcc_files::write_atomically_with(path, |out| {
             out.write_all(MAGIC)?;
             for n in [self.inputs.len(), self.expected.len()] {
                 out.write_all(&u32::try_from(n).map_err(std::io::Error::other)?.to_le_bytes())?;
@@ -126,9 +123,8 @@ impl Reference {
                 }
                 out.write_all(t.bytes())?;
             }
-            out.flush()?;
-        }
-        std::fs::rename(&tmp, path)
+            Ok(())
+        })
     }
 
     /// Reads the file format above, checking every count against the bytes present.

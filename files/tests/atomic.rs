@@ -1,8 +1,8 @@
-//! `write_file_atomically`: whole files only, and the permissions a user expects.
+//! `write_atomically`: whole files only, and the permissions a user expects.
 
 use std::os::unix::fs::PermissionsExt;
 
-use tcc_report::write_file_atomically;
+use tcc_files::write_atomically as write_file_atomically;
 
 fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
