@@ -77,14 +77,8 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
         let result = tuning.tune_kernel(kernel, &proposals, &bindings, &options).map_err(tuning_error)?;
         say(&describe_kernel(kernel, &result, proposals.first()));
         if args.json {
-            let plan = KernelPlan {
-                kernel: kernel.name.clone(),
-                family: kernel.class.family(),
-                schedule: result.decision.schedule,
-                kind: tcc_ir::Kernel { schedule: result.decision.schedule, ..kernel.clone() }.schedule_kind(target),
-                source: result.decision.source,
-                recorded_ns: result.decision.time_ns,
-            };
+            let chosen = tcc_ir::Kernel { schedule: result.decision.schedule, ..kernel.clone() };
+            let plan = KernelPlan::new(&chosen, target, result.decision.source, result.decision.time_ns);
             let mut object = super::json::kernel_object(&plan);
             object.insert("trials".into(), serde_json::json!(result.decision.trials));
             object.insert("time_ns".into(), serde_json::json!(result.decision.time_ns));

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use tcc_autotune::{DeviceKey, Lockfile};
 use tcc_ir::target::Target;
-use tcc_ir::{Bindings, Graph, Program, Schedule, ScheduleKind, ScheduleSource};
+use tcc_ir::{Bindings, Graph, Kernel, Program, Schedule, ScheduleKind, ScheduleSource};
 use tcc_passes::{OptimizeOptions, Optimized, TargetModel, optimize};
 
 use crate::tuning::{ApplyReport, Decision};
@@ -81,6 +81,20 @@ pub struct KernelPlan {
     pub source: ScheduleSource,
     /// The measured time of that schedule (from the lockfile or cache), nanoseconds.
     pub recorded_ns: Option<u64>,
+}
+
+impl KernelPlan {
+    /// The plan of `kernel` as it stands (its schedule decoded for `target`), from `source`.
+    pub fn new(kernel: &Kernel, target: Target, source: ScheduleSource, recorded_ns: Option<u64>) -> KernelPlan {
+        KernelPlan {
+            kernel: kernel.name.clone(),
+            family: kernel.class.family(),
+            schedule: kernel.schedule,
+            kind: kernel.schedule_kind(target),
+            source,
+            recorded_ns,
+        }
+    }
 }
 
 /// A program ready to compile, with each kernel's plan.
@@ -196,18 +210,7 @@ impl Pipeline {
     pub fn choose_schedules(&self, program: &mut Program, bindings: &Bindings) -> Vec<KernelPlan> {
         let target = self.target;
         let defaults = |program: &Program| -> Vec<KernelPlan> {
-            program
-                .launches
-                .iter()
-                .map(|l| KernelPlan {
-                    kernel: l.kernel.name.clone(),
-                    family: l.kernel.class.family(),
-                    schedule: l.kernel.schedule,
-                    kind: l.kernel.schedule_kind(target),
-                    source: ScheduleSource::Default,
-                    recorded_ns: None,
-                })
-                .collect()
+            program.launches.iter().map(|l| KernelPlan::new(&l.kernel, target, ScheduleSource::Default, None)).collect()
         };
         let all_bound =
             program.launches.iter().all(|l| l.kernel.graph.shape_vars().iter().all(|v| bindings.get(v).is_some()));
@@ -262,10 +265,7 @@ impl Pipeline {
                 continue;
             }
             kernel.schedule = choice.entry.schedule;
-            plan.schedule = kernel.schedule;
-            plan.kind = kernel.schedule_kind(self.target);
-            plan.source = ScheduleSource::Locked;
-            plan.recorded_ns = Some(choice.entry.time_ns);
+            *plan = KernelPlan::new(kernel, self.target, ScheduleSource::Locked, Some(choice.entry.time_ns));
         }
     }
 
@@ -290,14 +290,7 @@ fn plans(program: &Program, report: &ApplyReport, target: Target) -> Vec<KernelP
         .launches
         .iter()
         .zip(&report.decisions)
-        .map(|(l, d): (_, &Decision)| KernelPlan {
-            kernel: l.kernel.name.clone(),
-            family: l.kernel.class.family(),
-            schedule: l.kernel.schedule,
-            kind: l.kernel.schedule_kind(target),
-            source: d.source,
-            recorded_ns: d.time_ns,
-        })
+        .map(|(l, d): (_, &Decision)| KernelPlan::new(&l.kernel, target, d.source, d.time_ns))
         .collect()
 }
 
