@@ -1,11 +1,12 @@
 //! The cost model: time = max(bytes moved / bandwidth, flops / throughput) / schedule efficiency
 //! + launch overhead, per op (for the algebra phase) and per kernel (for fusion and schedules).
 
+use tcc_ir::schedule::is_warpgroup_encoding;
 use tcc_ir::{Bindings, DType, Dim, KernelClass, Schedule, Shape, TensorType, UnaryOp};
 
 use crate::body::{Body, BodyNode};
 use crate::lang::TOp;
-use crate::schedule::{has_warpgroup_mma, is_warpgroup_schedule};
+use crate::schedule::has_warpgroup_mma;
 use crate::target::TargetModel;
 
 /// How much faster a warpgroup (wgmma) GEMM runs than an mma.sync one on the same target: the
@@ -168,7 +169,7 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
             let stage_eff = if schedule.stages >= 3 { 1.0 } else { 0.85 };
             efficiency *= stage_eff;
             // Warpgroup MMA feeds the tensor cores from shared memory without register fragments.
-            if has_warpgroup_mma(target) && is_warpgroup_schedule(schedule) {
+            if has_warpgroup_mma(target) && is_warpgroup_encoding(schedule) {
                 efficiency *= WARPGROUP_SPEEDUP;
             }
         }

@@ -167,11 +167,6 @@ pub fn has_warpgroup_mma(target: &TargetModel) -> bool {
     target.mma_shapes.iter().any(|s| s.m == 64)
 }
 
-/// True when `s` is in the warpgroup (wgmma) encoding ([`tcc_ir::schedule::is_warpgroup_encoding`]).
-pub fn is_warpgroup_schedule(s: &Schedule) -> bool {
-    tcc_ir::schedule::is_warpgroup_encoding(s)
-}
-
 /// The untuned warpgroup GEMM schedule of an `m x n` product (`batch` of them) on a GPU of
 /// `cores` SMs, or `None` when no warpgroup tile fills 7/8 of them (the PTX backend's
 /// `default_wgmma_schedule`): the largest block of 128x256 and 128x128 (two consumer
@@ -276,6 +271,8 @@ pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec
 
 #[cfg(test)]
 mod tests {
+    use tcc_ir::schedule::is_warpgroup_encoding;
+
     use super::*;
     use crate::rules::fusion::seed_body;
     use crate::rules::testkit::graph;
@@ -331,29 +328,29 @@ mod tests {
         let g = graph("a: f16[4096, 4096]; b: f16[4096, 4096]", &["(matmul a b)"]);
         let hopper = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
         let s = hopper.program.launches[0].kernel.schedule;
-        assert!(is_warpgroup_schedule(&s), "{s}");
+        assert!(is_warpgroup_encoding(&s), "{s}");
         assert_eq!((s.tile_m, s.tile_n, s.tile_k, s.stages, s.warps), (128, 256, 64, 4, 8), "{s}");
         assert_eq!(s.vector_width, 64, "tiles loaded by TMA: {s}");
         let ampere = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_80())).unwrap();
         let s = ampere.program.launches[0].kernel.schedule;
-        assert!(!is_warpgroup_schedule(&s), "{s}");
+        assert!(!is_warpgroup_encoding(&s), "{s}");
         // Eight waves of tiles or more: three stages.
         let g = graph("a: f16[8192, 8192]; b: f16[8192, 8192]", &["(matmul a b)"]);
         let big = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
         let s = big.program.launches[0].kernel.schedule;
-        assert!(is_warpgroup_schedule(&s) && s.stages == 3, "{s}");
+        assert!(is_warpgroup_encoding(&s) && s.stages == 3, "{s}");
         // Fewer tiles: the largest warpgroup tile that fills 7/8 of the SMs, picked by the
         // optimizer (2048^3: 128 tiles of 128x256; 1536^3: 144 of 128x128; 1024^3: 128 of 64x128).
         for (n, tile) in [(2048u64, (128, 256, 8)), (1536, (128, 128, 8)), (1024, (64, 128, 8))] {
             let g = graph(&format!("a: f16[{n}, {n}]; b: f16[{n}, {n}]"), &["(matmul a b)"]);
             let out = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
             let s = out.program.launches[0].kernel.schedule;
-            assert!(is_warpgroup_schedule(&s), "{n}: {s}");
+            assert!(is_warpgroup_encoding(&s), "{n}: {s}");
             assert_eq!((s.tile_m, s.tile_n, s.warps), tile, "{n}: {s}");
         }
         // Too few even of those: mma.sync tiles only.
         let body = matmul_body("f16", 512, 512, 1024);
-        assert!(!candidates(&body, &TargetModel::sm_90a(), &Bindings::new()).iter().any(is_warpgroup_schedule));
+        assert!(!candidates(&body, &TargetModel::sm_90a(), &Bindings::new()).iter().any(is_warpgroup_encoding));
     }
 
     #[test]
