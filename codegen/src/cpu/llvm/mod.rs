@@ -227,14 +227,21 @@ impl LlvmCpuBackend {
             decls.extend(d);
             names.push(name);
         }
-        let mut module = format!("; kernel {}\n", lk.name.replace('\n', " "));
+        let header = format!("; kernel {}\n", lk.name.replace('\n', " "));
+        Ok((self.module(header, decls, &defs), names))
+    }
+
+    /// A whole module: `header` (comment lines), the declarations once each, the definitions,
+    /// then the host's attribute group `#0` that every function uses.
+    fn module(&self, header: String, decls: BTreeSet<String>, defs: &str) -> String {
+        let mut module = header;
         for d in decls {
             module.push_str(&d);
             module.push('\n');
         }
-        module.push_str(&defs);
+        module.push_str(defs);
         module.push_str(&format!("attributes #0 = {{ {} }}\n", self.host.attributes()));
-        Ok((module, names))
+        module
     }
 
     /// The optimized LLVM IR of a loop kernel (for `--emit llvm`).
@@ -298,13 +305,7 @@ impl LlvmCpuBackend {
             }
             names.push(final_names);
         }
-        for d in decls {
-            module.push_str(&d);
-            module.push('\n');
-        }
-        module.push_str(&defs);
-        module.push_str(&format!("attributes #0 = {{ {} }}\n", self.host.attributes()));
-        Ok((module, names))
+        Ok((self.module(module, decls, &defs), names))
     }
 
     /// The optimized LLVM IR of every kernel of `program` in ONE module (for `--emit llvm` on the
