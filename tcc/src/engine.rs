@@ -56,8 +56,8 @@ pub enum Engine {
         device: CpuDevice,
         /// On `cpu:llvm`, the device for programs with locked, cached or borrowed schedules: its
         /// matmuls take their register and cache tiles from the schedule, as the tuner measured
-        /// them (see [`crate::pipeline::cpu_device`]).
-        tuned: Option<CpuDevice>,
+        /// them (see [`crate::pipeline::cpu_device`]). Opened on first use: most runs have none.
+        tuned: std::sync::OnceLock<Result<CpuDevice, String>>,
     },
     /// The local CUDA GPU through the PTX backend (feature `llvm`).
     #[cfg(feature = "llvm")]
@@ -87,11 +87,8 @@ impl Engine {
         match target {
             Target::Interp => Ok(Engine::Interp),
             Target::Cpu(tier) => {
-                let open = |schedule_tiles| {
-                    crate::pipeline::cpu_device(tier, 0, schedule_tiles).map_err(|e| device_error(e.to_string()))
-                };
-                let tuned = if tier == tcc_ir::CpuTier::Llvm { Some(open(true)?) } else { None };
-                Ok(Engine::Cpu { target, device: open(false)?, tuned })
+                let device = crate::pipeline::cpu_device(tier, 0, false).map_err(|e| device_error(e.to_string()))?;
+                Ok(Engine::Cpu { target, device, tuned: std::sync::OnceLock::new() })
             }
             #[cfg(feature = "llvm")]
             Target::Gpu(arch) => {
@@ -175,9 +172,15 @@ impl Engine {
             message,
         };
         let compiled = match self {
-            Engine::Cpu { device, tuned, .. } => {
+            Engine::Cpu { target, device, tuned } => {
                 let any_tuned = plan.kernels.iter().any(|k| k.source != ScheduleSource::Default);
-                let device = tuned.as_ref().filter(|_| any_tuned).unwrap_or(device);
+                let device = match target {
+                    Target::Cpu(tier @ tcc_ir::CpuTier::Llvm) if any_tuned => tuned
+                        .get_or_init(|| crate::pipeline::cpu_device(*tier, 0, true).map_err(|e| e.to_string()))
+                        .as_ref()
+                        .map_err(|e| compile_error(e.clone()))?,
+                    _ => device,
+                };
                 Some(device.compile(&plan.program, bindings).map_err(|e| compile_error(e.to_string()))?)
             }
             #[cfg(feature = "llvm")]
