@@ -177,7 +177,7 @@ impl Stats {
 /// One line: dtype and shape, then min, max, mean, std, NaN/inf counts and the first values.
 pub fn summarize(t: &Tensor) -> String {
     let Stats { min, max, mean, std, nan, inf } = Stats::of(t);
-    if t.data.iter().all(|v| !v.is_finite()) {
+    if !min.is_finite() {
         // No finite value (an empty tensor, or only NaN and infinities): no statistics to give.
         let head: Vec<String> = t.data.iter().take(6).map(|v| format!("{v}")).collect();
         return format!(
