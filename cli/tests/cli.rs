@@ -1,18 +1,11 @@
 //! The `tcc` binary: exit codes and outputs of contract §3-§4.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use crate::common::{root, text};
 
 fn tcc(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcc")).args(args).current_dir(root()).output().expect("tcc runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 const EXAMPLE_RUNS: &[(&str, &[&str])] = &[

@@ -8,26 +8,14 @@
 //! read-only permission bits do not stop writes, use paths no one can create (under a regular file,
 //! under /proc) for "cannot be written".
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::common::{root, tcc_isolated, text};
 
 /// `tcc args` from the repository root, with a private tuning cache directory `cache`.
 fn tcc(args: &[&str], cache: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcc"))
-        .args(args)
-        .current_dir(root())
-        .env("TCC_CACHE_DIR", cache)
-        .env_remove("TCC_CACHE_URL")
-        .output()
-        .unwrap()
+    tcc_isolated(cache, args, &[])
 }
 
 /// `tcc args` with a file-size limit of 0: every write to a regular file fails (EFBIG).

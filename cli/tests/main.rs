@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cli;
+mod common;
 mod faults;
 mod pipeline;
 mod snapshots;

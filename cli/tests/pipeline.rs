@@ -3,33 +3,11 @@
 //! disagreement of the issue that introduced `tcc::pipeline`), `--json` output, and
 //! `tcc bench FILE`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `tcc ARGS` in the repository root with its own cache, no shared cache and no lockfile from the
-/// environment, plus `env`.
-fn tcc(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcc"))
-        .args(args)
-        .current_dir(root())
-        .env("TCC_CACHE_DIR", cache)
-        .env_remove("TCC_CACHE_URL")
-        .env_remove("TCC_TUNE_WORKER")
-        .env_remove("TCC_LOCKFILE")
-        .envs(env.iter().copied())
-        .output()
-        .expect("tcc runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::common::{root, tcc_isolated as tcc, text};
 
 /// Runs `tcc ARGS` (which must succeed) and parses every stdout line as JSON.
 fn json_lines(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
@@ -306,12 +284,12 @@ fn emitted_modules_assemble_as_they_are() {
 fn llc_accepts(file: &Path, flags: &[&str]) {
     let llc = ["/usr/lib/llvm-19/bin/llc", "llc-19", "llc"]
         .into_iter()
-        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()));
+        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()));
     let Some(llc) = llc else {
         eprintln!("llc not found: {} not checked", file.display());
         return;
     };
-    let out = Command::new(llc).args(flags).arg(file).args(["-o", "/dev/null"]).output().unwrap();
+    let out = std::process::Command::new(llc).args(flags).arg(file).args(["-o", "/dev/null"]).output().unwrap();
     assert!(out.status.success(), "llc rejects {}: {}", file.display(), text(&out.stderr));
 }
 

@@ -4,12 +4,10 @@
 //! changes fusion or schedules shows its effect here (`cargo insta review`, or
 //! `INSTA_UPDATE=always` to accept).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use crate::common::root;
 
 /// Sizes for the examples' shape variables: ragged where the name suggests rows.
 fn size_of(var: &str) -> u64 {

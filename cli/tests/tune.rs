@@ -11,28 +11,10 @@ use tcc::ir::ScheduleSource;
 use tcc::pipeline::{Pipeline, PlanOptions};
 use tcc::tuning::{CacheStore, Layered, Lockfile, Lookup, SqliteStore, Tuning, WorkerCommand};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use crate::common::{root, tcc_isolated, text};
 
 fn tcc_in(cache: &Path, args: &[&str]) -> Output {
-    tcc_env(cache, args, &[])
-}
-
-fn tcc_env(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcc"))
-        .args(args)
-        .current_dir(root())
-        .env("TCC_CACHE_DIR", cache)
-        .env_remove("TCC_CACHE_URL")
-        .env_remove("TCC_TUNE_WORKER")
-        .envs(env.iter().copied())
-        .output()
-        .expect("tcc runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    tcc_isolated(cache, args, &[])
 }
 
 const MLP: &[&str] = &["tune", "examples/mlp.tc", "--dim", "M=4", "--budget", "6trials"];
@@ -246,7 +228,7 @@ fn a_worker_fed_garbage_fails_and_tuning_continues() {
         ("MARK", mark.to_str().unwrap()),
         ("TCC", env!("CARGO_BIN_EXE_tcc")),
     ];
-    let out = tcc_env(
+    let out = tcc_isolated(
         cache.path(),
         &["tune", "examples/softmax.tc", "--dim", "N=3", "--dim", "D=8", "--budget", "3trials", "--jobs", "1"],
         &env,

@@ -5,34 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
 
 use tcc::ir::{Bindings, DType, Graph, Kernel, KernelClass, Op, Schedule, Shape, TensorType, Tier};
 use tcc::tuning::{Layered, SqliteStore, Tuning, WorkerCommand};
 use tcc_autotune::{Benchmarker, Candidate, Outcome};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn tcc(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcc"))
-        .args(args)
-        .current_dir(root())
-        .env("TCC_CACHE_DIR", cache)
-        .env_remove("TCC_CACHE_URL")
-        .env_remove("TCC_CACHE_READONLY")
-        .env_remove("TCC_CACHE_PREFIX")
-        .env_remove("TCC_TUNE_WORKER")
-        .envs(env.iter().copied())
-        .output()
-        .expect("tcc runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::common::{root, tcc_isolated as tcc, text};
 
 fn worker() -> WorkerCommand {
     WorkerCommand { program: PathBuf::from(env!("CARGO_BIN_EXE_tcc")), args: vec!["worker".into()], env: Vec::new() }
@@ -211,6 +190,8 @@ fn the_cache_commands_refuse_tls_urls_and_survive_a_server_that_is_down() {
 
 #[cfg(feature = "redis-tests")]
 mod redis {
+    use std::process::Output;
+
     use super::*;
 
     fn url() -> String {
