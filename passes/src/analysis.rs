@@ -3,11 +3,13 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use egg::{Analysis, DidMerge, EGraph, Id};
+use rustc_hash::FxHashMap;
 use tcc_ir::{DType, Schedule, Shape, TensorType};
 
-use crate::body::{Body, BodyKey};
+use crate::body::Body;
 use crate::fold::fold_constant;
 use crate::lang::{TNode, TOp};
 use crate::types::type_of;
@@ -22,12 +24,18 @@ pub struct Data {
     pub ty: TensorType,
     /// The value, when the class is a scalar constant.
     pub konst: Option<f64>,
+    /// The class holds a parameter of the function (an `Input` node): fusion counts the kernel
+    /// inputs that are computed values, and a parameter is not one.
+    pub param: bool,
 }
 
-/// A merge: consumer body and inputs, the input absorbed, producer body and inputs.
-type MergeKey = (u32, Vec<Id>, usize, u32, Vec<Id>);
+/// A merge's consumer body, the input absorbed, the producer body, and a hash of both kernels'
+/// inputs (whose full lists each entry keeps, so that a lookup allocates nothing).
+type MergeKey = (u32, usize, u32, u64);
+/// A computed merge: consumer inputs, producer inputs, and the result.
+type MergeEntry = (Vec<Id>, Vec<Id>, Merged);
 /// A merged body and its inputs, or `None` when the merge is not a legal kernel.
-type Merged = Option<(Body, Vec<Id>)>;
+pub type Merged = Option<(Rc<Body>, Vec<Id>)>;
 
 /// The analysis and the side tables of kernel e-nodes.
 #[derive(Debug, Clone, Default)]
@@ -36,9 +44,12 @@ pub struct TensorAnalysis {
     pub param_types: Vec<TensorType>,
     /// Fold constant expressions (phase A only).
     pub fold_constants: bool,
-    /// Interned kernel bodies.
-    pub bodies: Vec<Body>,
-    body_index: HashMap<BodyKey, u32>,
+    /// Interned kernel bodies (shared with the merge table and the terms that add them).
+    bodies: Vec<Rc<Body>>,
+    /// [`Body::op_count`] of each interned body (fusion ranks kernels by it many times).
+    body_ops: Vec<usize>,
+    /// Interned bodies by [`Body::structural_hash`].
+    body_index: FxHashMap<u64, Vec<u32>>,
     /// Interned schedules.
     pub schedules: Vec<Schedule>,
     schedule_index: HashMap<Schedule, u32>,
@@ -51,7 +62,9 @@ pub struct TensorAnalysis {
     pub bindings: tcc_ir::Bindings,
     /// Results of kernel merges already computed (fusion rules ask for the same merge when
     /// searching and applying, and again in later iterations).
-    merges: RefCell<HashMap<MergeKey, Merged>>,
+    merges: RefCell<FxHashMap<MergeKey, Vec<MergeEntry>>>,
+    /// The rule adapter's memory between search and apply.
+    pub search: crate::rules::SearchState,
     /// Inconsistencies found (ill-typed nodes, merges of different types): bugs, reported by
     /// [`crate::optimize`] instead of panicking.
     pub errors: Vec<String>,
@@ -63,21 +76,30 @@ impl TensorAnalysis {
         TensorAnalysis { param_types, fold_constants, ..TensorAnalysis::default() }
     }
 
-    /// Interns `body`, returning its index.
-    pub fn intern_body(&mut self, body: Body) -> u32 {
-        let key = body.key();
-        if let Some(&i) = self.body_index.get(&key) {
+    /// Interns `body`, returning its index: structurally equal bodies get one index.
+    pub fn intern_body(&mut self, body: Rc<Body>) -> u32 {
+        let hash = body.structural_hash();
+        let same = self.body_index.get(&hash).into_iter().flatten().copied();
+        if let Some(i) =
+            same.into_iter().find(|&i| self.bodies.get(i as usize).is_some_and(|b| b.same_structure(&body)))
+        {
             return i;
         }
         let i = u32::try_from(self.bodies.len()).unwrap_or(u32::MAX);
+        self.body_ops.push(body.op_count());
         self.bodies.push(body);
-        self.body_index.insert(key, i);
+        self.body_index.entry(hash).or_default().push(i);
         i
     }
 
     /// The body with index `i`.
     pub fn body(&self, i: u32) -> Option<&Body> {
-        self.bodies.get(i as usize)
+        self.bodies.get(i as usize).map(|b| &**b)
+    }
+
+    /// The body with index `i` and its number of computing ops.
+    pub fn body_with_ops(&self, i: u32) -> Option<(&Body, usize)> {
+        Some((self.bodies.get(i as usize)?, *self.body_ops.get(i as usize)?))
     }
 
     /// Interns `schedule`, returning its index.
@@ -105,12 +127,20 @@ impl TensorAnalysis {
         producer: (u32, &[Id]),
         compute: impl FnOnce() -> Merged,
     ) -> Merged {
-        let key = (consumer.0, consumer.1.to_vec(), at, producer.0, producer.1.to_vec());
-        if let Some(hit) = self.merges.borrow().get(&key) {
-            return hit.clone();
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        consumer.1.hash(&mut h);
+        producer.1.hash(&mut h);
+        let key = (consumer.0, at, producer.0, h.finish());
+        let hit = self.merges.borrow().get(&key).and_then(|entries| {
+            entries.iter().find(|(c, p, _)| c == consumer.1 && p == producer.1).map(|(_, _, m)| m.clone())
+        });
+        if let Some(hit) = hit {
+            return hit;
         }
         let result = compute();
-        self.merges.borrow_mut().insert(key, result.clone());
+        let entry = (consumer.1.to_vec(), producer.1.to_vec(), result.clone());
+        self.merges.borrow_mut().entry(key).or_default().push(entry);
         result
     }
 
@@ -156,7 +186,7 @@ impl Analysis<TNode> for TensorAnalysis {
             }
             _ => None,
         };
-        Data { ty, konst }
+        Data { ty, konst, param: matches!(enode.op, TOp::Input(_)) }
     }
 
     fn merge(&mut self, a: &mut Data, b: Data) -> DidMerge {
@@ -164,14 +194,17 @@ impl Analysis<TNode> for TensorAnalysis {
             self.errors.push(format!("merged classes of types {} and {}", a.ty, b.ty));
             return DidMerge(false, true);
         }
-        match (a.konst, b.konst) {
+        let param = DidMerge(!a.param && b.param, a.param && !b.param);
+        a.param |= b.param;
+        let konst = match (a.konst, b.konst) {
             (None, Some(v)) => {
                 a.konst = Some(v);
                 DidMerge(true, false)
             }
             (Some(_), None) => DidMerge(false, true),
             _ => DidMerge(false, false),
-        }
+        };
+        param | konst
     }
 
     fn modify(egraph: &mut EG, id: Id) {

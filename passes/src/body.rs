@@ -2,7 +2,9 @@
 //! the kernel's external inputs. Bodies are interned in the analysis' table; the kernel e-node holds
 //! the body's index and has the external inputs' classes as children.
 
-use std::collections::HashMap;
+use std::rc::Rc;
+
+use rustc_hash::FxHashMap;
 
 use egg::Id;
 use tcc_ir::{BuildError, Graph, KernelClass, NodeId, TensorType};
@@ -10,13 +12,17 @@ use tcc_ir::{BuildError, Graph, KernelClass, NodeId, TensorType};
 use crate::classify::classify;
 use crate::lang::TOp;
 
+/// The operands of a body value: indices of earlier values (at most three but for `concat`, so
+/// kept inline: a merge copies thousands of them).
+pub type Kids = smallvec::SmallVec<[usize; 3]>;
+
 /// One value of a kernel body.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BodyNode {
     /// The kernel's `i`-th external input.
     Input(usize),
     /// An op over earlier values of the body.
-    Op(TOp, Vec<usize>),
+    Op(TOp, Kids),
 }
 
 /// A fused group of ops: values in topological order, one output, typed external inputs.
@@ -24,8 +30,8 @@ pub enum BodyNode {
 pub struct Body {
     /// The values, operands before users, without duplicates.
     pub nodes: Vec<BodyNode>,
-    /// The type of each value.
-    pub types: Vec<TensorType>,
+    /// The type of each value (shared: merged bodies copy the types of the bodies they join).
+    pub types: Vec<Rc<TensorType>>,
     /// The index of the value the kernel writes.
     pub output: usize,
     /// The types of the external inputs, in input order.
@@ -36,23 +42,26 @@ pub struct Body {
     pub rules: Vec<&'static str>,
 }
 
-/// The structural identity of a body (what interning compares).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct BodyKey {
-    nodes: Vec<BodyNode>,
-    output: usize,
-    input_types: Vec<TensorType>,
-}
-
 impl Body {
-    /// The key under which equal bodies are interned once.
-    pub fn key(&self) -> BodyKey {
-        BodyKey { nodes: self.nodes.clone(), output: self.output, input_types: self.input_types.clone() }
+    /// A hash of the body's structural identity (values, output, input types): what interning
+    /// compares, without the derived `types`, `class` and `rules`.
+    pub fn structural_hash(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        self.nodes.hash(&mut h);
+        self.output.hash(&mut h);
+        self.input_types.hash(&mut h);
+        h.finish()
+    }
+
+    /// True if both bodies compute the same values from inputs of the same types.
+    pub fn same_structure(&self, other: &Body) -> bool {
+        self.output == other.output && self.nodes == other.nodes && self.input_types == other.input_types
     }
 
     /// The type of the value the kernel writes.
     pub fn output_type(&self) -> Option<&TensorType> {
-        self.types.get(self.output)
+        self.types.get(self.output).map(|t| &**t)
     }
 
     /// Number of ops that compute something (not inputs or constants).
@@ -86,7 +95,7 @@ impl Body {
                 BodyNode::Op(op, kids) => {
                     let operands: Vec<NodeId> = kids.iter().filter_map(|k| ids.get(*k).copied()).collect();
                     let ir = op.to_ir(&operands).ok_or(tcc_ir::TypeError::UnknownOperand(NodeId(u32::MAX)))?;
-                    g.push_typed(ir, ty.clone())?
+                    g.push_typed(ir, (**ty).clone())?
                 }
             };
             ids.push(id);
@@ -101,8 +110,8 @@ impl Body {
 #[derive(Debug, Default)]
 pub struct BodyBuilder {
     nodes: Vec<BodyNode>,
-    types: Vec<TensorType>,
-    memo: HashMap<BodyNode, usize>,
+    types: Vec<Rc<TensorType>>,
+    memo: FxHashMap<BodyNode, usize>,
     inputs: Vec<Id>,
     input_types: Vec<TensorType>,
 }
@@ -113,7 +122,7 @@ impl BodyBuilder {
         BodyBuilder::default()
     }
 
-    fn intern(&mut self, node: BodyNode, ty: TensorType) -> usize {
+    fn intern(&mut self, node: BodyNode, ty: Rc<TensorType>) -> usize {
         if let Some(&i) = self.memo.get(&node) {
             return i;
         }
@@ -134,12 +143,25 @@ impl BodyBuilder {
                 self.inputs.len() - 1
             }
         };
-        self.intern(BodyNode::Input(index), ty.clone())
+        self.intern(BodyNode::Input(index), Rc::new(ty.clone()))
+    }
+
+    /// Like [`BodyBuilder::input`], sharing the type.
+    fn shared_input(&mut self, class: Id, ty: &Rc<TensorType>) -> usize {
+        let index = match self.inputs.iter().position(|&c| c == class) {
+            Some(i) => i,
+            None => {
+                self.inputs.push(class);
+                self.input_types.push((**ty).clone());
+                self.inputs.len() - 1
+            }
+        };
+        self.intern(BodyNode::Input(index), Rc::clone(ty))
     }
 
     /// The value computing `op` over `kids`, whose result type is `ty`.
     pub fn op(&mut self, op: TOp, kids: Vec<usize>, ty: TensorType) -> usize {
-        self.intern(BodyNode::Op(op, kids), ty)
+        self.intern(BodyNode::Op(op, kids.into()), Rc::new(ty))
     }
 
     /// Copies `body` in, reading its input `j` from `inputs[j]`; returns its output value.
@@ -150,11 +172,11 @@ impl BodyBuilder {
             let v = match node {
                 BodyNode::Input(j) => match inline(*j) {
                     Some(v) => v,
-                    None => self.input(*inputs.get(*j)?, ty),
+                    None => self.shared_input(*inputs.get(*j)?, ty),
                 },
                 BodyNode::Op(op, kids) => {
-                    let kids: Option<Vec<usize>> = kids.iter().map(|k| map.get(*k).copied()).collect();
-                    self.op(op.clone(), kids?, ty.clone())
+                    let kids: Option<Kids> = kids.iter().map(|k| map.get(*k).copied()).collect();
+                    self.intern(BodyNode::Op(op.clone(), kids?), Rc::clone(ty))
                 }
             };
             map.push(v);
@@ -201,10 +223,10 @@ pub fn merge(
                     v
                 }
             },
-            BodyNode::Input(j) => b.input(*consumer.1.get(*j)?, ty),
+            BodyNode::Input(j) => b.shared_input(*consumer.1.get(*j)?, ty),
             BodyNode::Op(op, kids) => {
-                let kids: Option<Vec<usize>> = kids.iter().map(|k| map.get(*k).copied()).collect();
-                b.op(op.clone(), kids?, ty.clone())
+                let kids: Option<Kids> = kids.iter().map(|k| map.get(*k).copied()).collect();
+                b.intern(BodyNode::Op(op.clone(), kids?), Rc::clone(ty))
             }
         };
         map.push(v);

@@ -25,7 +25,7 @@ use crate::lang::{TNode, TOp};
 use crate::options::{Budget, OptimizeOptions};
 use crate::program::{BuiltKernel, build_program};
 use crate::report::{KernelReport, PhaseReport, Report, StopReason};
-use crate::rules::{algebra, fusion, layout, rewrites, schedule};
+use crate::rules::{algebra, fusion, layout, rewrites, run_incremental, schedule};
 use crate::target::TargetModel;
 
 /// The optimizer's result.
@@ -59,9 +59,10 @@ fn phase_report(name: &'static str, runner: &Runner<TNode, TensorAnalysis>) -> P
 }
 
 fn runner(egraph: EG, budget: &Budget, iterations: usize) -> Runner<TNode, TensorAnalysis> {
+    let limit = budget.node_limit(egraph.number_of_classes());
     Runner::default()
         .with_egraph(egraph)
-        .with_node_limit(budget.max_nodes)
+        .with_node_limit(limit)
         .with_iter_limit(iterations)
         .with_time_limit(budget.time_limit)
 }
@@ -287,14 +288,16 @@ pub fn optimize(g: &Graph, opts: &OptimizeOptions) -> Result<Optimized, PassErro
     let mut built = to_egraph(&simplified, analysis, opts.explain);
     let roots = built.roots.clone();
     fusion::seed_all(&mut built.egraph);
-    let fused = runner(built.egraph, &opts.budget, opts.budget.max_iterations)
-        .with_scheduler(SimpleScheduler)
-        .run(&rewrites(&fusion::rules()));
+    let fused = run_incremental(
+        runner(built.egraph, &opts.budget, opts.budget.max_iterations).with_scheduler(SimpleScheduler),
+        &fusion::rules(),
+    );
     let fusion_report = phase_report("fusion", &fused);
 
     // Phase 3: schedule variants, one iteration.
+    let schedule_limit = opts.budget.node_limit(fused.egraph.number_of_classes()).saturating_mul(4);
     let mut scheduled = runner(fused.egraph, &opts.budget, 1)
-        .with_node_limit(opts.budget.max_nodes.saturating_mul(4))
+        .with_node_limit(schedule_limit)
         .with_scheduler(SimpleScheduler)
         .run(&rewrites(&schedule::rules()));
     let mut schedule_report = phase_report("schedules", &scheduled);

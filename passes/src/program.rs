@@ -171,9 +171,9 @@ fn single_op_class(op: &Op, kg: &Graph) -> KernelClass {
                 Some(Body {
                     nodes: vec![
                         crate::body::BodyNode::Input(0),
-                        crate::body::BodyNode::Op(TOp::from_ir(op, &ty), vec![0]),
+                        crate::body::BodyNode::Op(TOp::from_ir(op, &ty), [0].into_iter().collect()),
                     ],
-                    types: vec![input.clone(), ty],
+                    types: vec![std::rc::Rc::new(input.clone()), std::rc::Rc::new(ty)],
                     output: 1,
                     input_types: vec![input],
                     class: KernelClass::Generic,

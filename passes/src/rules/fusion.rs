@@ -11,10 +11,12 @@
 //! and a value with several users is recomputed only if it is cheap (a short pointwise chain) or a
 //! row reduction recomputed inside another row kernel; a matmul is never recomputed.
 
+use std::rc::Rc;
+
 use egg::Id;
 use tcc_ir::KernelClass;
 
-use super::{Rule, Term, add_term};
+use super::{ClassRule, Term, add_term};
 use crate::analysis::EG;
 use crate::body::{Body, BodyBuilder, merge};
 use crate::lang::{TNode, TOp};
@@ -25,14 +27,14 @@ pub const MAX_KERNEL_OPS: usize = 48;
 pub const RECOMPUTE_MAX_OPS: usize = 8;
 
 /// Every rule of the family.
-pub fn rules() -> Vec<Rule> {
+pub fn rules() -> Vec<ClassRule> {
     vec![
-        Rule { name: "fuse-pointwise", find: fuse_pointwise },
-        Rule { name: "fuse-matmul-epilogue", find: fuse_matmul_epilogue },
-        Rule { name: "fuse-matmul-prologue", find: fuse_matmul_prologue },
-        Rule { name: "fuse-reduction-prologue", find: fuse_reduction_prologue },
-        Rule { name: "fuse-reduction-epilogue", find: fuse_reduction_epilogue },
-        Rule { name: "fuse-reductions", find: fuse_reductions },
+        ClassRule { name: "fuse-pointwise", find: fuse_pointwise },
+        ClassRule { name: "fuse-matmul-epilogue", find: fuse_matmul_epilogue },
+        ClassRule { name: "fuse-matmul-prologue", find: fuse_matmul_prologue },
+        ClassRule { name: "fuse-reduction-prologue", find: fuse_reduction_prologue },
+        ClassRule { name: "fuse-reduction-epilogue", find: fuse_reduction_epilogue },
+        ClassRule { name: "fuse-reductions", find: fuse_reductions },
     ]
 }
 
@@ -64,7 +66,7 @@ pub fn seed_all(egraph: &mut EG) -> usize {
         let node = egraph[class].nodes.iter().find(|n| n.op.is_compute() || n.op.const_value().is_some()).cloned();
         let (Some(node), false) = (node, has_kernel) else { continue };
         if let Some((body, inputs)) = seed_body(egraph, class, &node) {
-            let id = add_term(egraph, Term::Kernel(Box::new(body), inputs));
+            let id = add_term(egraph, Term::Kernel(Rc::new(body), inputs));
             let from = if egraph.are_explanations_enabled() { egraph.add_uncanonical(node) } else { class };
             egraph.union_trusted(from, id, "kernel-seed");
             added += 1;
@@ -74,25 +76,35 @@ pub fn seed_all(egraph: &mut EG) -> usize {
     added
 }
 
-/// The unscheduled kernel nodes of a class with their bodies, most promising first: fewest inputs
-/// that are computed values (not parameters), then most ops, then the oldest body.
-fn kernels(egraph: &EG, class: Id) -> Vec<(&TNode, &Body, u32)> {
-    let open = |n: &TNode| {
-        n.children.iter().filter(|&&c| !egraph[c].nodes.iter().any(|m| matches!(m.op, TOp::Input(_)))).count()
-    };
-    type Ranked<'a> = ((usize, std::cmp::Reverse<usize>, u32), &'a TNode, &'a Body);
-    let mut out: Vec<Ranked<'_>> = egraph[class]
-        .nodes
-        .iter()
-        .filter_map(|n| match n.op {
-            TOp::Kernel { body, sched: None } => {
-                egraph.analysis.body(body).map(|b| ((open(n), std::cmp::Reverse(b.op_count()), body), n, b))
-            }
-            _ => None,
-        })
-        .collect();
-    out.sort_by_key(|k| k.0);
-    out.into_iter().map(|(k, n, b)| (n, b, k.2)).collect()
+/// How promising a kernel node is (smaller is better): fewest inputs that are computed values (not
+/// parameters), then most ops, then the oldest body.
+type Rank = (usize, std::cmp::Reverse<usize>, u32);
+
+/// An unscheduled kernel node of a class with its body and rank.
+struct Ranked<'a> {
+    node: &'a TNode,
+    body: &'a Body,
+    index: u32,
+    rank: Rank,
+}
+
+/// The unscheduled kernel nodes of a class with their bodies, in no particular order.
+fn unscheduled_kernels(egraph: &EG, class: Id) -> impl Iterator<Item = Ranked<'_>> {
+    egraph[class].nodes.iter().filter_map(move |n| match n.op {
+        TOp::Kernel { body, sched: None } => {
+            let (b, ops) = egraph.analysis.body_with_ops(body)?;
+            let open = n.children.iter().filter(|&&c| !egraph[c].data.param).count();
+            Some(Ranked { node: n, body: b, index: body, rank: (open, std::cmp::Reverse(ops), body) })
+        }
+        _ => None,
+    })
+}
+
+/// The unscheduled kernel nodes of a class, most promising first.
+fn kernels(egraph: &EG, class: Id) -> Vec<Ranked<'_>> {
+    let mut out: Vec<Ranked<'_>> = unscheduled_kernels(egraph, class).collect();
+    out.sort_by_key(|k| k.rank);
+    out
 }
 
 fn is_reduction(class: KernelClass) -> bool {
@@ -110,44 +122,70 @@ fn may_recompute(producer: &Body, consumer: &Body) -> bool {
     }
 }
 
-/// The growth step shared by the fusion rules: if `node` is the most promising kernel of its
-/// kernel class in `class` and of a consumer kind, absorb, for each input, the most promising legal
-/// producer kernel of a producer kind.
+/// The growth step shared by the fusion rules: every kernel of a consumer kind in `class` that is
+/// the most promising of its kernel class (one lineage per kernel class) absorbs, for each input,
+/// the most promising legal producer kernel of a producer kind. Terms come with the node they grow
+/// from, in the class's node order; at most `limit` of them.
 fn grow(
     egraph: &EG,
     class: Id,
-    node: &TNode,
+    limit: usize,
     rule: &'static str,
     consumer: fn(KernelClass) -> bool,
     producer: fn(KernelClass) -> bool,
-) -> Vec<Term> {
-    let TOp::Kernel { body: kb, sched: None } = node.op else {
-        return Vec::new();
-    };
-    let Some(kbody) = egraph.analysis.body(kb).filter(|b| consumer(b.class)) else {
-        return Vec::new();
-    };
-    // Only the most promising kernel of each kernel class grows (one lineage per class).
-    let largest = kernels(egraph, class).into_iter().find(|(_, b, _)| b.class == kbody.class).map(|k| k.2);
-    if largest != Some(kb) {
-        return Vec::new();
+) -> Vec<(TNode, Term)> {
+    let candidates: Vec<Ranked<'_>> = unscheduled_kernels(egraph, class).collect();
+    // The head of each lineage: the best rank among the kernels of its kernel class.
+    let mut heads: Vec<(KernelClass, Rank)> = Vec::new();
+    for k in &candidates {
+        match heads.iter_mut().find(|(c, _)| *c == k.body.class) {
+            Some((_, best)) => *best = (*best).min(k.rank),
+            None => heads.push((k.body.class, k.rank)),
+        }
     }
-    let kids: Vec<Id> = node.children.iter().map(|&c| egraph.find(c)).collect();
+    let is_head = |k: &Ranked<'_>| heads.iter().any(|(c, best)| *c == k.body.class && best.2 == k.index);
+    let mut out = Vec::new();
+    for k in candidates.iter().filter(|k| consumer(k.body.class) && is_head(k)) {
+        for term in grow_kernel(egraph, class, k, limit - out.len(), rule, producer) {
+            out.push((k.node.clone(), term));
+        }
+        if out.len() >= limit {
+            break;
+        }
+    }
+    out
+}
+
+/// The terms of one lineage head `k` of `class`: for each input, the merge with the most promising
+/// legal producer kernel of a producer kind (at most `limit` terms).
+fn grow_kernel(
+    egraph: &EG,
+    class: Id,
+    k: &Ranked<'_>,
+    limit: usize,
+    rule: &'static str,
+    producer: fn(KernelClass) -> bool,
+) -> Vec<Term> {
+    let (kb, kbody) = (k.index, k.body);
+    let kids: Vec<Id> = k.node.children.iter().map(|&c| egraph.find(c)).collect();
     let mut out = Vec::new();
     for (i, &child) in kids.iter().enumerate() {
+        if out.len() >= limit {
+            break;
+        }
         let several_users = egraph.analysis.users_of(child) > 1;
-        for (pnode, pbody, pb) in kernels(egraph, child) {
+        for Ranked { node: pnode, body: pbody, index: pb, .. } in kernels(egraph, child) {
             if !producer(pbody.class) || (several_users && !may_recompute(pbody, kbody)) {
                 continue;
             }
             let pkids: Vec<Id> = pnode.children.iter().map(|&c| egraph.find(c)).collect();
-            let merged = egraph
-                .analysis
-                .merged((kb, &kids), i, (pb, &pkids), || merge((kbody, &kids), i, (pbody, &pkids), rule));
-            if let Some((merged, inputs)) =
-                merged.filter(|(m, inputs)| m.op_count() <= MAX_KERNEL_OPS && !inputs.contains(&class))
-            {
-                out.push(Term::Kernel(Box::new(merged), inputs));
+            let merged = egraph.analysis.merged((kb, &kids), i, (pb, &pkids), || {
+                merge((kbody, &kids), i, (pbody, &pkids), rule)
+                    .filter(|(m, _)| m.op_count() <= MAX_KERNEL_OPS)
+                    .map(|(b, inputs)| (Rc::new(b), inputs))
+            });
+            if let Some((merged, inputs)) = merged.filter(|(_, inputs)| !inputs.contains(&class)) {
+                out.push(Term::Kernel(merged, inputs));
                 break;
             }
         }
@@ -164,36 +202,36 @@ fn matmul(c: KernelClass) -> bool {
 }
 
 /// A pointwise kernel absorbs a pointwise producer: one pass over memory for the chain.
-fn fuse_pointwise(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
-    grow(egraph, class, node, "fuse-pointwise", pointwise, pointwise)
+fn fuse_pointwise(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
+    grow(egraph, class, limit, "fuse-pointwise", pointwise, pointwise)
 }
 
 /// A pointwise consumer absorbs the matmul it reads: bias, activation, residual, scale or cast
 /// become the matmul's epilogue.
-fn fuse_matmul_epilogue(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
-    grow(egraph, class, node, "fuse-matmul-epilogue", pointwise, matmul)
+fn fuse_matmul_epilogue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
+    grow(egraph, class, limit, "fuse-matmul-epilogue", pointwise, matmul)
 }
 
 /// A matmul kernel absorbs pointwise producers of its operands (transposes become operand
 /// layouts, casts and scales are applied as tiles load) or of its epilogue's other inputs.
-fn fuse_matmul_prologue(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
-    grow(egraph, class, node, "fuse-matmul-prologue", matmul, pointwise)
+fn fuse_matmul_prologue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
+    grow(egraph, class, limit, "fuse-matmul-prologue", matmul, pointwise)
 }
 
 /// A reduction kernel absorbs pointwise producers of the rows it reads.
-fn fuse_reduction_prologue(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
-    grow(egraph, class, node, "fuse-reduction-prologue", is_reduction, pointwise)
+fn fuse_reduction_prologue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
+    grow(egraph, class, limit, "fuse-reduction-prologue", is_reduction, pointwise)
 }
 
 /// A pointwise consumer absorbs the reduction it reads (normalization, division by the sum).
-fn fuse_reduction_epilogue(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
-    grow(egraph, class, node, "fuse-reduction-epilogue", pointwise, is_reduction)
+fn fuse_reduction_epilogue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
+    grow(egraph, class, limit, "fuse-reduction-epilogue", pointwise, is_reduction)
 }
 
 /// Reductions over the same rows join one kernel (softmax's max and sum, layernorm's mean and
 /// variance).
-fn fuse_reductions(egraph: &EG, class: Id, node: &TNode) -> Vec<Term> {
-    grow(egraph, class, node, "fuse-reductions", is_reduction, is_reduction)
+fn fuse_reductions(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
+    grow(egraph, class, limit, "fuse-reductions", is_reduction, is_reduction)
 }
 
 #[cfg(test)]
