@@ -168,8 +168,8 @@ fn kernel_reports(program: &Program, kernels: &[BuiltKernel], eg: &EG, target: T
 }
 
 /// The rules on egg's proof that kernel `k` equals an op node of the graph in its class, in proof
-/// order without repeats. `None` without explanations or when no op node of the graph is there.
-fn explain_kernel(eg: &mut EG, node_ids: &[Id], k: &BuiltKernel) -> Option<Vec<String>> {
+/// order without repeats, and the proof steps walked. `None` without explanations or when no op node of the graph is there.
+fn explain_kernel(eg: &mut EG, node_ids: &[Id], k: &BuiltKernel) -> Option<(Vec<String>, usize)> {
     if !eg.are_explanations_enabled() {
         return None;
     }
@@ -180,7 +180,7 @@ fn explain_kernel(eg: &mut EG, node_ids: &[Id], k: &BuiltKernel) -> Option<Vec<S
         return None;
     }
     let explanation = eg.explain_id_equivalence(original, kernel);
-    Some(proof_rules(&explanation.explanation_trees).0)
+    Some(proof_rules(&explanation.explanation_trees))
 }
 
 /// The rules of a proof, depth first (a step's own rule, then its children's proofs in order),
@@ -324,9 +324,13 @@ pub fn optimize(g: &Graph, opts: &OptimizeOptions) -> Result<Optimized, PassErro
         .find(|r| *r != StopReason::Saturated)
         .unwrap_or(StopReason::Saturated);
     let mut kernel_reports = kernel_reports(&program, &kernels, eg, opts.target.target);
+    let mut proof_steps = 0;
     if opts.explain {
         for (report, k) in kernel_reports.iter_mut().zip(&kernels) {
-            report.explanation = explain_kernel(&mut scheduled.egraph, &built.node_ids, k);
+            if let Some((rules, steps)) = explain_kernel(&mut scheduled.egraph, &built.node_ids, k) {
+                report.explanation = Some(rules);
+                proof_steps += steps;
+            }
         }
     }
     let kernels = kernel_reports;
@@ -344,6 +348,7 @@ pub fn optimize(g: &Graph, opts: &OptimizeOptions) -> Result<Optimized, PassErro
         unfused_kernels: g.nodes.iter().filter(|n| !matches!(n.op, tcc_ir::Op::Input { .. })).count(),
         alternatives: alternatives.len(),
         notes,
+        proof_steps,
     };
     Ok(Optimized { program, simplified, alternatives, report })
 }

@@ -120,6 +120,9 @@ pub struct Report {
     pub alternatives: usize,
     /// Anything unusual (fallbacks taken).
     pub notes: Vec<String>,
+    /// Proof steps walked to explain the kernels (0 without explanations): what `tcc explain`
+    /// costs beyond optimizing, bounded by a test on a large program.
+    pub proof_steps: usize,
 }
 
 fn escape(s: &str) -> String {

@@ -305,52 +305,11 @@ fn egg_explanations_name_the_fusion_rules() {
     assert_eq!(plain.program, out.program);
 }
 
-/// A chain of `n` steps mixing pointwise ops, row reductions and products, each step reading the
-/// previous value and one a few steps back (as the chains of issue 22 do).
-fn long_chain(n: usize) -> Graph {
-    let mut b = B::new("chain");
-    let x = b.param("x", f32t(&[16, 16]));
-    let w = b.param("w", f32t(&[16, 16]));
-    let mut values = vec![x];
-    for i in 1..=n {
-        let p = values[i - 1];
-        let q = values[i.saturating_sub(1 + i % 5)];
-        let v = match i % 6 {
-            0 => b.matmul(p, w),
-            1 => {
-                let m = b.reduce(ReduceOp::Max, p, &[1], true);
-                b.bin(BinaryOp::Sub, p, m)
-            }
-            2 => {
-                let t = b.un(UnaryOp::Tanh, p);
-                b.bin(BinaryOp::Add, t, q)
-            }
-            3 => {
-                let s = b.reduce(ReduceOp::Sum, p, &[1], true);
-                let one = b.konst(1.0, DType::F32);
-                let d = b.bin(BinaryOp::Add, s, one);
-                b.bin(BinaryOp::Div, p, d)
-            }
-            4 => {
-                let r = b.un(UnaryOp::Relu, p);
-                b.bin(BinaryOp::Sub, r, q)
-            }
-            _ => {
-                let s = b.un(UnaryOp::Sigmoid, p);
-                b.bin(BinaryOp::Mul, s, q)
-            }
-        };
-        values.push(v);
-    }
-    let last = values[n];
-    b.out(&[last])
-}
-
 #[test]
 fn explaining_a_long_chain_gives_every_kernel_a_proof() {
-    // About 400 ops: explaining them flattened egg's proofs into trees that grow exponentially with
+    // About 360 ops: explaining them flattened egg's proofs into trees that grow exponentially with
     // the depth (more than a minute for 100 ops); proofs are now walked as DAGs.
-    let g = long_chain(180);
+    let g = crate::chain::let_chain(180);
     let opts = tcc_passes::OptimizeOptions { explain: true, ..tcc_passes::OptimizeOptions::default() };
     let out = optimize(&g, &opts).unwrap();
     check_program(&g, &out.program);

@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cases;
+mod chain;
 mod common;
 mod property;
+mod scaling;
 mod transformer;

@@ -156,13 +156,23 @@ impl CpuDevice {
         Ok(compiled)
     }
 
-    /// Compiles one kernel with this device's tier.
-    fn load(&self, kernel: &tcc_ir::Kernel, bindings: &Bindings) -> Result<LoadedKernel, RuntimeError> {
+    /// Compiles every kernel of `program`, in launch order. Cranelift kernels are independent
+    /// modules, so they compile in parallel on the device's threads (a 10,000-op program has
+    /// about a thousand); the first error in launch order is returned.
+    fn load_all(&self, program: &Program, bindings: &Bindings) -> Result<Vec<LoadedKernel>, RuntimeError> {
         #[cfg(feature = "llvm")]
         if let Some(llvm) = &self.llvm {
-            return Ok(LoadedKernel::from_llvm(llvm.compile(kernel, bindings)?));
+            return program
+                .launches
+                .iter()
+                .map(|l| Ok(LoadedKernel::from_llvm(llvm.compile(&l.kernel, bindings)?)))
+                .collect();
         }
-        Ok(LoadedKernel::new(self.backend.compile(kernel, bindings)?))
+        let backend = &self.backend;
+        let loaded: Vec<Result<LoadedKernel, RuntimeError>> = self.pool.install(|| {
+            program.launches.par_iter().map(|l| Ok(LoadedKernel::new(backend.compile(&l.kernel, bindings)?))).collect()
+        });
+        loaded.into_iter().collect()
     }
 
     fn compile_uncached(&self, program: &Program, bindings: &Bindings) -> Result<CompiledProgram, RuntimeError> {
@@ -172,8 +182,7 @@ impl CpuDevice {
             buffers.push((ty.clone(), dims.iter().map(|&d| d as usize).collect()));
         }
         let mut launches = Vec::with_capacity(program.launches.len());
-        for launch in &program.launches {
-            let kernel = self.load(&launch.kernel, bindings)?;
+        for (launch, kernel) in program.launches.iter().zip(self.load_all(program, bindings)?) {
             let wanted = launch.kernel.schedule.threads as usize;
             let threads = if wanted == 0 { self.threads } else { wanted.min(self.threads) };
             launches.push(CompiledLaunch {
