@@ -318,8 +318,8 @@ pub struct TuneArgs {
 pub struct CacheArgs {
     /// What to do with the cache: the local one ($TCC_CACHE_DIR, else the user's cache directory)
     /// and, with TCC_CACHE_URL=redis://[:password@]host[:port][/db], the shared one
-    /// (TCC_CACHE_READONLY=1: never written; TCC_CACHE_PREFIX: its key prefix; rediss:// is
-    /// refused: use a TLS tunnel).
+    /// (TCC_CACHE_READONLY=1: never written; TCC_CACHE_PREFIX: its key prefix; rediss:// for TLS,
+    /// with TCC_CACHE_CA naming a CA file to trust instead of the system's).
     #[command(subcommand)]
     pub command: CacheCommand,
 }

@@ -1,9 +1,11 @@
-//! `tcc cache ls|stats|gc|show KEY|export FILE|import FILE`: the tuning cache as tcc uses it, the
-//! local SQLite database (`$TCC_CACHE_DIR`, else the user's cache directory) plus, when
-//! `TCC_CACHE_URL=redis://...` is set, the shared Redis cache (`TCC_CACHE_READONLY=1`: never
-//! written; `TCC_CACHE_PREFIX`: its key prefix). `rediss://` (TLS) is refused with an error that
-//! says so: use `redis://` through a TLS tunnel. Credentials are never printed (URLs are shown
-//! redacted).
+//! `tcc cache ls|stats|gc|show KEY|export FILE|import FILE|repair`: the tuning cache as tcc uses
+//! it, the local SQLite database (`$TCC_CACHE_DIR`, else the user's cache directory) plus, when
+//! `TCC_CACHE_URL=redis://...` or `rediss://...` (TLS) is set, the shared Redis cache
+//! (`TCC_CACHE_READONLY=1`: never written; `TCC_CACHE_PREFIX`: its key prefix; `TCC_CACHE_CA`: a
+//! CA file to trust). Credentials are never printed (URLs are shown redacted).
+//!
+//! A damaged local database stops every command but `repair` (exit 2, naming it); `repair`
+//! salvages its readable records into a fresh database and keeps the damaged file beside it.
 //!
 //! - `ls`, `show`, `stats`, `export` read both caches: a key present in both shows the local record
 //!   (the one this machine uses; `export` keeps the faster measurement of the two);

@@ -146,10 +146,10 @@ impl Layered {
 
     /// The default cache: the local database in [`crate::cache::default_cache_dir`], plus Redis
     /// when `TCC_CACHE_URL` is set (read-only when `TCC_CACHE_READONLY` is `1`, `true` or `yes`;
-    /// keys under `TCC_CACHE_PREFIX` when set). A `rediss://` URL is refused (see `RedisStore::open`);
-    /// in a build without feature `shared-cache` the URL is reported and only the local cache is
-    /// used. A shared cache that is misconfigured (a bad URL, prefix or scheme) is one warning:
-    /// the local cache keeps working.
+    /// keys under `TCC_CACHE_PREFIX` when set; for `rediss://`, the CA file `TCC_CACHE_CA` when
+    /// set, else the system's roots); in a build without feature `shared-cache` the URL is reported
+    /// and only the local cache is used. A shared cache that is misconfigured (a bad URL, prefix,
+    /// scheme or CA file) is one warning: the local cache keeps working.
     pub fn open_default() -> Result<Layered, StoreError> {
         let remote = Layered::remote_from_env().unwrap_or_else(|e| {
             tracing::warn!("the shared tuning cache is not used: {e}; going on with the local cache");
@@ -167,8 +167,8 @@ impl Layered {
     }
 
     /// The shared store the environment configures (`TCC_CACHE_URL`, `TCC_CACHE_READONLY`,
-    /// `TCC_CACHE_PREFIX`), or `None` when `TCC_CACHE_URL` is unset or empty. Nothing is sent to
-    /// the server yet.
+    /// `TCC_CACHE_PREFIX`, `TCC_CACHE_CA`), or `None` when `TCC_CACHE_URL` is unset or empty.
+    /// Nothing is sent to the server yet.
     #[cfg(feature = "shared-cache")]
     pub fn remote_from_env() -> Result<Option<RedisStore>, StoreError> {
         match std::env::var(CACHE_URL_ENV) {
@@ -180,6 +180,9 @@ impl Layered {
                     && !prefix.trim().is_empty()
                 {
                     options.prefix = prefix.trim().to_string();
+                }
+                if let Some(ca) = std::env::var_os(crate::cache::CACHE_CA_ENV).filter(|v| !v.is_empty()) {
+                    options.ca_file = Some(std::path::PathBuf::from(ca));
                 }
                 RedisStore::open(url.trim(), options).map(Some)
             }

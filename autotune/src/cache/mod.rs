@@ -26,7 +26,7 @@ pub use paths::{CACHE_DIR_ENV, DB_FILE_NAME, default_cache_dir};
 pub use record::{CacheRecord, DecodeError, RecordState, RunnerUp, Searched, Standing, prefer};
 #[cfg(feature = "shared-cache")]
 pub use redis_store::RedisStore;
-pub use remote::{RedisOptions, redact_url};
+pub use remote::{CACHE_CA_ENV, RedisOptions, redact_url};
 pub use repair::{RepairReport, repair};
 pub use sqlite::{GcOptions, GcReport, SqliteStore};
 pub use store::{CacheStore, Listing, MergeOutcome, Stats, StoreError, merge_choice};
