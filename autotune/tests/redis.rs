@@ -383,7 +383,7 @@ fn an_acl_user_with_only_the_commands_tcc_sends_is_enough() {
     let user = format!("tcc-team-{}", std::process::id());
     let user_pw = "team-user-secret-pw";
     let mut raw = p.raw();
-    let rules = ["-@all", "+getrange", "+srandmember", "+scan", "+set", "+sadd", "+del", "+srem"];
+    let rules = ["resetchannels", "-@all", "+getrange", "+srandmember", "+scan", "+set", "+sadd", "+del", "+srem"];
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
         .arg(&user)

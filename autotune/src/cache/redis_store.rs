@@ -5,7 +5,7 @@
 //! the caller falls back from; a read-only store never writes.
 //!
 //! The commands sent (what a Redis ACL user for tcc needs): `GETRANGE`, `SRANDMEMBER` and `SCAN`
-//! to read; `SET`, `SADD`, `DEL` and `SREM` to write; plus the connection's own `AUTH`/`HELLO`.
+//! to read; `SET`, `SADD`, `DEL` and `SREM` to write; and `AUTH` when connecting (always allowed).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
