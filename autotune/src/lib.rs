@@ -26,8 +26,8 @@ pub mod provenance;
 pub mod search;
 
 pub use cache::{CacheKey, CacheRecord, CacheStore, DeviceKey, HitKind, Layered, Lockfile, Lookup, SqliteStore};
-pub use plan::{Plan, plan, revalidate, tune_and_record};
-pub use provenance::{Provenance, TCC_VERSION};
+pub use plan::{Plan, journal_session, plan, revalidate, tune_and_record};
+pub use provenance::{Here, Provenance, TCC_VERSION};
 pub use search::{
     Benchmarker, Budget, Candidate, Outcome, SearchSpace, Strategy, Trial, TuneReport, Tuner, TunerOptions,
 };

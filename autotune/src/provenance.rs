@@ -1,13 +1,16 @@
-//! Where a measurement came from: tcc version, driver, host and date.
+//! Where a measurement came from (tcc version, code generator, host, device and date), and what
+//! makes it *fresh* on this machine ([`Here`]).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::bounds::{BoundsError, MAX_SHORT_TEXT, check_text};
+use crate::cache::DeviceKey;
 
-/// The version of tcc this crate belongs to (the workspace version).
+/// The version of tcc this crate belongs to (the workspace version). Recorded for people; whether
+/// a record is fresh depends on [`tcc_ir::CODEGEN_VERSION`] instead.
 pub const TCC_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Who measured a record, with what, and when.
+/// Who measured a record, with what, on which device, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Provenance {
     /// tcc version that measured it.
@@ -18,16 +21,26 @@ pub struct Provenance {
     pub host: String,
     /// UTC date and time, `YYYY-MM-DDTHH:MM:SSZ`.
     pub date: String,
+    /// The device it was measured on (`None` in records written before this field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceKey>,
+    /// The code generators' version ([`tcc_ir::CODEGEN_VERSION`]) that generated the measured code
+    /// (0 in records written before this field existed: unknown, so never fresh).
+    #[serde(default)]
+    pub codegen_version: u32,
 }
 
 impl Provenance {
-    /// Provenance for a measurement made now, on this host, by this tcc version.
-    pub fn here(driver: &str) -> Provenance {
+    /// Provenance for a measurement made now, on `device` of this host, by this build's code
+    /// generators.
+    pub fn here(driver: &str, device: &DeviceKey) -> Provenance {
         Provenance {
             tcc_version: TCC_VERSION.to_string(),
             driver: sanitize(driver),
             host: hostname(),
             date: format_utc(unix_now()),
+            device: Some(device.clone()),
+            codegen_version: tcc_ir::CODEGEN_VERSION,
         }
     }
 
@@ -40,7 +53,46 @@ impl Provenance {
         if parse_utc(&self.date).is_none() {
             return Err(BoundsError::new("provenance.date", "is not YYYY-MM-DDTHH:MM:SSZ"));
         }
+        if let Some(device) = &self.device {
+            device.validate()?;
+        }
         Ok(())
+    }
+
+    /// Where and by what it was measured, for messages: `host box, code generator 1`.
+    pub fn describe(&self) -> String {
+        let host = if self.host.is_empty() { "an unknown host" } else { self.host.as_str() };
+        let device = self.device.as_ref().map_or_else(String::new, |d| format!("{d} on "));
+        match self.codegen_version {
+            0 => format!("{device}host {host}, an unknown code generator (tcc {})", self.tcc_version),
+            v => format!("{device}host {host}, code generator {v}"),
+        }
+    }
+}
+
+/// The machine and build asking for records: a record is *fresh* here only when it was measured
+/// on the device it is looked up for, on this host, by this build's code generators and schedule
+/// format; every other record is *borrowed* (a starting point, re-measured whenever tuning is
+/// allowed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Here {
+    /// This machine's host name.
+    pub host: String,
+    /// This build's code-generator version.
+    pub codegen_version: u32,
+}
+
+impl Here {
+    /// This host and build.
+    pub fn this_machine() -> Here {
+        Here { host: hostname(), codegen_version: tcc_ir::CODEGEN_VERSION }
+    }
+
+    /// True when `provenance` says: measured on `device` of this host by this code generator.
+    pub fn measured(&self, provenance: &Provenance, device: &DeviceKey) -> bool {
+        provenance.host == self.host
+            && provenance.codegen_version == self.codegen_version
+            && provenance.device.as_ref() == Some(device)
     }
 }
 
@@ -137,10 +189,21 @@ mod tests {
         assert_eq!(parse_utc("2026-01-01 00:00:00Z"), None);
     }
 
+    fn device(name: &str) -> DeviceKey {
+        DeviceKey { name: name.into(), arch: "x86_64".into(), compute_capability: None, sm_count: None }
+    }
+
     #[test]
-    fn here_is_valid() {
-        let p = Provenance::here("test\ndriver");
+    fn here_is_valid_and_measured_here() {
+        let p = Provenance::here("test\ndriver", &device("cpu a"));
         assert_eq!(p.driver, "testdriver");
         assert_eq!(p.validate(), Ok(()));
+        let here = Here::this_machine();
+        assert!(here.measured(&p, &device("cpu a")));
+        // Another device, host or code generator: borrowed.
+        assert!(!here.measured(&p, &device("cpu b")));
+        assert!(!here.measured(&Provenance { host: "elsewhere".into(), ..p.clone() }, &device("cpu a")));
+        assert!(!here.measured(&Provenance { codegen_version: 0, ..p.clone() }, &device("cpu a")));
+        assert!(!here.measured(&Provenance { device: None, ..p }, &device("cpu a")));
     }
 }

@@ -7,10 +7,11 @@ use tcc_autotune::cache::{
     self, CacheStore, Drift, GcOptions, HitKind, Layered, Lockfile, Lookup, RecordState, RemoteHealth, SqliteStore,
     StoreError,
 };
+use tcc_autotune::search::{Budget, Journal, StopReason};
 use tcc_autotune::search::{Candidate, Outcome, Strategy, TunerOptions};
-use tcc_autotune::{CacheKey, CacheRecord, Plan, TCC_VERSION, plan, revalidate, tune_and_record};
+use tcc_autotune::{CacheKey, CacheRecord, Plan, journal_session, plan, revalidate, tune_and_record};
 
-use crate::common::{FakeBench, bowl, cpu, grid_space, h100, h100_pcie, key, record, schedule};
+use crate::common::{FakeBench, borrowed_record, bowl, cpu, grid_space, h100, h100_pcie, key, record, schedule};
 
 fn local(dir: &tempfile::TempDir) -> SqliteStore {
     SqliteStore::open(&dir.path().join("tuning.sqlite3")).unwrap()
@@ -50,7 +51,7 @@ fn a_corrupt_row_is_skipped_with_a_warning_and_collected() {
     let gc = cache
         .local()
         .gc(&GcOptions {
-            current_version: TCC_VERSION.into(),
+            codegen_version: tcc_ir::CODEGEN_VERSION,
             drop_other_versions: false,
             drop_quarantined: true,
             journal_older_than: std::time::Duration::from_secs(3600),
@@ -66,20 +67,111 @@ fn a_file_that_is_not_a_database_is_an_error_not_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tuning.sqlite3"), vec![0x5a_u8; 8192]).unwrap();
     let err = SqliteStore::open(&dir.path().join("tuning.sqlite3")).unwrap_err();
-    assert!(matches!(err, StoreError::Sqlite(_)), "{err}");
+    assert!(matches!(err, StoreError::Damaged { .. }), "{err}");
+    assert!(err.to_string().contains("tcc cache repair"), "{err}");
+}
+
+/// `seed`-determined bytes (a fixed xorshift stream: the same damage on every run).
+fn random_bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Issue 21, defect 5: 300 random bytes at offset 4104 of a database of many records (inside the
+/// records table's root page). Lookups warn once and find nothing; `repair` salvages every record
+/// and the journal into a fresh database and keeps the damaged file beside it.
+#[test]
+fn a_damaged_database_is_salvaged_into_a_fresh_one_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tuning.sqlite3");
+    let mut written = Vec::new();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        for i in 0..400 {
+            let mut r = record(key(&format!("x=[{i},64]"), cpu()), schedule(1 << (i % 4), 2, 4), 100 + i);
+            if i % 5 == 0 {
+                r.state = RecordState::Unverified;
+            }
+            store.put(&r).unwrap();
+            written.push(r);
+        }
+        let trial = tcc_autotune::Trial {
+            candidate: Candidate { variant: 0, schedule: schedule(8, 8, 8), cost: 1.0 },
+            outcome: Outcome::Ok { time_ns: 77 },
+            wall_ms: 3,
+            resumed: false,
+        };
+        tcc_autotune::search::Journal::append(&store, "a-session", &trial).unwrap();
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.len() > 100 * 4096, "many pages: {}", bytes.len());
+    bytes[4104..4404].copy_from_slice(&random_bytes(21, 300));
+    std::fs::write(&path, &bytes).unwrap();
+
+    // As `tcc run` meets it: one warning, then the cache is left alone; nothing is found.
+    let damaged = SqliteStore::check_file(&path).unwrap_err();
+    assert!(
+        matches!(damaged, StoreError::Damaged { .. }) && damaged.to_string().contains("tcc cache repair"),
+        "{damaged}"
+    );
+    let cache = Layered::new(SqliteStore::open(&path).unwrap());
+    for r in written.iter().take(5) {
+        assert_eq!(cache.lookup(&r.key), Lookup::Miss);
+    }
+    assert!(cache.local_is_damaged());
+    assert_eq!(cache.warnings().len(), 1, "{:?}", cache.warnings());
+    assert!(cache.warnings()[0].contains("tcc cache repair"), "{:?}", cache.warnings());
+    drop(cache);
+
+    let report = cache::repair(&path).unwrap();
+    assert_eq!((report.saved, report.lost, report.journal), (400, 0, 1), "{report:?}");
+    // The damaged file is kept, byte for byte, beside the fresh one.
+    assert_eq!(std::fs::read(&report.damaged_copy).unwrap(), bytes);
+    let name = report.damaged_copy.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("tuning.sqlite3.damaged-"), "{name}");
+    SqliteStore::check_file(&path).unwrap();
+    let fresh = SqliteStore::open(&path).unwrap();
+    let listing = fresh.list().unwrap();
+    assert_eq!(listing.undecodable, 0);
+    let mut expected = written.clone();
+    expected.sort_by_key(|r| r.key.hash());
+    assert_eq!(listing.records, expected, "every record, as it was (states included)");
+    assert_eq!(tcc_autotune::search::Journal::load(&fresh, "a-session").unwrap().len(), 1);
+    // A second damage, a second repair: both damaged files are kept.
+    drop(fresh);
+    let mut again = std::fs::read(&path).unwrap();
+    again[4104..4404].copy_from_slice(&random_bytes(22, 300));
+    std::fs::write(&path, &again).unwrap();
+    let second = cache::repair(&path).unwrap();
+    assert_ne!(second.damaged_copy, report.damaged_copy);
+    assert!(report.damaged_copy.exists() && second.damaged_copy.exists());
 }
 
 #[test]
-fn a_stale_version_record_is_a_starting_point_then_replaced() {
+fn a_record_of_another_code_generator_is_borrowed_then_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let cache = Layered::new(local(&dir));
     let k = key("stale", cpu());
     let mut old = record(k.clone(), schedule(2, 2, 2), 9_000);
-    old.provenance.tcc_version = "0.0.1".into();
+    old.provenance.codegen_version = 0; // written before the code-generator version was recorded
+    old.provenance.tcc_version = tcc_autotune::TCC_VERSION.into(); // the crate version does not matter
     cache.local().put(&old).unwrap();
 
     let lookup = cache.lookup(&k);
-    assert_eq!(lookup, Lookup::Hit { record: old.clone(), kind: HitKind::Stale { measured_by: "0.0.1".into() } });
+    assert_eq!(
+        lookup,
+        Lookup::Hit {
+            record: old.clone(),
+            kind: HitKind::Borrowed { from: old.provenance.describe(), checked: false }
+        }
+    );
     assert_eq!(
         plan(None, &lookup, false),
         Plan::Validate { variant: 0, schedule: schedule(2, 2, 2), tune_if_wrong: false }
@@ -91,13 +183,92 @@ fn a_stale_version_record_is_a_starting_point_then_replaced() {
     let bench = FakeBench::new(bowl);
     let options = TunerOptions { strategy: Strategy::Exhaustive, progress: false, ..TunerOptions::default() };
     let (report, written, recorded) = tune_and_record(&cache, &k, &space, &[seed_index], options, &bench, "fake");
-    assert_eq!(bench.measured()[0], space.candidates()[seed_index].id(), "the stale choice is re-measured first");
+    assert_eq!(bench.measured()[0], space.candidates()[seed_index].id(), "the borrowed choice is re-measured first");
     assert!(recorded.is_ok(), "{recorded:?}");
     let written = written.unwrap();
-    assert_eq!(written.provenance.tcc_version, TCC_VERSION);
+    assert_eq!(written.provenance.codegen_version, tcc_ir::CODEGEN_VERSION);
+    assert_eq!(written.provenance.device.as_ref(), Some(&k.device));
     assert_eq!(report.best().unwrap().candidate.schedule, written.schedule);
     assert_eq!(cache.lookup(&k), Lookup::Hit { record: written, kind: HitKind::Fresh });
     assert_eq!(cache.local().journal_len().unwrap(), 0);
+}
+
+/// Issue 21, defect 2: a record measured on another host is used by a run once checked there, but
+/// the check never makes it fresh, and tuning re-measures it.
+#[test]
+fn a_borrowed_record_is_checked_once_never_promoted_and_re_measured_by_tuning() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Layered::new(local(&dir));
+    let k = key("borrowed", cpu());
+    let theirs = borrowed_record(k.clone(), schedule(2, 2, 2), 50);
+    cache::import(cache.local(), &cache::Parsed { records: vec![theirs.clone()], skipped: vec![] }).unwrap();
+    let Lookup::Hit { record: found, kind: HitKind::Borrowed { checked: false, .. } } = cache.lookup(&k) else {
+        panic!("expected a borrowed record: {:?}", cache.lookup(&k))
+    };
+    assert_eq!(found.standing(cache.here()), cache::Standing::Borrowed);
+    // A run (no tuning) checks it once...
+    assert!(matches!(plan(None, &cache.lookup(&k), false), Plan::Validate { .. }));
+    let bench = FakeBench::new(bowl);
+    assert!(matches!(revalidate(&cache, &k, &found, &bench, "fake"), Outcome::Ok { .. }));
+    assert_eq!(bench.measured().len(), 1);
+    // ...then uses it without another check, still borrowed: not fresh, the time is theirs.
+    let after = cache.lookup(&k);
+    let Lookup::Hit { record: checked, kind: HitKind::Borrowed { checked: true, .. } } = &after else {
+        panic!("expected a checked borrowed record: {after:?}")
+    };
+    assert_eq!(plan(None, &after, false), Plan::Use { variant: 0, schedule: schedule(2, 2, 2) });
+    assert_eq!(checked.standing(cache.here()), cache::Standing::Borrowed);
+    assert_ne!(checked.state, RecordState::Fresh);
+    assert_eq!((checked.time_ns, &checked.provenance), (theirs.time_ns, &theirs.provenance));
+    // Tuning re-measures it, starting from its schedule, and records a fresh measurement.
+    let Plan::Tune { seed: Some((variant, seed)) } = plan(None, &after, true) else { panic!("expected tuning") };
+    let mut space = grid_space(3);
+    let seeds: Vec<usize> = space.seed(variant, seed).into_iter().collect();
+    let tuner = FakeBench::new(bowl);
+    let options = TunerOptions { strategy: Strategy::Exhaustive, progress: false, ..TunerOptions::default() };
+    let (report, written, recorded) = tune_and_record(&cache, &k, &space, &seeds, options, &tuner, "fake");
+    assert!(recorded.is_ok());
+    assert_eq!(report.measured(), space.len(), "every candidate measured, none taken from the record");
+    assert_eq!(tuner.measured()[0], space.candidates()[seeds[0]].id());
+    let written = written.unwrap();
+    assert_eq!(written.standing(cache.here()), cache::Standing::Fresh);
+    assert!(matches!(cache.lookup(&k), Lookup::Hit { kind: HitKind::Fresh, .. }));
+}
+
+/// Issue 21, defect 3: a search a budget cut short is recorded as such, and the next tune goes on
+/// from the journal (the same state that resumes a killed run) instead of calling it done.
+#[test]
+fn a_search_cut_short_goes_on_from_where_it_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Layered::new(local(&dir));
+    let k = key("partial", cpu());
+    let space = grid_space(3);
+    let options = |budget| TunerOptions { budget, strategy: Strategy::Exhaustive, progress: false, compile_threads: 1 };
+    let first = FakeBench::new(bowl);
+    let (r1, w1, ok1) = tune_and_record(&cache, &k, &space, &[], options(Budget::trials(4)), &first, "fake");
+    assert!(ok1.is_ok());
+    assert_eq!((r1.stop, r1.measured()), (StopReason::TrialBudget, 4));
+    let w1 = w1.unwrap();
+    assert_eq!(w1.searched, Some(cache::Searched { trials: 4, space: 27, complete: false }));
+    assert_eq!(cache.local().load(&journal_session(&k)).unwrap().len(), 4, "the search state is kept");
+    // The record is fresh (a run uses it), but tuning is not done with it.
+    let lookup = cache.lookup(&k);
+    assert!(matches!(lookup, Lookup::Hit { kind: HitKind::Fresh, .. }));
+    assert_eq!(plan(None, &lookup, false), Plan::Use { variant: 0, schedule: w1.schedule });
+    assert!(matches!(plan(None, &lookup, true), Plan::Tune { .. }));
+
+    let second = FakeBench::new(bowl);
+    let (r2, w2, ok2) = tune_and_record(&cache, &k, &space, &[], options(Budget::unlimited()), &second, "fake");
+    assert!(ok2.is_ok());
+    assert_eq!(r2.stop, StopReason::Exhausted);
+    assert_eq!((r2.resumed(), r2.measured(), r2.trials.len()), (4, 23, 27));
+    assert!(first.measured().iter().all(|id| !second.measured().contains(id)), "nothing measured twice");
+    assert!(r2.table().starts_with("27 trials of 27 candidates (exhaustive; search space exhausted; resumed: 4 measured by an earlier run, 23 now)"), "{}", r2.table());
+    let w2 = w2.unwrap();
+    assert_eq!(w2.searched, Some(cache::Searched { trials: 27, space: 27, complete: true }));
+    assert_eq!(w2.schedule, schedule(4, 4, 4), "the best of the whole space");
+    assert_eq!(cache.local().journal_len().unwrap(), 0, "a complete search clears its journal");
+    assert!(matches!(plan(None, &cache.lookup(&k), true), Plan::Use { .. }), "done: nothing left to tune");
 }
 
 #[test]
@@ -171,11 +342,11 @@ fn an_imported_winner_is_revalidated_once_or_quarantined() {
         panic!("expected unverified")
     };
     assert!(matches!(plan(None, &cache.lookup(&good_key), true), Plan::Validate { .. }));
-    assert!(matches!(revalidate(&cache, &good_key, &good, &bench), Outcome::Ok { .. }));
+    assert!(matches!(revalidate(&cache, &good_key, &good, &bench, "fake"), Outcome::Ok { .. }));
     assert!(matches!(cache.lookup(&good_key), Lookup::Hit { kind: HitKind::Fresh, .. }));
 
     let Lookup::Hit { record: bad, .. } = cache.lookup(&bad_key) else { panic!("expected a hit") };
-    assert!(matches!(revalidate(&cache, &bad_key, &bad, &bench), Outcome::Wrong { .. }));
+    assert!(matches!(revalidate(&cache, &bad_key, &bad, &bench, "fake"), Outcome::Wrong { .. }));
     assert_eq!(cache.lookup(&bad_key), Lookup::Miss);
     assert_eq!(plan(None, &cache.lookup(&bad_key), true), Plan::Tune { seed: None });
     assert_eq!(bench.measured().len(), 2, "each checked once");
@@ -194,7 +365,13 @@ fn another_device_of_the_same_architecture_is_borrowed() {
     cache.local().put(&sxm).unwrap();
     cache.local().put(&ampere).unwrap();
     let pcie = key("b", h100_pcie());
-    assert_eq!(cache.lookup(&pcie), Lookup::Hit { record: sxm.clone(), kind: HitKind::Borrowed { from: h100() } });
+    assert_eq!(
+        cache.lookup(&pcie),
+        Lookup::Hit {
+            record: sxm.clone(),
+            kind: HitKind::Borrowed { from: sxm.provenance.describe(), checked: false }
+        }
+    );
     assert_eq!(plan(None, &cache.lookup(&pcie), true), Plan::Tune { seed: Some((0, schedule(8, 8, 8))) });
     let mut other_arch = key("b", h100_pcie());
     other_arch.device.arch = "sm_100".into();

@@ -49,6 +49,7 @@ pub fn schedule(tile_m: u32, tile_n: u32, tile_k: u32) -> Schedule {
 }
 
 pub fn record(key: CacheKey, s: Schedule, time_ns: u64) -> CacheRecord {
+    let key_device = key.device.clone();
     CacheRecord {
         key,
         variant: 0,
@@ -56,14 +57,31 @@ pub fn record(key: CacheKey, s: Schedule, time_ns: u64) -> CacheRecord {
         schedule_format: tcc_ir::schedule::SCHEDULE_FORMAT,
         time_ns,
         runners_up: vec![],
-        provenance: Provenance {
-            tcc_version: TCC_VERSION.into(),
-            driver: "test".into(),
-            host: "elsewhere".into(),
-            date: "2026-11-22T10:00:00Z".into(),
-        },
+        provenance: measured_here(&key_device),
         state: RecordState::Fresh,
+        searched: None,
+        checked: None,
     }
+}
+
+/// Provenance of a measurement on `device` of this host by this build's code generators (what
+/// makes a record fresh here).
+pub fn measured_here(device: &DeviceKey) -> Provenance {
+    Provenance {
+        tcc_version: TCC_VERSION.into(),
+        driver: "test".into(),
+        host: tcc_autotune::provenance::hostname(),
+        date: "2026-11-22T10:00:00Z".into(),
+        device: Some(device.clone()),
+        codegen_version: tcc_ir::CODEGEN_VERSION,
+    }
+}
+
+/// A record measured on another host (the same device model): borrowed here.
+pub fn borrowed_record(key: CacheKey, s: Schedule, time_ns: u64) -> CacheRecord {
+    let mut r = record(key, s, time_ns);
+    r.provenance.host = "a-teammates-box".into();
+    r
 }
 
 /// tile_m, tile_n, tile_k each in {1, 2, 4, ..., 2^(bits-1)}: a space of bits^3 candidates whose

@@ -1,5 +1,7 @@
 //! Against a real redis-server (feature `redis-tests`). `TCC_TEST_REDIS` names it, for example
-//! `redis://:password@127.0.0.1:6379`; without it every test here fails saying so.
+//! `redis://:password@127.0.0.1:6379`, or `rediss://...` for TLS with `TCC_CACHE_CA` naming the CA
+//! file that signed the server's certificate (as CI runs them); without it every test here fails
+//! saying so, and so does the TLS test without a `rediss://` server.
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -24,6 +26,29 @@ fn redis_url() -> String {
     }
 }
 
+/// The CA file of `TCC_CACHE_CA`, if set.
+fn ca_file() -> Option<std::path::PathBuf> {
+    std::env::var_os(cache::CACHE_CA_ENV).filter(|v| !v.is_empty()).map(std::path::PathBuf::from)
+}
+
+/// Options for the test server: its CA when it speaks TLS.
+fn options() -> RedisOptions {
+    RedisOptions { ca_file: ca_file(), ..RedisOptions::default() }
+}
+
+/// A plain client of `url` (for what the store does not do: garbage values, ACL users, clean-up),
+/// over TLS with the test CA when the URL is `rediss://`.
+fn client(url: &str) -> redis::RedisResult<redis::Client> {
+    match ca_file().filter(|_| url.starts_with("rediss://")) {
+        Some(ca) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let root_cert = Some(std::fs::read(ca)?);
+            redis::Client::build_with_tls(url, redis::TlsCertificates { client_tls: None, root_cert })
+        }
+        None => redis::Client::open(url),
+    }
+}
+
 /// The password part of the URL (to check it never leaks into messages).
 fn password(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
@@ -44,20 +69,17 @@ impl Prefix {
     }
 
     fn store(&self, read_only: bool) -> RedisStore {
-        RedisStore::open(&self.url, RedisOptions { prefix: self.prefix.clone(), read_only, ..RedisOptions::default() })
-            .unwrap()
+        RedisStore::open(&self.url, RedisOptions { prefix: self.prefix.clone(), read_only, ..options() }).unwrap()
     }
 
     fn raw(&self) -> redis::Connection {
-        redis::Client::open(self.url.as_str()).unwrap().get_connection_with_timeout(Duration::from_secs(2)).unwrap()
+        client(&self.url).unwrap().get_connection_with_timeout(Duration::from_secs(2)).unwrap()
     }
 }
 
 impl Drop for Prefix {
     fn drop(&mut self) {
-        let Ok(mut c) =
-            redis::Client::open(self.url.as_str()).and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
-        else {
+        let Ok(mut c) = client(&self.url).and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2))) else {
             return;
         };
         let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{}*", self.prefix)).query(&mut c).unwrap_or_default();
@@ -151,10 +173,10 @@ fn read_only_mode() {
         .arg("+@connection")
         .query(&mut raw)
         .unwrap();
-    let host = p.url.rsplit_once('@').map_or(p.url.trim_start_matches("redis://"), |(_, h)| h);
-    let ro_url = format!("redis://{user}:{user_pw}@{host}");
-    let acl_store =
-        RedisStore::open(&ro_url, RedisOptions { prefix: p.prefix.clone(), ..RedisOptions::default() }).unwrap();
+    let (scheme, rest) = p.url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let ro_url = format!("{scheme}://{user}:{user_pw}@{host}");
+    let acl_store = RedisStore::open(&ro_url, RedisOptions { prefix: p.prefix.clone(), ..options() }).unwrap();
     let got = acl_store.get(&shared.key);
     let put = acl_store.put(&mine);
     let _: redis::RedisResult<i64> = redis::cmd("ACL").arg("DELUSER").arg(&user).query(&mut raw);
@@ -219,8 +241,7 @@ fn server_down_falls_back_to_the_local_cache_with_a_warning() {
     // The real server with a wrong password: an error that does not show it.
     if let Some(pw) = password(&url) {
         let wrong = url.replacen(&format!(":{pw}@"), ":wrong-pw-123@", 1);
-        let err =
-            RedisStore::open(&wrong, RedisOptions::default()).unwrap().get(&local_record.key).unwrap_err().to_string();
+        let err = RedisStore::open(&wrong, options()).unwrap().get(&local_record.key).unwrap_err().to_string();
         assert!(!err.contains("wrong-pw-123") && !err.contains(&pw), "{err}");
     }
 }
@@ -315,4 +336,85 @@ fn lockfile_across_machines() {
     let other = lock.choose(&key("lock1", h100_pcie())).unwrap();
     assert_eq!(other.entry.schedule, records[0].schedule);
     assert!(matches!(other.drift, Some(Drift::OtherDevice { .. })));
+}
+
+/// Issue 21, defect 9: the shared cache over TLS. With the CA that signed the server's certificate
+/// (`TCC_CACHE_CA`) records travel encrypted; without it (the system's roots do not hold a
+/// throwaway CA) the server is refused: one clear warning, and the local cache goes on alone.
+#[test]
+fn tls_verifies_the_server_and_refuses_one_it_does_not_trust() {
+    let url = redis_url();
+    assert!(
+        url.starts_with("rediss://") && ca_file().is_some(),
+        "this test needs a TLS server: TCC_TEST_REDIS=rediss://... and {} naming its CA file",
+        cache::CACHE_CA_ENV
+    );
+    let p = Prefix::new("tls");
+    let r = record(key("tls", cpu()), schedule(8, 8, 8), 100);
+    p.store(false).put(&r).unwrap();
+    assert_eq!(p.store(true).get(&r.key).unwrap(), Some(r.clone()));
+
+    let untrusting = RedisStore::open(&url, RedisOptions { prefix: p.prefix.clone(), ..RedisOptions::default() });
+    let (_dir, store) = local();
+    let cache = Layered::new(store).with_remote(Box::new(untrusting.unwrap()));
+    assert_eq!(cache.lookup(&r.key), Lookup::Miss);
+    assert_eq!(cache.lookup(&key("other", cpu())), Lookup::Miss);
+    cache.record(&record(key("mine", cpu()), schedule(2, 2, 2), 5)).unwrap();
+    let warnings = cache.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("TLS certificate is not trusted") && warnings[0].contains(cache::CACHE_CA_ENV),
+        "{warnings:?}"
+    );
+    if let Some(pw) = password(&url) {
+        assert!(!warnings[0].contains(&pw), "{warnings:?}");
+    }
+    // The same server in clear is no server at all: the TLS port speaks only TLS.
+    let clear = url.replacen("rediss://", "redis://", 1);
+    let e = RedisStore::open(&clear, RedisOptions::default()).unwrap().get(&r.key).unwrap_err();
+    assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
+}
+
+/// The README's ACL user for a team cache: only the commands tcc sends (see `redis_store.rs`),
+/// only keys under its prefix. Everything tcc does works with it; anything else is refused.
+#[test]
+fn an_acl_user_with_only_the_commands_tcc_sends_is_enough() {
+    let p = Prefix::new("acl");
+    let user = format!("tcc-team-{}", std::process::id());
+    let user_pw = "team-user-secret-pw";
+    let mut raw = p.raw();
+    let rules = ["resetchannels", "-@all", "+getrange", "+srandmember", "+scan", "+set", "+sadd", "+del", "+srem"];
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&user)
+        .arg("reset")
+        .arg("on")
+        .arg(format!(">{user_pw}"))
+        .arg(format!("~{}*", p.prefix))
+        .arg(&rules[..])
+        .query(&mut raw)
+        .unwrap();
+    let (scheme, rest) = p.url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let url = format!("{scheme}://{user}:{user_pw}@{host}");
+    let store = RedisStore::open(&url, RedisOptions { prefix: p.prefix.clone(), ..options() }).unwrap();
+    let outcome = (|| -> Result<(), StoreError> {
+        let a = record(key("acl", h100()), schedule(8, 8, 8), 100);
+        let b = record(key("acl", h100_pcie()), schedule(4, 4, 4), 90);
+        store.put(&a)?;
+        store.put(&b)?;
+        assert_eq!(store.get(&a.key)?, Some(a.clone()));
+        assert_eq!(store.same_arch(&a.key)?, vec![b.clone()]);
+        assert_eq!(store.list()?.records.len(), 2);
+        assert!(store.remove(&a.key.hash())?);
+        Ok(())
+    })();
+    // A command tcc never sends, on a key it may use: refused.
+    let other: redis::RedisResult<Option<String>> = client(&url)
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+        .and_then(|mut c| redis::cmd("GET").arg(format!("{}rec:x", p.prefix)).query(&mut c));
+    let _: redis::RedisResult<i64> = redis::cmd("ACL").arg("DELUSER").arg(&user).query(&mut raw);
+    outcome.unwrap();
+    let refused = other.unwrap_err().to_string();
+    assert!(refused.contains("NOPERM") || refused.to_lowercase().contains("permission"), "{refused}");
 }

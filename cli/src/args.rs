@@ -318,8 +318,8 @@ pub struct TuneArgs {
 pub struct CacheArgs {
     /// What to do with the cache: the local one ($TCC_CACHE_DIR, else the user's cache directory)
     /// and, with TCC_CACHE_URL=redis://[:password@]host[:port][/db], the shared one
-    /// (TCC_CACHE_READONLY=1: never written; TCC_CACHE_PREFIX: its key prefix; rediss:// is
-    /// refused: use a TLS tunnel).
+    /// (TCC_CACHE_READONLY=1: never written; TCC_CACHE_PREFIX: its key prefix; rediss:// for TLS,
+    /// with TCC_CACHE_CA naming a CA file to trust instead of the system's).
     #[command(subcommand)]
     pub command: CacheCommand,
 }
@@ -327,7 +327,8 @@ pub struct CacheArgs {
 /// The `tcc cache` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum CacheCommand {
-    /// List every record: key, target, schedule, time, state, tcc version, date, device.
+    /// List every record: key, target, schedule, time, how it stands here (fresh, unverified,
+    /// borrowed or quarantined), tcc version, date, device.
     Ls {
         /// Print one JSON object per record instead of a table.
         #[arg(long)]
@@ -353,12 +354,15 @@ pub enum CacheCommand {
         /// The input file.
         file: PathBuf,
     },
+    /// Salvage every readable record of a damaged local database into a fresh one; the damaged
+    /// file is kept beside it (`tuning.sqlite3.damaged-<time>`).
+    Repair,
 }
 
 /// Arguments of `tcc cache gc`.
 #[derive(Debug, Args)]
 pub struct CacheGcArgs {
-    /// Also remove records measured by other tcc versions.
+    /// Also remove records measured by another code-generator version or schedule format.
     #[arg(long)]
     pub other_versions: bool,
     /// Remove journal entries of unfinished tuning runs older than this many days.

@@ -1,9 +1,11 @@
-//! `tcc cache ls|stats|gc|show KEY|export FILE|import FILE`: the tuning cache as tcc uses it, the
-//! local SQLite database (`$TCC_CACHE_DIR`, else the user's cache directory) plus, when
-//! `TCC_CACHE_URL=redis://...` is set, the shared Redis cache (`TCC_CACHE_READONLY=1`: never
-//! written; `TCC_CACHE_PREFIX`: its key prefix). `rediss://` (TLS) is refused with an error that
-//! says so: use `redis://` through a TLS tunnel. Credentials are never printed (URLs are shown
-//! redacted).
+//! `tcc cache ls|stats|gc|show KEY|export FILE|import FILE|repair`: the tuning cache as tcc uses
+//! it, the local SQLite database (`$TCC_CACHE_DIR`, else the user's cache directory) plus, when
+//! `TCC_CACHE_URL=redis://...` or `rediss://...` (TLS) is set, the shared Redis cache
+//! (`TCC_CACHE_READONLY=1`: never written; `TCC_CACHE_PREFIX`: its key prefix; `TCC_CACHE_CA`: a
+//! CA file to trust). Credentials are never printed (URLs are shown redacted).
+//!
+//! A damaged local database stops every command but `repair` (exit 2, naming it); `repair`
+//! salvages its readable records into a fresh database and keeps the damaged file beside it.
 //!
 //! - `ls`, `show`, `stats`, `export` read both caches: a key present in both shows the local record
 //!   (the one this machine uses; `export` keeps the faster measurement of the two);
@@ -17,13 +19,14 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tcc_autotune::cache::{
-    GcOptions, KeyHash, Listing, RecordState, RedisStore, Stats, StoreError, import, merge, parse, to_jsonl,
+    DB_FILE_NAME, GcOptions, KeyHash, Listing, RecordState, RedisStore, Stats, StoreError, import, merge, parse,
+    repair, to_jsonl,
 };
-use tcc_autotune::{CacheRecord, CacheStore, SqliteStore, TCC_VERSION};
+use tcc_autotune::{CacheRecord, CacheStore, Here, SqliteStore};
 
 use super::args::{CacheArgs, CacheCommand, CacheGcArgs};
 use super::atomic::write_output;
@@ -58,6 +61,9 @@ impl Origin {
 
 /// Runs `tcc cache`.
 pub fn cache(args: &CacheArgs) -> Result<(), CliError> {
+    if let CacheCommand::Repair = args.command {
+        return repair_local();
+    }
     let caches = open()?;
     match &args.command {
         CacheCommand::Ls { json } => ls(&caches, *json),
@@ -66,17 +72,62 @@ pub fn cache(args: &CacheArgs) -> Result<(), CliError> {
         CacheCommand::Show { key } => show(&caches, key),
         CacheCommand::Export { file } => export_to(&caches, file),
         CacheCommand::Import { file } => import_from(&caches, file),
+        CacheCommand::Repair => repair_local(),
     }
 }
 
-fn open() -> Result<Caches, CliError> {
-    // The shared cache's configuration is checked first: a refused URL (rediss://, a typo) is an
-    // error of its own, whatever the local cache's state.
-    let shared = tcc_autotune::Layered::remote_from_env().map_err(|e| CliError::Environment(e.to_string()))?;
-    let local = SqliteStore::open_default().map_err(|e| {
-        let dir = tcc_autotune::cache::default_cache_dir().map(|d| d.display().to_string()).unwrap_or_default();
-        CliError::Environment(format!("cannot open the tuning cache in `{dir}`: {e}"))
+/// The local database's path.
+fn local_path() -> Result<PathBuf, CliError> {
+    tcc_autotune::cache::default_cache_dir()
+        .map(|d| d.join(DB_FILE_NAME))
+        .map_err(|e| CliError::Environment(e.to_string()))
+}
+
+/// `tcc cache repair`: salvages a damaged local database (a healthy one is left alone).
+fn repair_local() -> Result<(), CliError> {
+    let path = local_path()?;
+    if !path.exists() {
+        println!("no tuning cache at `{}`: nothing to repair", path.display());
+        return Ok(());
+    }
+    match SqliteStore::check_file(&path) {
+        Ok(()) => {
+            println!("the tuning cache `{}` is not damaged: nothing to repair", path.display());
+            return Ok(());
+        }
+        Err(StoreError::Damaged { detail, .. }) => eprintln!("`{}` is damaged ({detail}); salvaging", path.display()),
+        Err(e) => return Err(CliError::Environment(format!("cannot check `{}`: {e}", path.display()))),
+    }
+    let report = repair(&path).map_err(|e| {
+        CliError::Environment(format!("cannot repair `{}` (it is left as it was): {e}", path.display()))
     })?;
+    println!(
+        "repaired `{}`: {} record{} saved, {} lost; {} journal entr{} of unfinished tuning runs saved; the damaged \
+         file is kept as `{}`",
+        path.display(),
+        report.saved,
+        if report.saved == 1 { "" } else { "s" },
+        report.lost,
+        report.journal,
+        if report.journal == 1 { "y" } else { "ies" },
+        report.damaged_copy.display()
+    );
+    Ok(())
+}
+
+fn open() -> Result<Caches, CliError> {
+    // The shared cache's configuration is checked first: a refused URL (a typo, a CA file that
+    // cannot be read) is an error of its own, whatever the local cache's state.
+    let shared = tcc_autotune::Layered::remote_from_env().map_err(|e| CliError::Environment(e.to_string()))?;
+    // A damaged database is never written to, nor read as if whole: every command but `repair`
+    // stops, naming it.
+    let path = local_path()?;
+    let cannot_open = |e: StoreError| {
+        let dir = path.parent().map(|d| d.display().to_string()).unwrap_or_default();
+        CliError::Environment(format!("cannot open the tuning cache in `{dir}`: {e}"))
+    };
+    SqliteStore::check_file(&path).map_err(cannot_open)?;
+    let local = SqliteStore::open(&path).map_err(cannot_open)?;
     Ok(Caches { local, shared })
 }
 
@@ -149,8 +200,26 @@ impl Caches {
     }
 }
 
+/// One line of `tcc cache ls`: key prefix, target, variant, schedule, time, how the record stands
+/// here, the tcc version and date of the measurement, the device.
+fn ls_line(r: &CacheRecord, here: &Here) -> String {
+    format!(
+        "{} {} v{} {} {:.3} us [{} {} {}] {}",
+        &r.key.hash().as_str()[..12],
+        r.key.target,
+        r.variant,
+        r.schedule,
+        r.time_ns as f64 / 1e3,
+        r.standing(here).name(),
+        r.provenance.tcc_version,
+        r.provenance.date,
+        r.key.device.name
+    )
+}
+
 fn ls(caches: &Caches, json: bool) -> Result<(), CliError> {
     let records = caches.records()?;
+    let here = Here::this_machine();
     if json {
         // One object per record: its key hash, where it was found, and the record as stored (with
         // the schedule also as canonical text).
@@ -162,6 +231,10 @@ fn ls(caches: &Caches, json: bool) -> Result<(), CliError> {
             object.insert("hash".into(), serde_json::json!(r.key.hash().as_str()));
             object.insert("schedule_text".into(), serde_json::json!(r.schedule.to_string()));
             object.insert("origin".into(), serde_json::json!(origin.name()));
+            // How it stands on this machine: fresh, unverified, borrowed or quarantined (the
+            // stored `state` alone cannot say borrowed: that depends on who asks).
+            object.insert("state".into(), serde_json::json!(r.standing(&here).name()));
+            object.insert("stored_state".into(), serde_json::json!(r.state.name()));
             super::json::print_line(&serde_json::Value::Object(object))?;
         }
         return Ok(());
@@ -172,9 +245,9 @@ fn ls(caches: &Caches, json: bool) -> Result<(), CliError> {
     let tagged = caches.shared.is_some();
     for (r, origin) in records.values() {
         if tagged {
-            println!("{r} {} [{}]", r.key.device.name, origin.name());
+            println!("{} [{}]", ls_line(r, &here), origin.name());
         } else {
-            println!("{r} {}", r.key.device.name);
+            println!("{}", ls_line(r, &here));
         }
     }
     Ok(())
@@ -185,11 +258,17 @@ fn stats(caches: &Caches) -> Result<(), CliError> {
         let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
         println!("  by {name}: {}", if parts.is_empty() { "-".to_string() } else { parts.join(", ") });
     };
+    let here = Here::this_machine();
     let print = |what: &str, listing: &Listing| {
         let stats = Stats::of(listing);
+        let mut standing: BTreeMap<String, usize> = BTreeMap::new();
+        for r in &listing.records {
+            *standing.entry(r.standing(&here).name().to_string()).or_default() += 1;
+        }
         println!("{what}");
         println!("  records: {} ({} undecodable)", stats.records, stats.undecodable);
-        line("state", &stats.by_state);
+        line("standing here", &standing);
+        line("stored state", &stats.by_state);
         line("version", &stats.by_version);
         line("target", &stats.by_target);
         line("device", &stats.by_device);
@@ -214,7 +293,7 @@ fn stats(caches: &Caches) -> Result<(), CliError> {
 
 fn gc(caches: &Caches, args: &CacheGcArgs) -> Result<(), CliError> {
     let options = GcOptions {
-        current_version: TCC_VERSION.to_string(),
+        codegen_version: tcc_ir::CODEGEN_VERSION,
         drop_other_versions: args.other_versions,
         drop_quarantined: true,
         journal_older_than: Duration::from_secs(args.journal_days.saturating_mul(86_400)),
@@ -245,7 +324,7 @@ fn gc(caches: &Caches, args: &CacheGcArgs) -> Result<(), CliError> {
     let (mut quarantined, mut other_versions) = (0usize, 0usize);
     for r in &listing.records {
         let drop_quarantined = r.state == RecordState::Quarantined;
-        let drop_version = args.other_versions && r.provenance.tcc_version != TCC_VERSION;
+        let drop_version = args.other_versions && !r.by_codegen(tcc_ir::CODEGEN_VERSION);
         if (drop_quarantined || drop_version) && shared.remove(&r.key.hash()).map_err(store_error)? {
             if drop_quarantined {
                 quarantined += 1;

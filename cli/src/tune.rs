@@ -23,7 +23,7 @@ use super::load::{bind, load, select_fn};
 use tcc::pipeline::{KernelPlan, Pipeline, PlanOptions};
 use tcc::tuning::study::{StudyOptions, StudyResult, markdown, trials_jsonl};
 use tcc::tuning::{
-    Decision, KernelTuning, TuneOptions, Tuning, TuningError, open_cache, tuning_target, worker_command,
+    Decision, KernelTuning, TuneOptions, Tuning, TuningError, open_cache_for_recording, tuning_target, worker_command,
 };
 
 /// Runs `tcc tune`.
@@ -42,11 +42,11 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
     let graph = select_fn(&loaded, &program_args)?;
     let bindings = bind(graph, &args.dims)?;
     let (program, alternatives) = optimize_for_tuning(target, graph, &bindings, args.top_k)?;
-    let tuning =
-        Tuning::for_target(open_cache().map_err(tuning_error)?, target, worker_command().map_err(tuning_error)?)
-            .map_err(tuning_error)?
-            .with_seed(args.seed)
-            .with_space_limit(args.space);
+    let cache = open_cache_for_recording().map_err(tuning_error)?;
+    let tuning = Tuning::for_target(cache, target, worker_command().map_err(tuning_error)?)
+        .map_err(tuning_error)?
+        .with_seed(args.seed)
+        .with_space_limit(args.space);
     let say = |text: &str| {
         if !args.json {
             print!("{text}");

@@ -24,6 +24,7 @@ pub fn tcc_isolated(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Output
         .env_remove("TCC_CACHE_URL")
         .env_remove("TCC_CACHE_READONLY")
         .env_remove("TCC_CACHE_PREFIX")
+        .env_remove("TCC_CACHE_CA")
         .env_remove("TCC_TUNE_WORKER")
         .env_remove("TCC_LOCKFILE")
         .envs(env.iter().copied())

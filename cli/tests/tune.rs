@@ -17,7 +17,8 @@ fn tcc_in(cache: &Path, args: &[&str]) -> Output {
     tcc_isolated(cache, args, &[])
 }
 
-const MLP: &[&str] = &["tune", "examples/mlp.tc", "--dim", "M=4", "--budget", "6trials"];
+/// A budget that searches both kernels' spaces (25 and 49 candidates) to the end.
+const MLP: &[&str] = &["tune", "examples/mlp.tc", "--dim", "M=4", "--budget", "100trials"];
 
 fn tune_mlp(cache: &Path, extra: &[&str]) -> String {
     let mut args = MLP.to_vec();
@@ -54,7 +55,8 @@ fn tune_finds_winners_and_a_warm_cache_runs_no_trials() {
     let cache = tempfile::tempdir().unwrap();
     let first = tune_mlp(cache.path(), &[]);
     assert_eq!(first.matches("winner (tuned").count(), 2, "{first}");
-    assert!(first.contains("6 trials run; 2 tuned"), "{first}");
+    assert!(first.contains("74 trials run; 2 tuned"), "{first}");
+    assert_eq!(first.matches("search space exhausted").count(), 2, "{first}");
     assert!(first.contains("ok ") && first.contains(" us "), "{first}");
 
     let ls = tcc_in(cache.path(), &["cache", "ls"]);
@@ -180,21 +182,218 @@ fn cache_show_and_stats() {
     assert_eq!(text(&tcc_in(cache.path(), &["cache", "ls"]).stdout), ls);
 }
 
+/// `tcc run ARGS` on mlp with M=4 (the kernels `tune_mlp` tunes) on the CPU tier the tests tune.
+fn run_mlp(cache: &Path) -> Output {
+    let target = tcc::target::resolve(tcc::ir::TargetSpec::BestCpu).unwrap().name();
+    tcc_in(cache, &["run", "examples/mlp.tc", "--dim", "M=4", "--target", target])
+}
+
+/// A file that is not a database at all: every `tcc cache` command but `repair` exits 2 naming
+/// `tcc cache repair`, `tune` too (before measuring: its results could not be kept), `run` warns
+/// once and goes on; `repair` keeps the file and starts a fresh database.
 #[test]
-fn a_corrupt_cache_database_is_reported_and_skipped() {
+fn a_corrupt_cache_database_is_reported_and_repaired() {
     let cache = tempfile::tempdir().unwrap();
     let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
     std::fs::write(cache.path().join("tuning.sqlite3"), &garbage).unwrap();
     let mut args = MLP.to_vec();
     args[5] = "2trials";
     let out = tcc_in(cache.path(), &args);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("warning: cannot open the tuning cache"), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("2 tuned"), "{}", text(&out.stdout));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("tcc cache repair"), "{}", text(&out.stderr));
+    assert!(!text(&out.stdout).contains("winner"), "nothing is measured: {}", text(&out.stdout));
     let ls = tcc_in(cache.path(), &["cache", "ls"]);
     assert_eq!(ls.status.code(), Some(2));
     assert!(text(&ls.stderr).contains("cannot open the tuning cache"), "{}", text(&ls.stderr));
+    assert!(text(&ls.stderr).contains("tcc cache repair"), "{}", text(&ls.stderr));
     assert!(!text(&ls.stderr).contains("internal error"));
+
+    let repair = tcc_in(cache.path(), &["cache", "repair"]);
+    assert_eq!(repair.status.code(), Some(0), "{}", text(&repair.stderr));
+    assert!(text(&repair.stdout).contains("0 records saved"), "{}", text(&repair.stdout));
+    let kept: Vec<_> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("tuning.sqlite3.damaged-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(std::fs::read(&kept[0]).unwrap(), garbage, "the damaged file is kept as it was");
+    let out = tcc_in(cache.path(), &args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("2 tuned"), "{}", text(&out.stdout));
+}
+
+/// Issue 21, defect 5: a database of many records with 300 random bytes written at offset 4104
+/// (the records table's root page). `run` and `compile` warn once and go on without the cache;
+/// every other `tcc cache` command exits 2 naming `tcc cache repair`; `repair` saves every record
+/// into a fresh database (readable again, used again) and keeps the damaged file beside it.
+#[test]
+fn a_damaged_database_is_one_warning_for_run_and_repair_saves_its_records() {
+    let cache = tempfile::tempdir().unwrap();
+    tune_mlp(cache.path(), &[]);
+    let db = cache.path().join("tuning.sqlite3");
+    // Many records besides the two tuned ones: copies of them under other shapes.
+    {
+        let store = SqliteStore::open(&db).unwrap();
+        let tuned = store.list().unwrap().records;
+        assert_eq!(tuned.len(), 2);
+        for i in 0..300 {
+            let mut r = tuned[i % 2].clone();
+            r.key.shapes = format!("{} copy={i}", r.key.shapes);
+            store.put(&r).unwrap();
+        }
+    }
+    let ls_before = text(&tcc_in(cache.path(), &["cache", "ls"]).stdout);
+    assert_eq!(ls_before.lines().count(), 302);
+    let mut bytes = std::fs::read(&db).unwrap();
+    let mut x: u32 = 2_463_534_242;
+    for b in &mut bytes[4104..4404] {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *b = (x >> 24) as u8;
+    }
+    std::fs::write(&db, &bytes).unwrap();
+
+    let run = run_mlp(cache.path());
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.lines().filter(|l| l.starts_with("warning:")).count(), 1, "{stderr}");
+    assert!(stderr.contains("damaged") && stderr.contains("tcc cache repair"), "{stderr}");
+    assert!(text(&run.stdout).contains("(default)"), "{}", text(&run.stdout));
+    let out = tempfile::tempdir().unwrap();
+    let ir = out.path().join("mlp.ir");
+    let compile = tcc_in(
+        cache.path(),
+        &["compile", "examples/mlp.tc", "--dim", "M=4", "--target", "cpu", "--emit", "ir", "-o", ir.to_str().unwrap()],
+    );
+    let stderr = text(&compile.stderr);
+    assert_eq!(compile.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.lines().filter(|l| l.starts_with("warning:")).count(), 1, "{stderr}");
+    for args in [&["cache", "ls"][..], &["cache", "stats"], &["cache", "gc"], &["cache", "export", "-"]] {
+        let out = tcc_in(cache.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("tcc cache repair"), "{args:?}: {}", text(&out.stderr));
+    }
+    let tune = tcc_in(cache.path(), MLP);
+    assert_eq!(tune.status.code(), Some(2), "{}", text(&tune.stderr));
+    assert_eq!(std::fs::read(&db).unwrap(), bytes, "no command wrote to the damaged file");
+
+    let repair = tcc_in(cache.path(), &["cache", "repair"]);
+    let said = text(&repair.stdout);
+    assert_eq!(repair.status.code(), Some(0), "{}", text(&repair.stderr));
+    assert!(said.contains("302 records saved, 0 lost"), "{said}");
+    let kept = said.rsplit_once("kept as `").unwrap().1.trim_end().trim_end_matches('`').to_string();
+    assert_eq!(std::fs::read(&kept).unwrap(), bytes, "the damaged file is kept beside the fresh one");
+    assert_eq!(text(&tcc_in(cache.path(), &["cache", "ls"]).stdout), ls_before, "every record, as it was");
+    let run = run_mlp(cache.path());
+    assert!(text(&run.stderr).is_empty(), "{}", text(&run.stderr));
+    assert_eq!(text(&run.stdout).matches("(cached)").count(), 2, "{}", text(&run.stdout));
+    let again = tcc_in(cache.path(), &["cache", "repair"]);
+    assert!(text(&again.stdout).contains("not damaged"), "{}", text(&again.stdout));
+}
+
+/// Issue 21, defect 2: records measured on another machine, or by another code-generator version,
+/// are borrowed: `tcc run` uses them (after one check) but never makes them fresh, `cache ls`
+/// says `borrowed`, and `tcc tune` re-measures them instead of answering `cached, 0 trials`.
+#[test]
+fn borrowed_records_stay_borrowed_after_a_run_and_tune_re_measures_them() {
+    let a = tempfile::tempdir().unwrap();
+    tune_mlp(a.path(), &[]);
+    let export = text(&tcc_in(a.path(), &["cache", "export", "-"]).stdout);
+    assert_eq!(export.lines().count(), 2);
+    let dir = tempfile::tempdir().unwrap();
+    for (what, change) in [
+        (
+            "another machine",
+            &(|p: &mut serde_json::Value| p["host"] = "a-teammates-box".into()) as &dyn Fn(&mut serde_json::Value),
+        ),
+        ("another code generator", &|p: &mut serde_json::Value| p["codegen_version"] = 0.into()),
+    ] {
+        let mut lines = String::new();
+        for line in export.lines() {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            change(&mut record["provenance"]);
+            lines.push_str(&serde_json::to_string(&record).unwrap());
+            lines.push('\n');
+        }
+        let file = dir.path().join("theirs.jsonl");
+        std::fs::write(&file, lines).unwrap();
+        let b = tempfile::tempdir().unwrap();
+        assert_eq!(tcc_in(b.path(), &["cache", "import", file.to_str().unwrap()]).status.code(), Some(0));
+        let ls = text(&tcc_in(b.path(), &["cache", "ls"]).stdout);
+        assert_eq!(ls.matches("[borrowed ").count(), 2, "{what}: {ls}");
+
+        // Runs use them (checked once), and they stay borrowed.
+        for _ in 0..2 {
+            let run = run_mlp(b.path());
+            assert_eq!(run.status.code(), Some(0), "{what}: {}", text(&run.stderr));
+            assert_eq!(text(&run.stdout).matches("(borrowed)").count(), 2, "{what}: {}", text(&run.stdout));
+        }
+        let ls = text(&tcc_in(b.path(), &["cache", "ls"]).stdout);
+        assert_eq!(ls.matches("[borrowed ").count(), 2, "{what}: a run made them fresh: {ls}");
+        let json = text(&tcc_in(b.path(), &["cache", "ls", "--json"]).stdout);
+        for line in json.lines() {
+            let r: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(r["state"], "borrowed", "{what}: {line}");
+        }
+
+        // Tuning re-measures them: a real search, not `cached, 0 trials`.
+        let tuned = tune_mlp(b.path(), &[]);
+        assert!(tuned.contains("74 trials run; 2 tuned, 0 cached, 0 borrowed"), "{what}: {tuned}");
+        assert!(!tuned.contains("cached, 0 trials"), "{what}: {tuned}");
+        let ls = text(&tcc_in(b.path(), &["cache", "ls"]).stdout);
+        assert_eq!(ls.matches("[fresh ").count(), 2, "{what}: {ls}");
+        let warm = tune_mlp(b.path(), &[]);
+        assert!(warm.contains("0 trials run; 0 tuned, 2 cached"), "{what}: {warm}");
+    }
+}
+
+/// Issue 21, defects 3 and 8: a tune cut short by its budget records how far it got; the next tune
+/// goes on from there (says so, and its counts agree) instead of `winner (cached, 0 trials)`, and
+/// a complete search is then cached.
+#[test]
+fn a_tune_cut_short_goes_on_from_where_it_stopped() {
+    let cache = tempfile::tempdir().unwrap();
+    let budget = |b: &'static str| {
+        let mut args = MLP.to_vec();
+        args[5] = b;
+        let out = tcc_in(cache.path(), &args);
+        assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
+        text(&out.stdout)
+    };
+    let first = budget("2trials");
+    assert!(first.contains("2 trials run; 2 tuned"), "{first}");
+    assert!(first.contains("1 trials of 25 candidates (exhaustive; trial budget reached)"), "{first}");
+    let json = text(&tcc_in(cache.path(), &["cache", "ls", "--json"]).stdout);
+    for line in json.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(r["searched"]["complete"], false, "{line}");
+        assert_eq!(r["searched"]["trials"], 1, "{line}");
+    }
+
+    let second = budget("60s");
+    assert!(!second.contains("cached, 0 trials"), "{second}");
+    assert!(
+        second.contains("25 trials of 25 candidates (exhaustive; search space exhausted; resumed: 1 measured by an earlier run, 24 now)"),
+        "{second}"
+    );
+    assert!(second.contains("winner (tuned, 24 trials)"), "{second}");
+    assert!(second.contains("winner (tuned, 48 trials)"), "{second}");
+    assert!(second.contains("72 trials run; 2 tuned"), "{second}");
+    let json = text(&tcc_in(cache.path(), &["cache", "ls", "--json"]).stdout);
+    let searched: Vec<(u64, bool)> = json
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|r| (r["searched"]["trials"].as_u64().unwrap(), r["searched"]["complete"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(searched.iter().filter(|(_, complete)| *complete).count(), 2, "{json}");
+    assert_eq!(searched.iter().map(|(t, _)| t).sum::<u64>(), 74, "{json}");
+    let stats = text(&tcc_in(cache.path(), &["cache", "stats"]).stdout);
+    assert!(stats.contains("journal: 0 trials"), "a finished search clears its journal: {stats}");
+
+    let third = budget("60s");
+    assert!(third.contains("0 trials run; 0 tuned, 2 cached"), "{third}");
 }
 
 #[test]

@@ -168,23 +168,31 @@ fn with_a_warm_cache_compiling_runs_no_trials_and_writes_the_same_bytes() {
 }
 
 #[test]
-fn the_cache_commands_refuse_tls_urls_and_survive_a_server_that_is_down() {
+fn the_cache_commands_survive_a_server_that_is_down_and_refuse_a_bad_ca_file() {
     let cache = tempfile::tempdir().unwrap();
-    let out = tcc(cache.path(), &["cache", "ls"], &[("TCC_CACHE_URL", "rediss://:s3cret-pw@cache.example:6380")]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
-    assert!(err.contains("rediss://") && err.contains("TLS"), "{err}");
-    assert!(!err.contains("s3cret-pw"), "{err}");
+    // A CA file that is not there, or one given for a URL in clear: a configuration error of its
+    // own (exit 2), naming TCC_CACHE_CA and never the password.
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing-ca.pem");
+    for url in ["rediss://:s3cret-pw@127.0.0.1:6380", "redis://:s3cret-pw@127.0.0.1:6380"] {
+        let env = [("TCC_CACHE_URL", url), ("TCC_CACHE_CA", missing.to_str().unwrap())];
+        let out = tcc(cache.path(), &["cache", "ls"], &env);
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains("TCC_CACHE_CA") && !err.contains("s3cret-pw"), "{err}");
+    }
 
-    // A port nobody listens on: the local cache is used alone, with a warning.
+    // A port nobody listens on, in clear or over TLS: the local cache is used alone, with a warning.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let url = format!("redis://:s3cret-pw@127.0.0.1:{port}");
-    for args in [&["cache", "ls"][..], &["cache", "stats"], &["cache", "export", "-"]] {
-        let out = tcc(cache.path(), args, &[("TCC_CACHE_URL", &url)]);
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
-        let all = text(&out.stdout) + &text(&out.stderr);
-        assert!(all.contains("unavailable"), "{args:?}: {all}");
-        assert!(!all.contains("s3cret-pw"), "{all}");
+    for scheme in ["redis", "rediss"] {
+        let url = format!("{scheme}://:s3cret-pw@127.0.0.1:{port}");
+        for args in [&["cache", "ls"][..], &["cache", "stats"], &["cache", "export", "-"]] {
+            let out = tcc(cache.path(), args, &[("TCC_CACHE_URL", &url)]);
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+            let all = text(&out.stdout) + &text(&out.stderr);
+            assert!(all.contains("unavailable"), "{args:?}: {all}");
+            assert!(!all.contains("s3cret-pw"), "{all}");
+        }
     }
 }
 
@@ -211,8 +219,10 @@ mod redis {
         let url = url();
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
         let prefix = format!("tcc-cli-test:{}-{nanos}:", std::process::id());
-        let shared = [("TCC_CACHE_URL", url.as_str()), ("TCC_CACHE_PREFIX", prefix.as_str())];
-        let read_only = [shared[0], shared[1], ("TCC_CACHE_READONLY", "1")];
+        // Over TLS, the CA that signed the server's certificate (CI's throwaway one).
+        let ca = std::env::var("TCC_CACHE_CA").unwrap_or_default();
+        let shared = [("TCC_CACHE_URL", url.as_str()), ("TCC_CACHE_PREFIX", prefix.as_str()), ("TCC_CACHE_CA", &ca)];
+        let read_only = [shared[0], shared[1], shared[2], ("TCC_CACHE_READONLY", "1")];
         let secret = password(&url);
         let clean = |o: &Output| {
             let all = text(&o.stdout) + &text(&o.stderr);
@@ -236,7 +246,7 @@ mod redis {
         let show = tcc(b.path(), &["cache", "show", &hash[..12]], &shared);
         assert!(clean(&show).contains("(shared)"), "{}", text(&show.stdout));
         let stats = tcc(b.path(), &["cache", "stats"], &shared);
-        assert!(clean(&stats).contains("shared: redis://"), "{}", text(&stats.stdout));
+        assert!(clean(&stats).contains("shared: redis"), "{}", text(&stats.stdout));
         let export = tcc(b.path(), &["cache", "export", "-"], &shared);
         clean(&export);
         assert_eq!(text(&export.stdout).lines().count(), 2);
@@ -262,11 +272,46 @@ mod redis {
         let ls = tcc(dir.path(), &["cache", "ls"], &shared);
         assert_eq!(clean(&ls).lines().filter(|l| l.contains("[shared]")).count(), 3);
 
-        // Clean up this test's keys.
-        let mut c = ::redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
-        let keys: Vec<String> = ::redis::cmd("KEYS").arg(format!("{prefix}*")).query(&mut c).unwrap();
-        for k in keys {
-            let _: i64 = ::redis::cmd("DEL").arg(k).query(&mut c).unwrap();
+        // Clean up this test's records.
+        let options = tcc_autotune::cache::RedisOptions {
+            prefix: prefix.clone(),
+            ca_file: std::env::var_os("TCC_CACHE_CA").map(std::path::PathBuf::from),
+            ..Default::default()
+        };
+        let store = tcc_autotune::cache::RedisStore::open(&url, options).unwrap();
+        for r in tcc_autotune::CacheStore::list(&store).unwrap().records {
+            tcc_autotune::CacheStore::remove(&store, &r.key.hash()).unwrap();
+        }
+    }
+
+    /// Issue 21, defect 9: over TLS, `tcc` trusts the server when TCC_CACHE_CA names the CA that
+    /// signed its certificate; without it the server is refused with one clear warning and the
+    /// run goes on with the local cache.
+    #[test]
+    fn an_untrusted_tls_server_is_one_warning() {
+        let url = url();
+        let ca = std::env::var("TCC_CACHE_CA").unwrap_or_default();
+        assert!(
+            url.starts_with("rediss://") && !ca.is_empty(),
+            "this test needs a TLS server: TCC_TEST_REDIS=rediss://... and TCC_CACHE_CA naming its CA file"
+        );
+        let cache = tempfile::tempdir().unwrap();
+        let run = ["run", "examples/mlp.tc", "--dim", "M=4", "--target", "cpu:cranelift"];
+        let trusted = tcc(cache.path(), &run, &[("TCC_CACHE_URL", url.as_str()), ("TCC_CACHE_CA", ca.as_str())]);
+        assert_eq!(trusted.status.code(), Some(0), "{}", text(&trusted.stderr));
+        assert!(!text(&trusted.stderr).contains("warning"), "{}", text(&trusted.stderr));
+
+        let untrusted = tcc(cache.path(), &run, &[("TCC_CACHE_URL", url.as_str())]);
+        assert_eq!(untrusted.status.code(), Some(0), "{}", text(&untrusted.stderr));
+        let stderr = text(&untrusted.stderr);
+        let warnings: Vec<&str> = stderr.lines().filter(|l| l.starts_with("warning:")).collect();
+        assert_eq!(warnings.len(), 1, "{stderr}");
+        assert!(
+            warnings[0].contains("TLS certificate is not trusted") && warnings[0].contains("TCC_CACHE_CA"),
+            "{stderr}"
+        );
+        if let Some(p) = password(&url) {
+            assert!(!stderr.contains(p.as_str()), "{stderr}");
         }
     }
 }

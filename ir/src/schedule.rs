@@ -19,6 +19,14 @@ use crate::target::{Feature, Target};
 /// format is not decoded (it is re-tuned); records without one are format 1.
 pub const SCHEDULE_FORMAT: u32 = 1;
 
+/// The version of the code generators' output: raise it with any change to `tcc-codegen` (or the
+/// runtime's launch code) that changes the code generated for a kernel and schedule, since a
+/// measured time only holds for the code that was measured. A tuning record is *fresh* only when
+/// measured on this device by this version and [`SCHEDULE_FORMAT`]; others are *borrowed* and
+/// re-measured by the next `tcc tune`. It is not the crate version: a release that changes no
+/// generated code re-tunes nothing.
+pub const CODEGEN_VERSION: u32 = 1;
+
 /// A warpgroup (wgmma) GEMM schedule: the knobs of the sm_90a warpgroup lowering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WgmmaSchedule {

@@ -38,6 +38,9 @@ pub struct Device {
     compiled: Mutex<HashMap<(String, Bindings), CompiledCell>>,
     compilations: AtomicU64,
     id: u64,
+    /// Most bytes one run may hold (parameters, intermediates and outputs); `None`: no limit
+    /// but the element count of contract §6.
+    max_memory: Option<u64>,
 }
 
 /// Identities of devices (so a tensor is never used on a device other than its own).
@@ -116,7 +119,22 @@ impl Device {
             compiled: Mutex::new(HashMap::new()),
             compilations: AtomicU64::new(0),
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+            max_memory: None,
         }
+    }
+
+    /// This device refusing any run whose parameters, intermediates and outputs together need
+    /// more than `bytes` (the library's `tcc run --max-memory`): the call returns
+    /// [`Error::MemoryLimit`], naming the largest tensor and its size, before anything is
+    /// compiled or allocated. On the interpreter every value of the graph counts.
+    pub fn with_max_memory(mut self, bytes: u64) -> Device {
+        self.max_memory = Some(bytes);
+        self
+    }
+
+    /// The limit of [`Device::with_max_memory`], if any.
+    pub fn max_memory(&self) -> Option<u64> {
+        self.max_memory
     }
 
     /// The device of a target (`"cpu".parse()?`, `"cuda"`, `"sm_90a"`, `"interp"`, ...), resolved as

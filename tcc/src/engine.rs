@@ -198,37 +198,7 @@ impl Engine {
 /// more, or parameters, intermediates and outputs that together need more than `max_bytes` (the
 /// message names the largest and its size).
 fn check_buffers(program: &Program, bindings: &Bindings, max_bytes: u64) -> Result<(), EngineError> {
-    let params = program.params.iter().map(|p| (format!("parameter `{}`", p.name), &p.ty));
-    let buffers = program.buffers.iter().enumerate().map(|(i, ty)| {
-        let writer = program
-            .launches
-            .iter()
-            .find(|l| l.outputs.contains(&tcc_ir::ValueRef::Buffer(i)))
-            .map_or_else(|| format!("buffer {i}"), |l| format!("the output of kernel `{}`", l.kernel.name));
-        (writer, ty)
-    });
-    let mut total: u64 = 0;
-    let mut largest: Option<(String, String, u64)> = None;
-    for (what, ty) in params.chain(buffers) {
-        let dims = ty.shape.resolve(bindings);
-        let numel = dims.as_ref().and_then(|d| d.iter().try_fold(1u64, |acc, &x| acc.checked_mul(x as u64)));
-        let bytes = numel.and_then(|n| n.checked_mul(ty.dtype.size_bytes() as u64));
-        let Some(bytes) = bytes.filter(|_| numel.is_some_and(|n| n < tcc_ir::limits::MAX_ELEMENTS)) else {
-            return Err(EngineError::MemoryLimit(format!("{what} of type {ty} is too large")));
-        };
-        total = total.saturating_add(bytes);
-        if largest.as_ref().is_none_or(|(_, _, b)| bytes > *b) {
-            largest = Some((what, format!("{}{:?}", ty.dtype, dims.unwrap_or_default()), bytes));
-        }
-    }
-    if total > max_bytes {
-        let (what, ty, bytes) = largest.unwrap_or_default();
-        return Err(EngineError::MemoryLimit(format!(
-            "the run needs {total} bytes, more than the limit of {max_bytes}; the largest tensor is {what}, {ty}, \
-             {bytes} bytes"
-        )));
-    }
-    Ok(())
+    crate::memory::check_program(program, bindings, max_bytes).map_err(|e| EngineError::MemoryLimit(e.to_string()))
 }
 
 /// What [`Prepared::time`] measured.

@@ -9,7 +9,8 @@ use tcc_runtime::cuda::CudaError;
 
 /// Why a kernel could not run.
 ///
-/// `InputCount`, `DType`, `Shape` and `Tensor` are mistakes in the caller's arguments;
+/// `InputCount`, `DType`, `Shape`, `Tensor` and `MemoryLimit` are mistakes in the caller's
+/// arguments (or its limit);
 /// `DeviceUnavailable` and `Cuda` describe the environment; `Ir`, `Optimize` and `Internal`
 /// are bugs in tcc (the macro checked the program at compile time).
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +98,16 @@ pub enum Error {
         #[source]
         source: Box<InterpError>,
     },
+    /// The run would need more memory than the device's limit ([`crate::Device::with_max_memory`]),
+    /// or a tensor is too large: refused before anything is compiled or allocated.
+    #[error("kernel `{kernel}`: {source}")]
+    MemoryLimit {
+        /// The kernel.
+        kernel: String,
+        /// How much, and the largest tensor.
+        #[source]
+        source: crate::memory::MemoryError,
+    },
     /// Bug: the IR text the macro embedded does not parse or verify.
     #[error("kernel `{kernel}`: the embedded IR is invalid (a bug in tcc): {message}")]
     Ir {
@@ -127,9 +138,17 @@ pub enum Error {
 }
 
 impl Error {
-    /// True when the caller's arguments are to blame (count, dtype, shape or tensor data).
+    /// True when the caller's arguments are to blame (count, dtype, shape, tensor data, or sizes
+    /// over the device's memory limit).
     pub fn is_argument_error(&self) -> bool {
-        matches!(self, Error::InputCount { .. } | Error::DType { .. } | Error::Shape { .. } | Error::Tensor { .. })
+        matches!(
+            self,
+            Error::InputCount { .. }
+                | Error::DType { .. }
+                | Error::Shape { .. }
+                | Error::Tensor { .. }
+                | Error::MemoryLimit { .. }
+        )
     }
 
     /// Maps an error of binding inputs (count, dtype, shape) to the caller-facing variants.

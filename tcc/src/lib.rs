@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod inputs;
 pub mod kernel;
+pub mod memory;
 pub mod pipeline;
 pub mod target;
 pub mod tuning;

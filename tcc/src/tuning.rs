@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use tcc_autotune::cache::LockChoice;
 use tcc_autotune::{
-    Benchmarker, Candidate, Plan, Provenance, SearchSpace, Strategy, TunerOptions, plan, revalidate, tune_and_record,
+    Benchmarker, Candidate, Plan, SearchSpace, Strategy, TunerOptions, plan, revalidate, tune_and_record,
 };
 use tcc_ir::target::{Target, TargetSpec};
 use tcc_ir::{Bindings, Kernel, Program, Schedule, ScheduleSource};
@@ -76,6 +76,9 @@ pub enum TuningError {
     /// The environment failed (a temporary directory, the worker executable).
     #[error("{0}")]
     Environment(String),
+    /// The tuning cache is damaged: results could not be recorded (`tcc cache repair`).
+    #[error("cannot tune: {0}")]
+    CacheDamaged(String),
     /// A bug in tcc.
     #[error("internal error: {0}")]
     Internal(String),
@@ -412,8 +415,11 @@ impl Tuning {
                     if let Some(choice) = &lock_choice {
                         decision.source = ScheduleSource::Locked;
                         decision.time_ns = Some(choice.entry.time_ns);
-                    } else if let Lookup::Hit { record, .. } = &lookup {
-                        decision.source = ScheduleSource::Cached;
+                    } else if let Lookup::Hit { record, kind } = &lookup {
+                        decision.source = match kind {
+                            HitKind::Borrowed { .. } => ScheduleSource::Borrowed,
+                            HitKind::Fresh | HitKind::Unverified => ScheduleSource::Cached,
+                        };
                         decision.time_ns = Some(record.time_ns);
                         decision.record = Some(record.clone());
                     }
@@ -424,8 +430,8 @@ impl Tuning {
                     kernel.name
                 ),
                 Plan::Validate { .. } => {
-                    if let Lookup::Hit { record, kind } = &lookup {
-                        match self.check_record(kernel, bindings, &key, record, kind) {
+                    if let Lookup::Hit { record, .. } = &lookup {
+                        match self.check_record(kernel, bindings, &key, record) {
                             Ok((checked, _)) => {
                                 decision.trials = 1;
                                 decision.source = ScheduleSource::Borrowed;
@@ -471,39 +477,22 @@ impl Tuning {
         Some(choice)
     }
 
-    /// Re-validates `record` (a hit of `kind` for `key`) on this machine. On success returns the
-    /// record now standing for `key` and the time just measured; on failure the record is
-    /// quarantined. The error says why, and whether a candidate was measured (`false` when the
-    /// check could not even start: the record is then left as it is).
+    /// Re-validates `record` (a hit for `key`) on this machine: a record measured here becomes
+    /// fresh; one measured elsewhere is noted as checked here and stays borrowed (a check is not a
+    /// measurement: the next `tcc tune` re-measures it). On success returns the record now
+    /// standing for `key`; on failure the record is quarantined. The error says why, and whether a
+    /// candidate was measured (`false` when the check could not even start: the record is then left
+    /// as it is).
     fn check_record(
         &self,
         kernel: &Kernel,
         bindings: &Bindings,
         key: &CacheKey,
         record: &CacheRecord,
-        kind: &HitKind,
     ) -> Result<(CacheRecord, u64), (String, bool)> {
         let bench = self.benchmarker(kernel, bindings).map_err(|e| (e.to_string(), false))?;
-        match revalidate(&self.cache, key, record, &bench) {
-            Outcome::Ok { time_ns } => {
-                let mut here = record.clone();
-                if !matches!(kind, HitKind::Unverified) || record.key != *key {
-                    // Another version's or another CPU's record: this check is a measurement by
-                    // this version on this CPU, so store it as one.
-                    here = CacheRecord {
-                        key: key.clone(),
-                        time_ns,
-                        runners_up: Vec::new(),
-                        provenance: Provenance::here(driver(self.target)),
-                        state: tcc_autotune::cache::RecordState::Fresh,
-                        ..record.clone()
-                    };
-                    if let Err(e) = self.cache.record(&here) {
-                        tracing::warn!("cannot record a re-validated schedule: {e}");
-                    }
-                }
-                Ok((here, time_ns))
-            }
+        match revalidate(&self.cache, key, record, &bench, driver(self.target)) {
+            Outcome::Ok { time_ns } => Ok((CacheRecord { key: key.clone(), ..record.clone() }, time_ns)),
             other => Err((format!("it failed on this machine ({other}) and is quarantined"), true)),
         }
     }
@@ -544,8 +533,8 @@ impl Tuning {
                 result.decision.record = Some(record.clone());
                 return Ok(result);
             }
-            (Plan::Validate { .. }, Lookup::Hit { record, kind }) if !options.retune => {
-                match self.check_record(kernel, bindings, &key, record, kind) {
+            (Plan::Validate { .. }, Lookup::Hit { record, .. }) if !options.retune => {
+                match self.check_record(kernel, bindings, &key, record) {
                     Ok((here, measured)) => {
                         result.decision.trials = 1;
                         result.validation = Some(Outcome::Ok { time_ns: measured });
@@ -566,8 +555,22 @@ impl Tuning {
                     }
                 }
             }
-            (_, Lookup::Hit { record, .. }) => seed = Some((record.variant, record.schedule)),
+            (_, Lookup::Hit { record, kind }) => {
+                if let HitKind::Borrowed { from, .. } = kind {
+                    tracing::info!(
+                        "kernel `{}`: re-measuring a borrowed record (measured on {from}), starting from its schedule",
+                        kernel.name
+                    );
+                }
+                seed = Some((record.variant, record.schedule));
+            }
             (_, Lookup::Miss) => {}
+        }
+        if options.retune
+            && let Err(e) =
+                tcc_autotune::search::Journal::clear(self.cache.local(), &tcc_autotune::journal_session(&key))
+        {
+            tracing::warn!("cannot clear the tuning journal before re-tuning: {e}");
         }
         let mut space = self.space(kernel, proposals, bindings);
         let seeds: Vec<usize> = seed.and_then(|(v, s)| space.seed(v, s)).into_iter().collect();
@@ -586,7 +589,7 @@ impl Tuning {
                 kernel.name
             )));
         }
-        result.decision.trials += report.trials.iter().filter(|t| !t.resumed).count();
+        result.decision.trials += report.measured();
         if let Some(record) = record {
             result.decision.source = ScheduleSource::Tuned;
             result.decision.schedule = record.schedule;
@@ -603,18 +606,34 @@ fn write_error(path: &Path, e: std::io::Error) -> TuningError {
 }
 
 /// The default tuning cache ([`Layered::open_default`]: `TCC_CACHE_DIR`, `TCC_CACHE_URL`,
-/// `TCC_CACHE_READONLY`). A cache that cannot be opened (a corrupt database file, an unwritable
-/// directory, a bad URL) is reported as a warning and replaced by an empty in-memory cache, so
-/// tuning and running go on without it.
+/// `TCC_CACHE_READONLY`). A cache that cannot be opened (a damaged database file, an unwritable
+/// directory, a bad URL) is reported as one warning per process and replaced by an empty in-memory
+/// cache, so running goes on without it.
 pub fn open_cache() -> Result<Layered, TuningError> {
     match Layered::open_default() {
         Ok(cache) => Ok(cache),
         Err(e) => {
-            tracing::warn!("cannot open the tuning cache, going on without it: {e}");
+            tcc_autotune::cache::warn_once(&format!("cannot open the tuning cache, going on without it: {e}"));
             let store = SqliteStore::in_memory()
                 .map_err(|e| TuningError::Environment(format!("cannot open an in-memory tuning cache: {e}")))?;
             Ok(Layered::new(store))
         }
+    }
+}
+
+/// The default tuning cache for a command that records results (`tcc tune`): as [`open_cache`],
+/// except that a damaged database is an error ([`TuningError::CacheDamaged`], naming `tcc cache
+/// repair`) before anything is measured, since its results could not be recorded. The whole file
+/// is checked ([`SqliteStore::check`]).
+pub fn open_cache_for_recording() -> Result<Layered, TuningError> {
+    use tcc_autotune::cache::StoreError;
+    match Layered::open_default() {
+        Err(e @ StoreError::Damaged { .. }) => Err(TuningError::CacheDamaged(e.to_string())),
+        Ok(cache) => match cache.local().check() {
+            Err(e @ StoreError::Damaged { .. }) => Err(TuningError::CacheDamaged(e.to_string())),
+            _ => Ok(cache),
+        },
+        Err(_) => open_cache(),
     }
 }
 

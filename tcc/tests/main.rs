@@ -6,3 +6,4 @@ mod device_args;
 mod examples;
 mod macro_kernel;
 mod macro_ui;
+mod memory;

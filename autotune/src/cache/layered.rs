@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cache::key::{CacheKey, DeviceKey};
+use crate::cache::key::CacheKey;
 use crate::cache::record::{CacheRecord, RecordState};
 #[cfg(feature = "shared-cache")]
 use crate::cache::redis_store::RedisStore;
@@ -12,7 +12,7 @@ use crate::cache::redis_store::RedisStore;
 use crate::cache::remote::RedisOptions;
 use crate::cache::sqlite::SqliteStore;
 use crate::cache::store::{CacheStore, StoreError};
-use crate::provenance::TCC_VERSION;
+use crate::provenance::{Here, Provenance};
 
 /// Environment variable naming the shared cache (`redis://:password@host:6379`).
 pub const CACHE_URL_ENV: &str = "TCC_CACHE_URL";
@@ -24,6 +24,29 @@ pub const CACHE_PREFIX_ENV: &str = "TCC_CACHE_PREFIX";
 
 /// Most warnings a [`Layered`] keeps for [`Layered::warnings`].
 const MAX_WARNINGS: usize = 32;
+
+/// Sends `message` to `tracing` as a warning the first time this process gives it, and returns
+/// whether it did: a damaged or unopenable cache is one warning per process, however many caches a
+/// command opens and however many lookups fail.
+pub fn warn_once(message: &str) -> bool {
+    let first = first_in_process(message);
+    if first {
+        tracing::warn!("{message}");
+    }
+    first
+}
+
+fn first_in_process(message: &str) -> bool {
+    static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if seen.iter().any(|m| m == message) {
+        return false;
+    }
+    if seen.len() < MAX_WARNINGS {
+        seen.push(message.to_string());
+    }
+    true
+}
 
 /// What a lookup found.
 // A lookup result is a short-lived value returned once per kernel; boxing the record would only
@@ -45,22 +68,21 @@ pub enum Lookup {
 /// How a hit may be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HitKind {
-    /// This version, this device, measured or re-validated on this machine: use directly.
+    /// Measured on this device by this code generator and checked here: use directly.
     Fresh,
-    /// This version and device, but measured elsewhere (shared cache, import): validate once on
-    /// this device, then [`Layered::mark_validated`] or [`Layered::quarantine`].
+    /// Measured on this device by this code generator, but known from elsewhere (a shared cache,
+    /// an import): validate once on this device, then [`Layered::mark_validated`] or
+    /// [`Layered::quarantine`].
     Unverified,
-    /// Measured by another tcc version: a starting point, re-validated before use and re-tuned
-    /// when tuning is allowed.
-    Stale {
-        /// The version that measured it.
-        measured_by: String,
-    },
-    /// No record for this device, but one for another device of the same architecture: a
-    /// starting point.
+    /// Measured on another device or host, or by another code-generator or schedule-format
+    /// version (see [`crate::provenance::Here`]): a starting point, re-measured whenever tuning
+    /// is allowed and never made fresh by a run. Without tuning it is used once checked here.
     Borrowed {
-        /// The device it was measured on.
-        from: DeviceKey,
+        /// Where and by what it was measured ([`crate::Provenance::describe`]).
+        from: String,
+        /// True when its choice was already checked to run correctly here (so a run uses it
+        /// without checking again).
+        checked: bool,
     },
 }
 
@@ -79,7 +101,8 @@ pub enum RemoteHealth {
 pub struct Layered {
     local: SqliteStore,
     remote: Option<Box<dyn CacheStore>>,
-    version: String,
+    here: Here,
+    local_damaged: AtomicBool,
     remote_down: AtomicBool,
     last_remote_error: Mutex<Option<String>>,
     warnings: Mutex<Vec<String>>,
@@ -90,7 +113,7 @@ impl std::fmt::Debug for Layered {
         f.debug_struct("Layered")
             .field("local", &self.local.describe())
             .field("remote", &self.remote.as_ref().map(|r| r.describe()))
-            .field("version", &self.version)
+            .field("here", &self.here)
             .finish_non_exhaustive()
     }
 }
@@ -101,7 +124,8 @@ impl Layered {
         Layered {
             local,
             remote: None,
-            version: TCC_VERSION.to_string(),
+            here: Here::this_machine(),
+            local_damaged: AtomicBool::new(false),
             remote_down: AtomicBool::new(false),
             last_remote_error: Mutex::new(None),
             warnings: Mutex::new(Vec::new()),
@@ -114,18 +138,18 @@ impl Layered {
         self
     }
 
-    /// Judges staleness against `version` instead of this build's (for tests and tools).
-    pub fn with_version(mut self, version: &str) -> Layered {
-        self.version = version.to_string();
+    /// Judges freshness as the machine `here` would instead of this one (for tests and tools).
+    pub fn with_here(mut self, here: Here) -> Layered {
+        self.here = here;
         self
     }
 
     /// The default cache: the local database in [`crate::cache::default_cache_dir`], plus Redis
     /// when `TCC_CACHE_URL` is set (read-only when `TCC_CACHE_READONLY` is `1`, `true` or `yes`;
-    /// keys under `TCC_CACHE_PREFIX` when set). A `rediss://` URL is refused (see `RedisStore::open`);
-    /// in a build without feature `shared-cache` the URL is reported and only the local cache is
-    /// used. A shared cache that is misconfigured (a bad URL, prefix or scheme) is one warning:
-    /// the local cache keeps working.
+    /// keys under `TCC_CACHE_PREFIX` when set; for `rediss://`, the CA file `TCC_CACHE_CA` when
+    /// set, else the system's roots); in a build without feature `shared-cache` the URL is reported
+    /// and only the local cache is used. A shared cache that is misconfigured (a bad URL, prefix,
+    /// scheme or CA file) is one warning: the local cache keeps working.
     pub fn open_default() -> Result<Layered, StoreError> {
         let remote = Layered::remote_from_env().unwrap_or_else(|e| {
             tracing::warn!("the shared tuning cache is not used: {e}; going on with the local cache");
@@ -143,8 +167,8 @@ impl Layered {
     }
 
     /// The shared store the environment configures (`TCC_CACHE_URL`, `TCC_CACHE_READONLY`,
-    /// `TCC_CACHE_PREFIX`), or `None` when `TCC_CACHE_URL` is unset or empty. Nothing is sent to
-    /// the server yet.
+    /// `TCC_CACHE_PREFIX`, `TCC_CACHE_CA`), or `None` when `TCC_CACHE_URL` is unset or empty.
+    /// Nothing is sent to the server yet.
     #[cfg(feature = "shared-cache")]
     pub fn remote_from_env() -> Result<Option<RedisStore>, StoreError> {
         match std::env::var(CACHE_URL_ENV) {
@@ -156,6 +180,9 @@ impl Layered {
                     && !prefix.trim().is_empty()
                 {
                     options.prefix = prefix.trim().to_string();
+                }
+                if let Some(ca) = std::env::var_os(crate::cache::CACHE_CA_ENV).filter(|v| !v.is_empty()) {
+                    options.ca_file = Some(std::path::PathBuf::from(ca));
                 }
                 RedisStore::open(url.trim(), options).map(Some)
             }
@@ -189,9 +216,9 @@ impl Layered {
         self.remote.as_deref()
     }
 
-    /// The version records are judged against.
-    pub fn version(&self) -> &str {
-        &self.version
+    /// The machine and build records are judged for.
+    pub fn here(&self) -> &Here {
+        &self.here
     }
 
     /// How the shared cache is doing.
@@ -242,9 +269,22 @@ impl Layered {
         }
     }
 
+    /// Runs a local call, turning failure into `None` with a warning. A damaged database is
+    /// warned about once per process and not asked again: the run goes on without it.
     fn local_call<T>(&self, what: &str, f: impl FnOnce(&SqliteStore) -> Result<T, StoreError>) -> Option<T> {
+        if self.local_damaged.load(Ordering::Relaxed) {
+            return None;
+        }
         match f(&self.local) {
             Ok(v) => Some(v),
+            Err(e @ StoreError::Damaged { .. }) => {
+                self.local_damaged.store(true, Ordering::Relaxed);
+                let message = format!("going on without the tuning cache: {e}");
+                if first_in_process(&message) {
+                    self.warn(message);
+                }
+                None
+            }
             Err(e) => {
                 self.warn(format!("{what} the local tuning cache failed: {e}"));
                 None
@@ -252,9 +292,18 @@ impl Layered {
         }
     }
 
-    fn classify(&self, record: &CacheRecord) -> HitKind {
-        if record.provenance.tcc_version != self.version {
-            HitKind::Stale { measured_by: record.provenance.tcc_version.clone() }
+    /// True once a lookup found the local database damaged: it is not used for the rest of
+    /// this process (`tcc cache repair` salvages it).
+    pub fn local_is_damaged(&self) -> bool {
+        self.local_damaged.load(Ordering::Relaxed)
+    }
+
+    fn classify(&self, record: &CacheRecord, key: &CacheKey) -> HitKind {
+        if !record.measured_here(key, &self.here) {
+            HitKind::Borrowed {
+                from: record.provenance.describe(),
+                checked: record.checked_here(key, &self.here) && record.state != RecordState::Quarantined,
+            }
         } else if record.state == RecordState::Fresh {
             HitKind::Fresh
         } else {
@@ -262,34 +311,33 @@ impl Layered {
         }
     }
 
-    /// Finds the best usable record for `key`: this version's exact record (local, then shared;
-    /// a shared one is copied into the local cache as unverified), else a stale exact record,
-    /// else one of the same architecture (borrowed), else a miss. Quarantined records are never
-    /// returned, nor a shared record naming the same choice as a quarantined one. Never fails:
-    /// store errors become warnings.
+    /// Finds the best usable record for `key`: a record measured here (local, then shared; a
+    /// shared one is copied into the local cache as unverified), else a borrowed exact record
+    /// (local first), else one of another device of the same architecture (borrowed), else a
+    /// miss. Quarantined records are never returned, nor a shared record naming the same choice
+    /// as a quarantined one. Never fails: store errors become warnings.
     pub fn lookup(&self, key: &CacheKey) -> Lookup {
         let exact = self.local_call("reading", |s| s.get(key)).flatten();
         let quarantined = exact.as_ref().filter(|r| r.state == RecordState::Quarantined);
         let usable = exact.as_ref().filter(|r| r.state != RecordState::Quarantined);
         if let Some(r) = usable
-            && r.provenance.tcc_version == self.version
+            && r.measured_here(key, &self.here)
         {
-            return Lookup::Hit { record: r.clone(), kind: self.classify(r) };
+            return Lookup::Hit { record: r.clone(), kind: self.classify(r, key) };
         }
         if let Some(mut shared) = self.remote_call("reading", |s| s.get(key)).flatten() {
             let same_as_bad = quarantined.is_some_and(|q| q.schedule == shared.schedule && q.variant == shared.variant);
-            let better_than_local = usable.is_none() || shared.provenance.tcc_version == self.version;
-            if !same_as_bad && better_than_local {
+            let measured_here = shared.measured_here(key, &self.here);
+            if !same_as_bad && (usable.is_none() || measured_here) {
                 shared.state = RecordState::Unverified;
-                if shared.provenance.tcc_version == self.version {
-                    self.local_call("caching a shared record in", |s| s.put(&shared));
-                }
-                let kind = self.classify(&shared);
+                shared.checked = None;
+                self.local_call("caching a shared record in", |s| s.put(&shared));
+                let kind = self.classify(&shared, key);
                 return Lookup::Hit { record: shared, kind };
             }
         }
         if let Some(r) = usable {
-            return Lookup::Hit { record: r.clone(), kind: self.classify(r) };
+            return Lookup::Hit { record: r.clone(), kind: self.classify(r, key) };
         }
         self.borrow(key)
     }
@@ -300,11 +348,14 @@ impl Layered {
         let best = all
             .into_iter()
             .filter(|r| r.state != RecordState::Quarantined && r.key.arch_hash() == key.arch_hash())
-            .min_by_key(|r| (r.provenance.tcc_version != self.version, r.time_ns, r.key.hash()));
+            .min_by_key(|r| {
+                let this_codegen = r.provenance.codegen_version == self.here.codegen_version;
+                (!this_codegen, r.time_ns, r.key.hash())
+            });
         match best {
             Some(record) => {
-                let from = record.key.device.clone();
-                Lookup::Hit { record, kind: HitKind::Borrowed { from } }
+                let kind = self.classify(&record, key);
+                Lookup::Hit { record, kind }
             }
             None => Lookup::Miss,
         }
@@ -313,16 +364,43 @@ impl Layered {
     /// Stores a new measurement locally and writes it back to the shared cache unless that is
     /// read-only. Only a local failure is an error; a shared one is a warning.
     pub fn record(&self, record: &CacheRecord) -> Result<(), StoreError> {
-        self.local.put(record)?;
+        self.local.put(record).inspect_err(|e| {
+            if matches!(e, StoreError::Damaged { .. }) {
+                self.local_damaged.store(true, Ordering::Relaxed);
+            }
+        })?;
         if self.remote.as_ref().is_some_and(|r| !r.is_read_only()) {
             self.remote_call("writing to", |s| s.put(record));
         }
         Ok(())
     }
 
-    /// Marks this machine's copy of `key`'s record as validated here. False if there is none.
+    /// Marks this machine's copy of `key`'s record (measured here, known from elsewhere) as
+    /// validated here. False if there is none.
     pub fn mark_validated(&self, key: &CacheKey) -> Result<bool, StoreError> {
         self.local.set_state(key, RecordState::Fresh)
+    }
+
+    /// Notes in the local cache that `record`, measured elsewhere, ran correctly for `key` here
+    /// (checked by `checked_by`): a copy stored under `key` keeps the record's provenance and time,
+    /// so it stays borrowed (the next tune re-measures it), but a run uses it without checking
+    /// again. Returns the stored copy.
+    pub fn mark_checked(
+        &self,
+        key: &CacheKey,
+        record: &CacheRecord,
+        checked_by: Provenance,
+    ) -> Result<CacheRecord, StoreError> {
+        let mut copy = record.clone();
+        if copy.provenance.device.is_none() {
+            // Records written before provenance named the device were measured on their key's.
+            copy.provenance.device = Some(record.key.device.clone());
+        }
+        copy.key = key.clone();
+        copy.state = RecordState::Unverified;
+        copy.checked = Some(checked_by);
+        self.local.put(&copy)?;
+        Ok(copy)
     }
 
     /// Quarantines this machine's copy of a record that failed validation here: it is never used

@@ -5,23 +5,65 @@ use std::fmt;
 use tcc_ir::Schedule;
 
 use crate::bounds::{BoundsError, MAX_RECORD_BYTES, MAX_RUNNERS_UP, MAX_VARIANT, check_schedule, check_time_ns};
-use crate::cache::key::CacheKey;
-use crate::provenance::Provenance;
 
-/// How far a stored record may be trusted on this machine.
+/// Most candidates a record may say its search space had.
+const MAX_SEARCHED: u32 = 100_000_000;
+use crate::cache::key::CacheKey;
+use crate::provenance::{Here, Provenance};
+
+/// How far a stored record may be trusted, as the store knows it.
 ///
-/// Whether a record is *stale* (another tcc version) or *borrowed* (another device of the same
-/// architecture) depends on who asks, so [`crate::cache::Lookup`] reports those; this state is what
-/// the store itself knows.
+/// Whether a record is *fresh* or *borrowed* depends on who asks (which host, device and code
+/// generator: [`Here`]), so it is not stored: [`CacheRecord::standing`] tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RecordState {
-    /// Measured, or re-validated, on this machine: used directly.
+    /// Measured by a tuning run, or checked on the machine that measured it: trusted there.
     Fresh,
-    /// Came from another machine or an import: checked once on this device before first use.
+    /// Came from a shared cache or an import: checked once on this device before first use.
     Unverified,
     /// Failed re-validation on this device: never used; the kernel is re-tuned.
     Quarantined,
+}
+
+/// How a record stands on this machine: what `tcc cache ls` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Standing {
+    /// Measured on this device by this code generator and schedule format: used as it is.
+    Fresh,
+    /// Measured here, but known from elsewhere (a shared cache, an import): checked once first.
+    Unverified,
+    /// Measured on another device or host, or by another code-generator or schedule-format
+    /// version: a starting point, re-measured whenever tuning is allowed, never made fresh by a run.
+    Borrowed,
+    /// Failed on this device: never used.
+    Quarantined,
+}
+
+impl Standing {
+    /// Name used in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Standing::Fresh => "fresh",
+            Standing::Unverified => "unverified",
+            Standing::Borrowed => "borrowed",
+            Standing::Quarantined => "quarantined",
+        }
+    }
+}
+
+/// How much of a kernel's search space its tuning measured: the record's share of the search
+/// whose state (the tuning journal) a later `tcc tune` goes on from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Searched {
+    /// Candidates measured, in this run and the runs it went on from.
+    pub trials: u32,
+    /// Candidates in the space.
+    pub space: u32,
+    /// True when the search ended because its strategy had nothing left to try; false when a
+    /// budget cut it short.
+    pub complete: bool,
 }
 
 impl RecordState {
@@ -68,6 +110,14 @@ pub struct CacheRecord {
     pub provenance: Provenance,
     /// How far it is trusted here.
     pub state: RecordState,
+    /// How much of the space was searched (`None`: not said, as in records written before the
+    /// field existed; taken as complete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub searched: Option<Searched>,
+    /// For a record measured elsewhere: where and by what its choice was last checked to run
+    /// correctly (a check, never a measurement: the record stays borrowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<Provenance>,
 }
 
 /// Format 1: what records and lockfile entries without a `schedule_format` field hold.
@@ -132,7 +182,53 @@ impl CacheRecord {
             check_schedule(&r.schedule)?;
             check_time_ns("runners_up.time_ns", r.time_ns)?;
         }
+        if let Some(searched) = &self.searched
+            && (searched.trials > searched.space || searched.space > MAX_SEARCHED)
+        {
+            return Err(BoundsError::new(
+                "searched",
+                format!("{} trials of {} candidates", searched.trials, searched.space),
+            ));
+        }
+        if let Some(checked) = &self.checked {
+            checked.validate()?;
+        }
         self.provenance.validate()
+    }
+
+    /// True when this record was measured for `key` (its device) on this host by this code
+    /// generator and schedule format ([`Here::measured`]).
+    pub fn measured_here(&self, key: &CacheKey, here: &Here) -> bool {
+        self.key == *key
+            && self.schedule_format == tcc_ir::schedule::SCHEDULE_FORMAT
+            && here.measured(&self.provenance, &key.device)
+    }
+
+    /// True when this record's choice was checked to run correctly for `key` on this host by this
+    /// code generator (a borrowed record that `tcc run` may use without checking again).
+    pub fn checked_here(&self, key: &CacheKey, here: &Here) -> bool {
+        self.key == *key && self.checked.as_ref().is_some_and(|c| here.measured(c, &key.device))
+    }
+
+    /// How the record stands for its own key on the machine `here`.
+    pub fn standing(&self, here: &Here) -> Standing {
+        match self.state {
+            RecordState::Quarantined => Standing::Quarantined,
+            _ if !self.measured_here(&self.key, here) => Standing::Borrowed,
+            RecordState::Unverified => Standing::Unverified,
+            RecordState::Fresh => Standing::Fresh,
+        }
+    }
+
+    /// True when measured by code-generator version `codegen_version` in this build's schedule
+    /// format (whatever the device).
+    pub fn by_codegen(&self, codegen_version: u32) -> bool {
+        self.provenance.codegen_version == codegen_version && self.schedule_format == tcc_ir::schedule::SCHEDULE_FORMAT
+    }
+
+    /// False when a budget cut its search short (a later tune goes on from there).
+    pub fn search_complete(&self) -> bool {
+        self.searched.is_none_or(|s| s.complete)
     }
 
     /// The record as one line of JSON (fields in declaration order, so the text is stable).
@@ -216,8 +312,12 @@ pub(crate) mod tests {
                 driver: "cuda 13.0".into(),
                 host: "box".into(),
                 date: "2026-11-22T10:00:00Z".into(),
+                device: None,
+                codegen_version: 0,
             },
             state: RecordState::Fresh,
+            searched: None,
+            checked: None,
         }
     }
 
@@ -262,6 +362,49 @@ pub(crate) mod tests {
         let mut c = record(100);
         c.provenance.host = "other".into();
         assert_eq!(prefer(&a, &c), prefer(&c, &a));
+    }
+
+    #[test]
+    fn a_record_is_fresh_only_when_measured_here_by_this_code_generator() {
+        let here = Here { host: "box".into(), codegen_version: tcc_ir::CODEGEN_VERSION };
+        let mut r = record(1000);
+        // Written before provenance named the device and the code generator: borrowed.
+        assert_eq!(r.standing(&here), Standing::Borrowed);
+        r.provenance.device = Some(r.key.device.clone());
+        r.provenance.codegen_version = tcc_ir::CODEGEN_VERSION;
+        assert_eq!(r.standing(&here), Standing::Fresh);
+        // The crate version does not matter.
+        r.provenance.tcc_version = "9.9.9".into();
+        assert_eq!(r.standing(&here), Standing::Fresh);
+        let other = |f: &dyn Fn(&mut CacheRecord)| {
+            let mut o = r.clone();
+            f(&mut o);
+            o.standing(&here)
+        };
+        assert_eq!(other(&|o| o.provenance.host = "elsewhere".into()), Standing::Borrowed);
+        assert_eq!(other(&|o| o.provenance.codegen_version += 1), Standing::Borrowed);
+        assert_eq!(other(&|o| o.provenance.device.as_mut().unwrap().sm_count = Some(114)), Standing::Borrowed);
+        assert_eq!(other(&|o| o.state = RecordState::Unverified), Standing::Unverified);
+        assert_eq!(other(&|o| o.state = RecordState::Quarantined), Standing::Quarantined);
+        // A check here is not a measurement.
+        let mut borrowed = r.clone();
+        borrowed.provenance.host = "elsewhere".into();
+        borrowed.checked = Some(Provenance { host: "box".into(), ..r.provenance.clone() });
+        assert!(borrowed.checked_here(&borrowed.key, &here));
+        assert_eq!(borrowed.standing(&here), Standing::Borrowed);
+        assert_eq!(CacheRecord::decode(&borrowed.encode().unwrap()).unwrap(), borrowed);
+    }
+
+    #[test]
+    fn a_search_extent_is_bounded_and_optional() {
+        let mut r = record(1000);
+        assert!(r.search_complete());
+        assert!(!r.encode().unwrap().contains("searched"), "absent fields are not written");
+        r.searched = Some(Searched { trials: 3, space: 10, complete: false });
+        assert!(!r.search_complete());
+        assert_eq!(CacheRecord::decode(&r.encode().unwrap()).unwrap(), r);
+        r.searched = Some(Searched { trials: 11, space: 10, complete: false });
+        assert!(matches!(CacheRecord::decode(&r.encode().unwrap()), Err(DecodeError::Bounds(_))));
     }
 
     #[test]

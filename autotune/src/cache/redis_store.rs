@@ -1,7 +1,11 @@
-//! The shared cache: a Redis server (sync client, plain TCP; feature `shared-cache`). Credentials
-//! come from the URL and never appear in messages; connect and I/O timeouts make a slow or down
-//! server an [`StoreError::Unavailable`] the caller falls back from; a read-only store never
-//! writes.
+//! The shared cache: a Redis server (sync client; feature `shared-cache`), `redis://` in clear or
+//! `rediss://` over TLS (rustls), the server's certificate verified against the system's roots or
+//! the CA file of `TCC_CACHE_CA`. Credentials come from the URL and never appear in messages;
+//! connect and I/O timeouts make a slow, down or untrusted server an [`StoreError::Unavailable`]
+//! the caller falls back from; a read-only store never writes.
+//!
+//! The commands sent (what a Redis ACL user for tcc needs): `GETRANGE`, `SRANDMEMBER` and `SCAN`
+//! to read; `SET`, `SADD`, `DEL` and `SREM` to write; and `AUTH` when connecting (always allowed).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
@@ -10,7 +14,7 @@ use std::time::Instant;
 use crate::bounds::MAX_RECORD_BYTES;
 use crate::cache::key::{CacheKey, KeyHash};
 use crate::cache::record::CacheRecord;
-use crate::cache::remote::{RedisOptions, redact_url, split_userinfo};
+use crate::cache::remote::{CACHE_CA_ENV, RedisOptions, redact_url, split_userinfo};
 use crate::cache::store::{CacheStore, Listing, StoreError};
 
 /// Most keys [`CacheStore::list`] reads from a server.
@@ -32,6 +36,7 @@ pub struct RedisStore {
     client: redis::Client,
     shown: String,
     secrets: Vec<String>,
+    tls: bool,
     options: RedisOptions,
     conn: Mutex<Conn>,
 }
@@ -43,17 +48,26 @@ impl std::fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// A store for `url` (`redis://[user][:password]@host[:port][/db]`). Nothing is sent until
-    /// first use. `rediss://` (TLS) is refused: this build has no TLS support.
+    /// A store for `url` (`redis://[user][:password]@host[:port][/db]`, or `rediss://` for TLS:
+    /// the server's certificate must chain to [`RedisOptions::ca_file`] when given, else to the
+    /// system's trusted roots; verification cannot be turned off). Nothing is sent until first
+    /// use.
     pub fn open(url: &str, options: RedisOptions) -> Result<RedisStore, StoreError> {
         let shown = redact_url(url);
-        if url.starts_with("rediss://") {
+        let tls = url.starts_with("rediss://");
+        if !tls && !url.starts_with("redis://") {
+            return Err(StoreError::Config(format!("{shown}: expected a redis:// or rediss:// (TLS) URL")));
+        }
+        if url.contains("#insecure") {
             return Err(StoreError::Config(format!(
-                "{shown}: TLS (rediss://) is not built into this tcc; use redis:// on a trusted network or a TLS tunnel"
+                "{shown}: tcc always verifies the server's certificate; give the CA that signed it in {CACHE_CA_ENV}"
             )));
         }
-        if !url.starts_with("redis://") {
-            return Err(StoreError::Config(format!("{shown}: expected a redis:// URL")));
+        if !tls && let Some(ca) = &options.ca_file {
+            return Err(StoreError::Config(format!(
+                "{shown}: {CACHE_CA_ENV}={} is set for a URL without TLS; use rediss:// (the password would travel in clear)",
+                ca.display()
+            )));
         }
         let prefix_ok = options.prefix.len() <= 64
             && options.prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b"_:.-".contains(&b));
@@ -70,9 +84,48 @@ impl RedisStore {
                 secrets.push(percent_decode(part));
             }
         }
-        let client = redis::Client::open(url)
-            .map_err(|e| StoreError::Config(format!("{shown}: {}", scrub(&secrets, &e.to_string()))))?;
-        Ok(RedisStore { client, shown, secrets, options, conn: Mutex::new(Conn::Idle) })
+        let config = |e: redis::RedisError| StoreError::Config(format!("{shown}: {}", scrub(&secrets, &e.to_string())));
+        let client = match (&options.ca_file, tls) {
+            (Some(ca), true) => {
+                let pem = std::fs::read(ca).map_err(|e| {
+                    StoreError::Config(format!(
+                        "{shown}: cannot read the CA file `{}` ({CACHE_CA_ENV}): {e}",
+                        ca.display()
+                    ))
+                })?;
+                if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(StoreError::Config(format!(
+                        "{shown}: the CA file `{}` ({CACHE_CA_ENV}) holds no PEM certificate",
+                        ca.display()
+                    )));
+                }
+                install_crypto_provider();
+                redis::Client::build_with_tls(url, redis::TlsCertificates { client_tls: None, root_cert: Some(pem) })
+                    .map_err(config)?
+            }
+            (_, tls) => {
+                if tls {
+                    install_crypto_provider();
+                }
+                redis::Client::open(url).map_err(config)?
+            }
+        };
+        Ok(RedisStore { client, shown, secrets, tls, options, conn: Mutex::new(Conn::Idle) })
+    }
+
+    /// Why a connection failed, with a hint when the server's certificate was the reason.
+    fn connect_error(&self, e: &redis::RedisError) -> String {
+        let text = self.scrubbed(e);
+        let untrusted = ["certificate", "UnknownIssuer", "NotValidForName", "BadSignature"];
+        if self.tls && untrusted.iter().any(|w| text.contains(w)) {
+            let trusted = match &self.options.ca_file {
+                Some(ca) => format!("the CA file `{}` ({CACHE_CA_ENV})", ca.display()),
+                None => format!("the system's trusted roots (set {CACHE_CA_ENV} to the CA file that signed it)"),
+            };
+            format!("the server's TLS certificate is not trusted: {text}; it must chain to {trusted}")
+        } else {
+            text
+        }
     }
 
     fn scrubbed(&self, e: &redis::RedisError) -> String {
@@ -112,7 +165,7 @@ impl RedisStore {
                 Ok(c) => *guard = Conn::Up(c),
                 Err(e) => {
                     *guard = Conn::Down(Instant::now());
-                    return Err(StoreError::Unavailable(format!("{}: {}", self.shown, self.scrubbed(&e))));
+                    return Err(StoreError::Unavailable(format!("{}: {}", self.shown, self.connect_error(&e))));
                 }
             }
         }
@@ -160,6 +213,12 @@ impl RedisStore {
         }
         Ok(out)
     }
+}
+
+/// Makes rustls use *ring* for its cryptography (the one provider built in), once per process.
+fn install_crypto_provider() {
+    // An error means a provider is installed already: nothing to do.
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 fn percent_decode(text: &str) -> String {
@@ -312,9 +371,22 @@ mod tests {
 
     #[test]
     fn open_checks_config_without_connecting() {
-        let e = RedisStore::open("rediss://:pw123@host", RedisOptions::default()).unwrap_err();
-        assert!(matches!(e, StoreError::Config(_)));
-        assert!(!e.to_string().contains("pw123"));
+        // TLS is built in; turning verification off is not.
+        let s = RedisStore::open("rediss://:pw123@host", RedisOptions::default()).unwrap();
+        assert_eq!(s.describe(), "rediss://***@host");
+        let e = RedisStore::open("rediss://:pw123@host/#insecure", RedisOptions::default()).unwrap_err();
+        assert!(matches!(e, StoreError::Config(_)) && !e.to_string().contains("pw123"), "{e}");
+        // A CA file that cannot be read or holds no certificate, or one given for a URL in clear.
+        let dir = tempfile::tempdir().unwrap();
+        let not_pem = dir.path().join("ca.txt");
+        std::fs::write(&not_pem, "hello").unwrap();
+        for ca in [dir.path().join("missing.pem"), not_pem] {
+            let options = RedisOptions { ca_file: Some(ca.clone()), ..RedisOptions::default() };
+            let e = RedisStore::open("rediss://:pw123@host", options.clone()).unwrap_err();
+            assert!(e.to_string().contains(CACHE_CA_ENV) && !e.to_string().contains("pw123"), "{e}");
+            let e = RedisStore::open("redis://:pw123@host", options).unwrap_err();
+            assert!(e.to_string().contains("in clear"), "{e}");
+        }
         assert!(RedisStore::open("http://host", RedisOptions::default()).is_err());
         let bad_prefix = RedisOptions { prefix: "a*b".into(), ..RedisOptions::default() };
         assert!(RedisStore::open("redis://host", bad_prefix).is_err());

@@ -1,11 +1,20 @@
 //! The shared cache's settings and URL handling (credentials never appear in messages). The
-//! Redis client itself is `RedisStore` (feature `shared-cache`, in `redis_store.rs`).
+//! Redis client itself is `RedisStore` (feature `shared-cache`, in `redis_store.rs`): `redis://`
+//! in clear on a trusted network, `rediss://` over TLS with the server's certificate verified.
 
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// Environment variable naming a PEM file of the CA certificates a `rediss://` server's
+/// certificate must chain to, instead of the system's trusted roots.
+pub const CACHE_CA_ENV: &str = "TCC_CACHE_CA";
 
 /// Settings of a Redis store (`RedisStore`, feature `shared-cache`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisOptions {
+    /// For `rediss://`: a PEM file of the CA certificates to trust instead of the system's
+    /// roots (`TCC_CACHE_CA`).
+    pub ca_file: Option<PathBuf>,
     /// Prefix of every key (letters, digits, `_ : . -`; at most 64 bytes).
     pub prefix: String,
     /// Refuse every write (for users who may read but not write).
@@ -21,6 +30,7 @@ pub struct RedisOptions {
 impl Default for RedisOptions {
     fn default() -> RedisOptions {
         RedisOptions {
+            ca_file: None,
             prefix: "tcc:".to_string(),
             read_only: false,
             connect_timeout: Duration::from_millis(500),

@@ -37,8 +37,15 @@ CREATE TABLE IF NOT EXISTS journal (
 );
 ";
 
+/// A database error; one that says the file is not a database or is malformed becomes
+/// [`StoreError::Damaged`] (its path filled in by the caller, see `at`).
 fn db_err(e: rusqlite::Error) -> StoreError {
-    StoreError::Sqlite(e.to_string())
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+            StoreError::Damaged { path: PathBuf::new(), detail: e.to_string() }
+        }
+        _ => StoreError::Sqlite(e.to_string()),
+    }
 }
 
 /// The local SQLite cache.
@@ -51,9 +58,10 @@ pub struct SqliteStore {
 /// What [`SqliteStore::gc`] removes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GcOptions {
-    /// The running tcc version.
-    pub current_version: String,
-    /// Remove records measured by another tcc version.
+    /// This build's code-generator version ([`tcc_ir::CODEGEN_VERSION`]).
+    pub codegen_version: u32,
+    /// Remove records measured by another code-generator version (or an unknown one) or schedule
+    /// format: borrowed on every machine running this build.
     pub drop_other_versions: bool,
     /// Remove quarantined records.
     pub drop_quarantined: bool,
@@ -66,7 +74,7 @@ pub struct GcOptions {
 pub struct GcReport {
     /// Rows that could not be decoded.
     pub undecodable: usize,
-    /// Records of another tcc version.
+    /// Records of another code-generator version or schedule format.
     pub other_versions: usize,
     /// Quarantined records.
     pub quarantined: usize,
@@ -80,8 +88,8 @@ impl SqliteStore {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir { path: dir.to_path_buf(), source })?;
         }
-        let conn = Connection::open(path).map_err(db_err)?;
-        SqliteStore::setup(conn, path.to_path_buf(), true)
+        let conn = Connection::open(path).map_err(|e| at(path, db_err(e)))?;
+        SqliteStore::setup(conn, path.to_path_buf(), true).map_err(|e| at(path, e))
     }
 
     /// Opens the database in the default cache directory ([`default_cache_dir`]).
@@ -121,6 +129,41 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Runs `f` on the connection; a [`StoreError::Damaged`] it returns names this database.
+    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        f(&mut self.conn()).map_err(|e| at(&self.path, e))
+    }
+
+    /// [`SqliteStore::check`] of the database at `path`, opened read-only (nothing is written to
+    /// a file that may be damaged). A missing file is fine.
+    pub fn check_file(path: &Path) -> Result<(), StoreError> {
+        if !path.exists() {
+            return Ok(());
+        }
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| at(path, db_err(e)))?;
+        let store = SqliteStore { path: path.to_path_buf(), conn: Mutex::new(conn) };
+        store.check()
+    }
+
+    /// Checks the whole file (SQLite's `quick_check`): [`StoreError::Damaged`] naming the first
+    /// problem when its pages are malformed. Reads every page: for `tcc cache` and `tcc tune`,
+    /// not for every lookup.
+    pub fn check(&self) -> Result<(), StoreError> {
+        let problems: Vec<String> = self.with(|conn| {
+            let mut stmt = conn.prepare("PRAGMA quick_check(5)").map_err(db_err)?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(db_err)?;
+            rows.map(|r| r.map_err(db_err)).collect()
+        })?;
+        match problems.as_slice() {
+            [ok] if ok == "ok" => Ok(()),
+            problems => Err(StoreError::Damaged {
+                path: self.path.clone(),
+                detail: problems.join("; ").chars().take(300).collect(),
+            }),
+        }
+    }
+
     fn conn(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave the connection half-updated: every write
         // is one statement or one transaction, which SQLite rolls back.
@@ -129,49 +172,62 @@ impl SqliteStore {
 
     /// Number of journal entries (finished candidates of unfinished tuning runs).
     pub fn journal_len(&self) -> Result<usize, StoreError> {
-        let n: i64 = self.conn().query_row("SELECT COUNT(*) FROM journal", [], |r| r.get(0)).map_err(db_err)?;
-        Ok(usize::try_from(n).unwrap_or(0))
+        self.with(|conn| {
+            let n: i64 = conn.query_row("SELECT COUNT(*) FROM journal", [], |r| r.get(0)).map_err(db_err)?;
+            Ok(usize::try_from(n).unwrap_or(0))
+        })
     }
 
     /// Removes undecodable rows and, as asked, records of other versions, quarantined records
     /// and old journal entries, in one transaction.
     pub fn gc(&self, options: &GcOptions) -> Result<GcReport, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
-        let mut report = GcReport::default();
-        let mut doomed = Vec::new();
-        {
-            let mut stmt = tx.prepare("SELECT key_hash, record FROM records").map_err(db_err)?;
-            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)))).map_err(db_err)?;
-            for row in rows {
-                let (hash, text) = row.map_err(db_err)?;
-                match text.ok().map(|t| CacheRecord::decode_stored(&hash, &t)) {
-                    Some(Ok(rec)) if options.drop_quarantined && rec.state == RecordState::Quarantined => {
-                        report.quarantined += 1;
-                        doomed.push(hash);
-                    }
-                    Some(Ok(rec))
-                        if options.drop_other_versions && rec.provenance.tcc_version != options.current_version =>
-                    {
-                        report.other_versions += 1;
-                        doomed.push(hash);
-                    }
-                    Some(Ok(_)) => {}
-                    _ => {
-                        report.undecodable += 1;
-                        doomed.push(hash);
+        self.with(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+            let mut report = GcReport::default();
+            let mut doomed = Vec::new();
+            {
+                let mut stmt = tx.prepare("SELECT key_hash, record FROM records").map_err(db_err)?;
+                let rows =
+                    stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)))).map_err(db_err)?;
+                for row in rows {
+                    let (hash, text) = row.map_err(db_err)?;
+                    match text.ok().map(|t| CacheRecord::decode_stored(&hash, &t)) {
+                        Some(Ok(rec)) if options.drop_quarantined && rec.state == RecordState::Quarantined => {
+                            report.quarantined += 1;
+                            doomed.push(hash);
+                        }
+                        Some(Ok(rec)) if options.drop_other_versions && !rec.by_codegen(options.codegen_version) => {
+                            report.other_versions += 1;
+                            doomed.push(hash);
+                        }
+                        Some(Ok(_)) => {}
+                        _ => {
+                            report.undecodable += 1;
+                            doomed.push(hash);
+                        }
                     }
                 }
             }
+            for hash in &doomed {
+                tx.execute("DELETE FROM records WHERE key_hash = ?1", params![hash]).map_err(db_err)?;
+            }
+            let cutoff = unix_now().saturating_sub(options.journal_older_than.as_secs());
+            let cutoff = i64::try_from(cutoff).unwrap_or(i64::MAX);
+            report.journal =
+                tx.execute("DELETE FROM journal WHERE updated_unix < ?1", params![cutoff]).map_err(db_err)?;
+            tx.commit().map_err(db_err)?;
+            Ok(report)
+        })
+    }
+}
+
+/// `e` with `path` in a [`StoreError::Damaged`] that has none.
+fn at(path: &Path, e: StoreError) -> StoreError {
+    match e {
+        StoreError::Damaged { path: p, detail } if p.as_os_str().is_empty() => {
+            StoreError::Damaged { path: path.to_path_buf(), detail }
         }
-        for hash in &doomed {
-            tx.execute("DELETE FROM records WHERE key_hash = ?1", params![hash]).map_err(db_err)?;
-        }
-        let cutoff = unix_now().saturating_sub(options.journal_older_than.as_secs());
-        let cutoff = i64::try_from(cutoff).unwrap_or(i64::MAX);
-        report.journal = tx.execute("DELETE FROM journal WHERE updated_unix < ?1", params![cutoff]).map_err(db_err)?;
-        tx.commit().map_err(db_err)?;
-        Ok(report)
+        other => other,
     }
 }
 
@@ -223,113 +279,120 @@ impl CacheStore for SqliteStore {
     }
 
     fn get(&self, key: &CacheKey) -> Result<Option<CacheRecord>, StoreError> {
-        read_record(&self.conn(), key.hash().as_str())
+        self.with(|conn| read_record(conn, key.hash().as_str()))
     }
 
     fn same_arch(&self, key: &CacheKey) -> Result<Vec<CacheRecord>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare("SELECT key_hash, record FROM records WHERE arch_hash = ?1 AND key_hash != ?2 ORDER BY key_hash LIMIT ?3")
-            .map_err(db_err)?;
-        let rows = stmt
-            .query_map(params![key.arch_hash().as_str(), key.hash().as_str(), MAX_SAME_ARCH], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)))
-            })
-            .map_err(db_err)?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (hash, text) = row.map_err(db_err)?;
-            out.extend(decode_row(&hash, text));
-        }
-        Ok(out)
+        const SQL: &str =
+            "SELECT key_hash, record FROM records WHERE arch_hash = ?1 AND key_hash != ?2 ORDER BY key_hash LIMIT ?3";
+        self.with(|conn| {
+            let mut stmt = conn.prepare(SQL).map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![key.arch_hash().as_str(), key.hash().as_str(), MAX_SAME_ARCH], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)))
+                })
+                .map_err(db_err)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (hash, text) = row.map_err(db_err)?;
+                out.extend(decode_row(&hash, text));
+            }
+            Ok(out)
+        })
     }
 
     fn put(&self, record: &CacheRecord) -> Result<(), StoreError> {
-        write_record(&self.conn(), record)
+        self.with(|conn| write_record(conn, record))
     }
 
     fn remove(&self, hash: &KeyHash) -> Result<bool, StoreError> {
-        let n =
-            self.conn().execute("DELETE FROM records WHERE key_hash = ?1", params![hash.as_str()]).map_err(db_err)?;
-        Ok(n > 0)
+        self.with(|conn| {
+            let n = conn.execute("DELETE FROM records WHERE key_hash = ?1", params![hash.as_str()]).map_err(db_err)?;
+            Ok(n > 0)
+        })
     }
 
     fn list(&self) -> Result<Listing, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare("SELECT key_hash, record FROM records ORDER BY key_hash").map_err(db_err)?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)))).map_err(db_err)?;
-        let mut listing = Listing::default();
-        for row in rows {
-            let (hash, text) = row.map_err(db_err)?;
-            match decode_row(&hash, text) {
-                Some(r) => listing.records.push(r),
-                None => listing.undecodable += 1,
+        self.with(|conn| {
+            let mut stmt = conn.prepare("SELECT key_hash, record FROM records ORDER BY key_hash").map_err(db_err)?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)))).map_err(db_err)?;
+            let mut listing = Listing::default();
+            for row in rows {
+                let (hash, text) = row.map_err(db_err)?;
+                match decode_row(&hash, text) {
+                    Some(r) => listing.records.push(r),
+                    None => listing.undecodable += 1,
+                }
             }
-        }
-        Ok(listing)
+            Ok(listing)
+        })
     }
 
     fn set_state(&self, key: &CacheKey, state: RecordState) -> Result<bool, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
-        let Some(mut record) = read_record(&tx, key.hash().as_str())? else {
-            return Ok(false);
-        };
-        record.state = state;
-        write_record(&tx, &record)?;
-        tx.commit().map_err(db_err)?;
-        Ok(true)
+        self.with(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+            let Some(mut record) = read_record(&tx, key.hash().as_str())? else {
+                return Ok(false);
+            };
+            record.state = state;
+            write_record(&tx, &record)?;
+            tx.commit().map_err(db_err)?;
+            Ok(true)
+        })
     }
 
     fn merge(&self, incoming: &CacheRecord) -> Result<MergeOutcome, StoreError> {
-        incoming.validate()?;
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
-        let existing = read_record(&tx, incoming.key.hash().as_str())?;
-        let (outcome, chosen) = merge_choice(existing.as_ref(), incoming);
-        if outcome != MergeOutcome::Kept {
-            write_record(&tx, &chosen)?;
-        }
-        tx.commit().map_err(db_err)?;
-        Ok(outcome)
+        self.with(|conn| {
+            incoming.validate()?;
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+            let existing = read_record(&tx, incoming.key.hash().as_str())?;
+            let (outcome, chosen) = merge_choice(existing.as_ref(), incoming);
+            if outcome != MergeOutcome::Kept {
+                write_record(&tx, &chosen)?;
+            }
+            tx.commit().map_err(db_err)?;
+            Ok(outcome)
+        })
     }
 }
 
 impl Journal for SqliteStore {
     fn load(&self, session: &str) -> Result<Vec<Trial>, StoreError> {
-        let conn = self.conn();
-        let mut stmt =
-            conn.prepare("SELECT candidate, trial FROM journal WHERE session = ?1 ORDER BY rowid").map_err(db_err)?;
-        let rows = stmt
-            .query_map(params![session], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1))))
-            .map_err(db_err)?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, text) = row.map_err(db_err)?;
-            match text.map_err(|e| e.to_string()).and_then(|t| Trial::decode(&t).map_err(|e| e.to_string())) {
-                Ok(trial) if trial.candidate.id() == id => out.push(trial),
-                Ok(_) => tracing::warn!("skipping a tuning-journal entry stored under the wrong candidate"),
-                Err(e) => tracing::warn!("skipping an undecodable tuning-journal entry: {e}"),
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare("SELECT candidate, trial FROM journal WHERE session = ?1 ORDER BY rowid")
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![session], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1))))
+                .map_err(db_err)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, text) = row.map_err(db_err)?;
+                match text.map_err(|e| e.to_string()).and_then(|t| Trial::decode(&t).map_err(|e| e.to_string())) {
+                    Ok(trial) if trial.candidate.id() == id => out.push(trial),
+                    Ok(_) => tracing::warn!("skipping a tuning-journal entry stored under the wrong candidate"),
+                    Err(e) => tracing::warn!("skipping an undecodable tuning-journal entry: {e}"),
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     fn append(&self, session: &str, trial: &Trial) -> Result<(), StoreError> {
+        const SQL: &str = "INSERT INTO journal (session, candidate, trial, updated_unix) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(session, candidate) DO UPDATE SET trial = excluded.trial, updated_unix = excluded.updated_unix";
         let text = serde_json::to_string(trial)?;
-        self.conn()
-            .execute(
-                "INSERT INTO journal (session, candidate, trial, updated_unix) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(session, candidate) DO UPDATE SET trial = excluded.trial, updated_unix = excluded.updated_unix",
-                params![session, trial.candidate.id(), text, unix_now_i64()],
-            )
-            .map_err(db_err)?;
-        Ok(())
+        self.with(|conn| {
+            conn.execute(SQL, params![session, trial.candidate.id(), text, unix_now_i64()]).map_err(db_err)?;
+            Ok(())
+        })
     }
 
     fn clear(&self, session: &str) -> Result<(), StoreError> {
-        self.conn().execute("DELETE FROM journal WHERE session = ?1", params![session]).map_err(db_err)?;
-        Ok(())
+        self.with(|conn| {
+            conn.execute("DELETE FROM journal WHERE session = ?1", params![session]).map_err(db_err)?;
+            Ok(())
+        })
     }
 }
 

@@ -11,6 +11,18 @@ pub enum StoreError {
     /// The local database failed.
     #[error("local tuning cache: {0}")]
     Sqlite(String),
+    /// The local database file is damaged (not a database, or its pages are malformed): it is
+    /// not used, and `tcc cache repair` salvages its readable records.
+    #[error(
+        "the tuning cache `{}` is damaged ({detail}); run `tcc cache repair` to salvage its records into a fresh database (the damaged file is kept beside it)",
+        path.display()
+    )]
+    Damaged {
+        /// The database file.
+        path: std::path::PathBuf,
+        /// What SQLite reported.
+        detail: String,
+    },
     /// The remote server cannot be reached (down, slow, refused): callers fall back to the local
     /// cache.
     #[error("remote tuning cache unavailable: {0}")]

@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
 use crate::bounds::MAX_TIME_NS;
-use crate::cache::{CacheKey, CacheRecord, RecordState, RunnerUp};
+use crate::cache::{CacheKey, CacheRecord, RecordState, RunnerUp, Searched};
 use crate::provenance::Provenance;
 use crate::search::bench::{Benchmarker, Outcome, Trial};
 use crate::search::budget::{Budget, StopReason};
@@ -93,6 +93,24 @@ impl TuneReport {
             .collect()
     }
 
+    /// Trials read back from the journal of an earlier run (interrupted, or cut short by its
+    /// budget) that this run went on from.
+    pub fn resumed(&self) -> usize {
+        self.trials.iter().filter(|t| t.resumed).count()
+    }
+
+    /// Trials measured by this run.
+    pub fn measured(&self) -> usize {
+        self.trials.len() - self.resumed()
+    }
+
+    /// How much of the space the search measured, this run and those it went on from.
+    pub fn searched(&self) -> Searched {
+        let trials = u32::try_from(self.trials.len()).unwrap_or(u32::MAX);
+        let space = u32::try_from(self.space_size).unwrap_or(u32::MAX).max(trials);
+        Searched { trials, space, complete: self.stop == StopReason::Exhausted }
+    }
+
     /// Counts of trials by outcome.
     pub fn counts(&self) -> Counts {
         let mut c = Counts::default();
@@ -120,6 +138,8 @@ impl TuneReport {
             runners_up: self.runners_up(crate::bounds::MAX_RUNNERS_UP),
             provenance,
             state: RecordState::Fresh,
+            searched: Some(self.searched()),
+            checked: None,
         })
     }
 
@@ -127,9 +147,13 @@ impl TuneReport {
     pub fn table(&self) -> String {
         let mut out = String::new();
         let c = self.counts();
+        let resumed = match self.resumed() {
+            0 => String::new(),
+            n => format!("; resumed: {n} measured by an earlier run, {} now", self.measured()),
+        };
         let _ = writeln!(
             out,
-            "{} trials of {} candidates ({}; {}): {} ok, {} wrong, {} failed, {} timeout, {:.1} s",
+            "{} trials of {} candidates ({}; {}{resumed}): {} ok, {} wrong, {} failed, {} timeout, {:.1} s",
             self.trials.len(),
             self.space_size,
             self.strategy.name(),
@@ -211,6 +235,9 @@ impl<'a> Tuner<'a> {
         let mut selector = Selector::new(strategy, self.seeds.clone());
         let mut measured = 0usize;
         let stop = 'search: loop {
+            if state.done.iter().all(|&d| d) {
+                break StopReason::Exhausted;
+            }
             let left = budget.max_trials.map_or(usize::MAX, |n| n.saturating_sub(measured));
             if left == 0 {
                 break StopReason::TrialBudget;

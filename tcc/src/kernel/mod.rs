@@ -161,9 +161,13 @@ impl Kernel {
         let outputs = match device.pipeline() {
             Some(pipeline) => {
                 let opt = self.optimized(pipeline)?;
+                self.within_limit(device, |limit| crate::memory::check_program(&opt.program, &bindings, limit))?;
                 device.execute(self.name, &opt.program, &opt.fingerprint, &bindings, &inputs)?
             }
-            None => self.interpret(graph, &inputs)?,
+            None => {
+                self.within_limit(device, |limit| crate::memory::check_graph(graph, &bindings, limit))?;
+                self.interpret(graph, &inputs)?
+            }
         };
         self.check_output_count(device, outputs.len(), graph.outputs.len())?;
         Ok(outputs)
@@ -205,6 +209,7 @@ impl Kernel {
             message: format!("{} has no pipeline", device.name()),
         })?;
         let opt = self.optimized(pipeline)?;
+        self.within_limit(device, |limit| crate::memory::check_program(&opt.program, &bindings, limit))?;
         let outputs = device.execute_resident(self.name, &opt.program, &opt.fingerprint, &bindings, resident)?;
         self.check_output_count(device, outputs.len(), graph.outputs.len())?;
         Ok(outputs)
@@ -219,6 +224,19 @@ impl Kernel {
     ) -> Result<[DeviceTensor; N], Error> {
         let outputs = self.run_device(device, args)?;
         self.outputs_array(outputs)
+    }
+
+    /// Runs `check` with `device`'s memory limit, if it has one ([`Device::with_max_memory`]):
+    /// [`Error::MemoryLimit`] when the run would exceed it.
+    fn within_limit(
+        &self,
+        device: &Device,
+        check: impl FnOnce(u64) -> Result<(), crate::memory::MemoryError>,
+    ) -> Result<(), Error> {
+        match device.max_memory() {
+            Some(limit) => check(limit).map_err(|source| Error::MemoryLimit { kernel: self.name.to_string(), source }),
+            None => Ok(()),
+        }
     }
 
     /// An error unless the device returned as many outputs as the kernel has.
