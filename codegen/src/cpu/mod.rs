@@ -1,7 +1,8 @@
 //! CPU backends: the cranelift JIT tier (default build) and the LLVM x86 tier (feature `llvm`),
-//! and what both tiers share: how a kernel is lowered for them ([`lower_kernel`], rows
-//! strip-mined by [`STRIP`]), the shape of a compiled phase ([`PhaseFn`]) and `powf` for JIT'd
-//! code ([`tcc_powf`]).
+//! and what both tiers share: how a kernel is lowered for them (`lower_kernel`, rows strip-mined
+//! by [`STRIP`]), the loop analyses their emitters run (`analysis`), the values an emitter has
+//! computed (`memo`), the register class a dtype computes in (`Class`), the shape of a compiled
+//! phase ([`PhaseFn`]) and `powf` for JIT'd code (`tcc_powf`).
 //!
 //! Every phase of a kernel becomes one function with the uniform ABI
 //! `extern "C" fn(bufs: *const *mut u8, row_begin: u64, row_end: u64)`: `bufs` holds one pointer
@@ -10,13 +11,15 @@
 //! phase (see [`Phase`](crate::loops::Phase)). Phases run in order, each after the previous one
 //! finished on every thread.
 
+pub(crate) mod analysis;
 pub mod cranelift;
 /// The LLVM x86 tier (wide vectors, O3, MCJIT).
 #[cfg(feature = "llvm")]
 pub mod llvm;
+pub(crate) mod memo;
 pub mod target;
 
-use tcc_ir::{Bindings, Kernel};
+use tcc_ir::{Bindings, DType, Kernel};
 
 pub use target::CpuCaps;
 
@@ -35,6 +38,26 @@ pub struct PhaseFn {
     pub rows: u64,
     /// Innermost iterations of all rows: how much work the phase is.
     pub work: u64,
+}
+
+/// The register class a dtype computes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// f32 registers (f16 and bf16 values too, rounded after every operation).
+    Float,
+    /// i32 registers.
+    Int,
+    /// Conditions.
+    Bool,
+}
+
+/// The register class `d` computes in.
+pub(crate) fn class(d: DType) -> Class {
+    match d {
+        DType::F32 | DType::F16 | DType::BF16 => Class::Float,
+        DType::I32 => Class::Int,
+        DType::Bool => Class::Bool,
+    }
 }
 
 /// Lowers `kernel` to the loop IR a CPU tier emits: matmuls in register tiles from `tiles` when

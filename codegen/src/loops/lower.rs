@@ -402,14 +402,12 @@ impl<'g> Lowerer<'g> {
             return Err(self.bad(format!("reduction {n} has the wrong output rank")));
         }
         let acc = self.new_acc(acc_dtype);
-        let (combine, init) = match (op, acc_dtype) {
-            (ReduceOp::Sum | ReduceOp::Mean, _) => (Combine::Add, 0.0),
-            (ReduceOp::Max, DType::I32) => (Combine::Max, f64::from(i32::MIN)),
-            (ReduceOp::Min, DType::I32) => (Combine::Min, f64::from(i32::MAX)),
-            (ReduceOp::Max, _) => (Combine::Max, f64::NEG_INFINITY),
-            (ReduceOp::Min, _) => (Combine::Min, f64::INFINITY),
+        let combine = match op {
+            ReduceOp::Sum | ReduceOp::Mean => Combine::Add,
+            ReduceOp::Max => Combine::Max,
+            ReduceOp::Min => Combine::Min,
         };
-        let init = self.arena.constant(acc_dtype, init);
+        let init = self.arena.constant(acc_dtype, combine.identity(acc_dtype != DType::I32));
         let value = self.expr_at(input, &full)?;
         let mut inner = vec![Stmt::AccUpdate { acc, combine, value }];
         for &a in axes.iter().rev() {
