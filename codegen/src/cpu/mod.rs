@@ -1,8 +1,9 @@
 //! CPU backends: the cranelift JIT tier (default build) and the LLVM x86 tier (feature `llvm`),
 //! and what both tiers share: how a kernel is lowered for them (`lower_kernel`, rows strip-mined
 //! by [`STRIP`]), the loop analyses their emitters run (`analysis`), the values an emitter has
-//! computed (`memo`), the register class a dtype computes in (`Class`), the shape of a compiled
-//! phase ([`PhaseFn`]) and `powf` for JIT'd code (`tcc_powf`).
+//! computed (`memo`), the constants of their f32 approximations (`approx`), the register class a
+//! dtype computes in (`Class`), the shape of a compiled phase ([`PhaseFn`]) and `powf` for JIT'd
+//! code (`tcc_powf`).
 //!
 //! Every phase of a kernel becomes one function with the uniform ABI
 //! `extern "C" fn(bufs: *const *mut u8, row_begin: u64, row_end: u64)`: `bufs` holds one pointer
@@ -12,6 +13,7 @@
 //! finished on every thread.
 
 pub(crate) mod analysis;
+pub(crate) mod approx;
 pub mod cranelift;
 /// The LLVM x86 tier (wide vectors, O3, MCJIT).
 #[cfg(feature = "llvm")]
