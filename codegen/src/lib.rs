@@ -22,6 +22,7 @@
 pub mod backend;
 pub mod cpu;
 pub mod error;
+mod llvm_text;
 pub mod loops;
 /// PTX code generation (LLVM NVPTX; the compiler itself needs feature `llvm`).
 pub mod ptx;

@@ -17,11 +17,11 @@ use super::convert;
 use super::gemm;
 use super::host::HostCpu;
 use super::math;
-use super::text::{Elem, FPred, Func, IPred, Ty, V};
 use crate::cpu::analysis::{self, ExprReads, Moving, VectorSupport};
 use crate::cpu::memo::Memo;
 use crate::cpu::{Class, class};
 use crate::error::CodegenError;
+use crate::llvm_text::{Elem, FPred, IPred, Ty, TypedFunc, V};
 use crate::loops::{AccId, BufId, Combine, Expr, ExprId, Extent, Index, LoopKernel, Phase, Stmt, VarId};
 
 /// What the wide vector code does beyond f32/i32 arithmetic: bools are loaded and stored as
@@ -64,13 +64,14 @@ pub fn emit_phase(
 ) -> Result<(String, BTreeSet<String>), CodegenError> {
     let mut e = Emitter::new(kernel, host);
     e.entry(phase)?;
-    Ok(e.f.finish(name))
+    Ok(e.f
+        .finish(&format!("define void @{name}(ptr noalias nocapture readonly %bufs, i64 %row_begin, i64 %row_end) #0")))
 }
 
 pub(super) struct Emitter<'k> {
     k: &'k LoopKernel,
     pub(super) host: &'k HostCpu,
-    pub(super) f: Func,
+    pub(super) f: TypedFunc,
     bases: Vec<V>,
     vars: HashMap<VarId, V>,
     accs: Vec<V>,
@@ -90,7 +91,7 @@ impl<'k> Emitter<'k> {
         Emitter {
             k,
             host,
-            f: Func::new(host.fma),
+            f: TypedFunc::new(host.fma),
             bases: Vec::new(),
             vars: HashMap::new(),
             accs: Vec::new(),

@@ -2,13 +2,13 @@
 //! same approximations as the cranelift tier, constants in `cpu::approx`, so both tiers
 //! share their measured error bounds).
 
-use super::text::{Elem, FPred, Func, V};
 use crate::cpu::approx::{
     EXP_MAX, EXP_MIN, EXP_POLY, GELU_CUBIC, LN2_HI, LN2_LO, LOG_POLY, SQRT_2_OVER_PI, TANH_POLY, TANH_SMALL,
 };
+use crate::llvm_text::{Elem, FPred, TypedFunc, V};
 
 /// `e^x`: exact 0 below the subnormal range, inf above `ln(f32::MAX)`, NaN kept.
-pub fn exp(f: &mut Func, x: &V) -> V {
+pub fn exp(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
     let lo = f.fc(n, EXP_MIN);
     let hi = f.fc(n, EXP_MAX);
@@ -40,16 +40,16 @@ pub fn exp(f: &mut Func, x: &V) -> V {
 }
 
 /// `2^k` for integer lanes `k` in the normal exponent range.
-fn pow2i(f: &mut Func, k: &V) -> V {
+fn pow2i(f: &mut TypedFunc, k: &V) -> V {
     let e = f.add(k, &f.ic(Elem::I32, k.ty.lanes, 127));
     let bits = f.shl(&e, 23);
     f.bitcast(&bits, Elem::F32)
 }
 
 /// Natural logarithm: NaN below 0 and for NaN, -inf at ±0, inf at inf; subnormals handled.
-pub fn log(f: &mut Func, x: &V) -> V {
+pub fn log(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
-    let ic = |f: &Func, v: i64| f.ic(Elem::I32, n, v);
+    let ic = |f: &TypedFunc, v: i64| f.ic(Elem::I32, n, v);
     let is_sub = f.fcmp(FPred::Olt, x, &f.fc(n, f32::MIN_POSITIVE));
     let scaled = f.fmul(x, &f.fc(n, 8_388_608.0));
     let xs = f.select(&is_sub, &scaled, x);
@@ -88,7 +88,7 @@ pub fn log(f: &mut Func, x: &V) -> V {
 }
 
 /// Hyperbolic tangent: a polynomial below |x| = 0.625, `1 - 2 / (e^2|x| + 1)` above.
-pub fn tanh(f: &mut Func, x: &V) -> V {
+pub fn tanh(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
     let z = f.fmul(x, x);
     let p = f.horner(&z, &TANH_POLY);
@@ -106,7 +106,7 @@ pub fn tanh(f: &mut Func, x: &V) -> V {
 }
 
 /// `1 / (1 + e^-x)`, as `e^x / (1 + e^x)` for negative `x` so that no `exp` overflows.
-pub fn sigmoid(f: &mut Func, x: &V) -> V {
+pub fn sigmoid(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
     let ax = f.intr("fabs", x.ty, &[x]);
     let nax = f.fneg(&ax);
@@ -121,7 +121,7 @@ pub fn sigmoid(f: &mut Func, x: &V) -> V {
 
 /// GELU (tanh form) as `x * sigmoid(2u)`, `u = sqrt(2/pi) (x + 0.044715 x^3)`: the same function
 /// as `0.5 x (1 + tanh(u))` without its cancellation for negative `x`; `gelu(-inf) = -0`.
-pub fn gelu(f: &mut Func, x: &V) -> V {
+pub fn gelu(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
     let x2 = f.fmul(x, x);
     let x3 = f.fmul(&x2, x);

@@ -16,7 +16,6 @@ pub mod gemm;
 pub mod host;
 pub mod jit;
 pub mod math;
-pub mod text;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
