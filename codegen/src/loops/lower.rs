@@ -62,6 +62,13 @@ impl GemmTiles {
     pub fn from_schedule(s: &tcc_ir::Schedule) -> GemmTiles {
         let nr = (s.micro_n.clamp(4, 16) / 4) * 4;
         let mr = s.micro_m.clamp(1, 8).min(48 / nr).max(1);
+        GemmTiles::with_schedule_panels(s, mr, nr)
+    }
+
+    /// An `mr x nr` register tile with the schedule's panels (`tile_m x tile_n x tile_k`, at most
+    /// 1024 x 4096 x 4096) rounded up to it: each CPU tier picks the register tile its registers
+    /// hold, both read the panels this way.
+    pub fn with_schedule_panels(s: &tcc_ir::Schedule, mr: u32, nr: u32) -> GemmTiles {
         let round_up = |x: u32, m: u32| x.max(m).div_ceil(m) * m;
         GemmTiles {
             mr,

@@ -187,14 +187,7 @@ impl LlvmCpuBackend {
         let lanes = lanes.max(4);
         let nr = (s.micro_n.clamp(lanes, 4 * lanes) / lanes) * lanes;
         let mr = s.micro_m.clamp(1, 16).min(28 * lanes / nr).max(1);
-        let round_up = |x: u32, m: u32| x.max(m).div_ceil(m) * m;
-        GemmTiles {
-            mr,
-            nr,
-            mc: round_up(s.tile_m.min(1024), mr),
-            nc: round_up(s.tile_n.min(4096), nr),
-            kc: s.tile_k.clamp(1, 4096),
-        }
+        GemmTiles::with_schedule_panels(s, mr, nr)
     }
 
     /// Lowers a kernel to the loop IR this backend emits (rows split where that is safe).
