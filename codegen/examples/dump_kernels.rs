@@ -1,12 +1,13 @@
 //! Prints the LLVM IR and PTX (sm_80, sm_90a) of the optimizer's kernels for the examples and
-//! the code generators' test shapes, and the LLVM CPU tier's and cranelift's code: the text two
-//! builds are compared by (`cargo run --example dump_kernels --features llvm > FILE`, then diff).
+//! the code generators' test shapes (each program's merged module too), and the LLVM CPU tier's
+//! (as emitted, then optimized) and cranelift's code: the text two builds are compared by
+//! (`cargo run --example dump_kernels --features llvm > FILE`, then diff).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 
-use tcc_codegen::ptx::{GpuArch, compile_kernel, emit_llvm_ir};
+use tcc_codegen::ptx::{GpuArch, compile_kernel, emit_llvm_ir, emit_program_llvm_ir};
 use tcc_codegen::{CraneliftBackend, LlvmCpuBackend};
 use tcc_ir::{Bindings, Graph};
 use tcc_passes::{OptimizeOptions, TargetModel, optimize};
@@ -49,6 +50,11 @@ fn main() {
             let mut opts = OptimizeOptions::new(model.clone());
             opts.bindings = bindings.clone();
             let program = optimize(&g, &opts).unwrap().program;
+            println!("==== {} {:?} {} program module", g.name, bindings, arch.name());
+            match emit_program_llvm_ir(&program, &bindings, *arch) {
+                Ok(ir) => println!("{ir}"),
+                Err(e) => println!("error: {e}"),
+            }
             for l in &program.launches {
                 let k = &l.kernel;
                 println!("==== {} {:?} {} {:?} {}", g.name, bindings, arch.name(), k.class, k.schedule);
@@ -67,6 +73,11 @@ fn main() {
             let mut opts = OptimizeOptions::new(model);
             opts.bindings = bindings.clone();
             let program = optimize(&g, &opts).unwrap().program;
+            if llvm {
+                println!("==== {} {:?} cpu:llvm program module", g.name, bindings);
+                let b = LlvmCpuBackend::new().unwrap().with_threads(2);
+                println!("{}", b.program_module_text(&program, &bindings).unwrap().0);
+            }
             for l in &program.launches {
                 let k = &l.kernel;
                 println!(
@@ -79,6 +90,8 @@ fn main() {
                 if llvm {
                     let b = LlvmCpuBackend::new().unwrap().with_threads(2);
                     let lk = b.lower(k, &bindings).unwrap();
+                    // As emitted (what the text writer wrote), then after O3.
+                    println!("{}", b.module_text(&lk).unwrap().0);
                     println!("{}", b.llvm_ir(&lk).unwrap());
                 } else {
                     let b = CraneliftBackend::new().unwrap();

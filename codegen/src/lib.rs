@@ -22,15 +22,16 @@
 pub mod backend;
 pub mod cpu;
 pub mod error;
+mod llvm_text;
 pub mod loops;
 /// PTX code generation (LLVM NVPTX; the compiler itself needs feature `llvm`).
 pub mod ptx;
 mod symbols;
 
 pub use backend::Backend;
-pub use cpu::CpuCaps;
-pub use cpu::cranelift::{CpuKernel, CraneliftBackend, PhaseFn};
+pub use cpu::cranelift::{CpuKernel, CraneliftBackend};
 #[cfg(feature = "llvm")]
 pub use cpu::llvm::{HostCpu, LlvmCpuBackend, LlvmCpuKernel};
+pub use cpu::{CpuCaps, PhaseFn};
 pub use error::CodegenError;
 pub use loops::{BufDecl, BufKind, GemmTiles, LoopKernel, LowerOptions};

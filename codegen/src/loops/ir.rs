@@ -212,6 +212,20 @@ pub enum Combine {
     Min,
 }
 
+impl Combine {
+    /// The value an accumulator starts from, which every value combined into it replaces: for f32
+    /// lanes when `float`, else for i32.
+    pub fn identity(self, float: bool) -> f64 {
+        match (self, float) {
+            (Combine::Add, _) => 0.0,
+            (Combine::Max, true) => f64::NEG_INFINITY,
+            (Combine::Min, true) => f64::INFINITY,
+            (Combine::Max, false) => f64::from(i32::MIN),
+            (Combine::Min, false) => f64::from(i32::MAX),
+        }
+    }
+}
+
 /// A loop's trip count.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Extent {

@@ -62,6 +62,13 @@ impl GemmTiles {
     pub fn from_schedule(s: &tcc_ir::Schedule) -> GemmTiles {
         let nr = (s.micro_n.clamp(4, 16) / 4) * 4;
         let mr = s.micro_m.clamp(1, 8).min(48 / nr).max(1);
+        GemmTiles::with_schedule_panels(s, mr, nr)
+    }
+
+    /// An `mr x nr` register tile with the schedule's panels (`tile_m x tile_n x tile_k`, at most
+    /// 1024 x 4096 x 4096) rounded up to it: each CPU tier picks the register tile its registers
+    /// hold, both read the panels this way.
+    pub fn with_schedule_panels(s: &tcc_ir::Schedule, mr: u32, nr: u32) -> GemmTiles {
         let round_up = |x: u32, m: u32| x.max(m).div_ceil(m) * m;
         GemmTiles {
             mr,
@@ -402,14 +409,12 @@ impl<'g> Lowerer<'g> {
             return Err(self.bad(format!("reduction {n} has the wrong output rank")));
         }
         let acc = self.new_acc(acc_dtype);
-        let (combine, init) = match (op, acc_dtype) {
-            (ReduceOp::Sum | ReduceOp::Mean, _) => (Combine::Add, 0.0),
-            (ReduceOp::Max, DType::I32) => (Combine::Max, f64::from(i32::MIN)),
-            (ReduceOp::Min, DType::I32) => (Combine::Min, f64::from(i32::MAX)),
-            (ReduceOp::Max, _) => (Combine::Max, f64::NEG_INFINITY),
-            (ReduceOp::Min, _) => (Combine::Min, f64::INFINITY),
+        let combine = match op {
+            ReduceOp::Sum | ReduceOp::Mean => Combine::Add,
+            ReduceOp::Max => Combine::Max,
+            ReduceOp::Min => Combine::Min,
         };
-        let init = self.arena.constant(acc_dtype, init);
+        let init = self.arena.constant(acc_dtype, combine.identity(acc_dtype != DType::I32));
         let value = self.expr_at(input, &full)?;
         let mut inner = vec![Stmt::AccUpdate { acc, combine, value }];
         for &a in axes.iter().rev() {

@@ -9,9 +9,9 @@ use tcc_ir::{DType, Graph, NodeId, Op};
 
 use super::arch::GpuCaps;
 use super::error::PtxError;
-use super::ir::Func;
 use super::math;
 use super::plan::{Out, Plan, Src};
+use crate::llvm_text::Func;
 
 /// An index into a value: its flat (row-major) position, and optionally its multi-index and its
 /// place in a vector of consecutive elements.

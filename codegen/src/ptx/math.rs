@@ -23,7 +23,7 @@ use tcc_ir::{BinaryOp, CompareOp, DType, ReduceOp, UnaryOp};
 
 use super::arch::{CapsExt, Feature, GpuCaps};
 use super::error::PtxError;
-use super::ir::Func;
+use crate::llvm_text::Func;
 
 /// An f32 constant in LLVM's exact hexadecimal form.
 pub(crate) fn fc(v: f32) -> String {

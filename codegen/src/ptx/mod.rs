@@ -23,11 +23,11 @@
 mod arch;
 mod error;
 mod expr;
-mod ir;
 #[cfg(feature = "llvm")]
 mod llvm;
 mod math;
 mod mma;
+mod module;
 mod plan;
 mod program;
 mod ptxas;
@@ -48,7 +48,7 @@ pub use tma::{TensorMapSpec, TmaBuffer};
 
 use tcc_ir::{Bindings, Kernel};
 
-use ir::ModuleText;
+use module::ModuleText;
 use plan::Stage;
 use stages::StageCx;
 

@@ -22,7 +22,7 @@ use tcc_ir::{Bindings, Program};
 
 use super::arch::GpuArch;
 use super::error::PtxError;
-use super::ir::ModuleText;
+use super::module::ModuleText;
 use super::{PtxStep, emit_module};
 use crate::symbols;
 

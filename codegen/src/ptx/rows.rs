@@ -22,8 +22,8 @@ use super::LaunchConfig;
 use super::arch::{CapsExt, Feature};
 use super::error::PtxError;
 use super::expr::{Em, Ix};
-use super::ir::ModuleText;
 use super::math::{self, fc};
+use super::module::ModuleText;
 use super::plan::{Out, numel};
 use super::stages::{StageCx, launch, vector_width};
 

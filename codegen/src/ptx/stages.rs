@@ -11,8 +11,8 @@ use super::LaunchConfig;
 use super::arch::GpuCaps;
 use super::error::PtxError;
 use super::expr::{Em, Ix};
-use super::ir::ModuleText;
 use super::math;
+use super::module::ModuleText;
 use super::plan::{Out, Plan, Src, numel};
 
 /// Threads per block of elementwise and generic-reduction stages.

@@ -18,25 +18,16 @@ use tcc_ir::{BinaryOp, CompareOp, DType, UnaryOp};
 use super::convert;
 use super::math;
 use super::simd::Simd;
+use crate::cpu::analysis::{self, ExprReads, Moving, VectorSupport, Visit};
+use crate::cpu::memo::Memo;
 use crate::cpu::target::CpuCaps;
+use crate::cpu::{Class, class};
 use crate::error::CodegenError;
 use crate::loops::{AccId, BufId, Combine, Expr, ExprId, Extent, Index, LoopKernel, MicroKernel, Phase, Stmt, VarId};
 
-/// The register class a dtype computes in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
-    Float,
-    Int,
-    Bool,
-}
-
-fn class(d: DType) -> Class {
-    match d {
-        DType::F32 | DType::F16 | DType::BF16 => Class::Float,
-        DType::I32 => Class::Int,
-        DType::Bool => Class::Bool,
-    }
-}
+/// What the four-lane code cannot do: bool vectors live as `i32x4` masks, never in memory, and
+/// x86 has no vector integer division.
+const VECTOR_SUPPORT: VectorSupport = VectorSupport { bool_memory: false, int_division: false };
 
 /// Lanes of the code being emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,10 +63,11 @@ struct Emitter<'k, 'f> {
     vars: HashMap<VarId, Variable>,
     accs: Vec<Variable>,
     vaccs: HashMap<AccId, Variable>,
-    memo: Vec<HashMap<(ExprId, bool), Value>>,
-    has_acc: Vec<bool>,
-    reads: Vec<u64>,
-    depends: Vec<bool>,
+    /// Computed values by expression and whether they are vectors.
+    memo: Memo<bool, Value>,
+    reads: ExprReads,
+    /// What moves with the variable of the vector loop being emitted.
+    depends: Moving,
     mode: Mode,
     /// While an innermost scalar loop is emitted: its variable and one pointer per access
     /// (buffer, index without the variable's term, that term's coefficient), advanced every
@@ -100,20 +92,6 @@ fn le() -> MemFlagsData {
 
 impl<'k, 'f> Emitter<'k, 'f> {
     fn new(k: &'k LoopKernel, caps: CpuCaps, b: FunctionBuilder<'f>, pow: FuncRef) -> Emitter<'k, 'f> {
-        let n = k.exprs.len();
-        let mut has_acc = vec![false; n];
-        let mut reads = vec![0u64; n];
-        for (i, e) in k.exprs.iter().enumerate() {
-            let id = ExprId(i as u32);
-            let ops = k.operands(id);
-            has_acc[i] =
-                matches!(e, Expr::Acc(_)) || ops.iter().any(|o| has_acc.get(o.0 as usize).copied().unwrap_or(true));
-            let own = match e {
-                Expr::Load { buf, .. } => 1u64 << (buf.0 % 64),
-                _ => 0,
-            };
-            reads[i] = ops.iter().fold(own, |m, o| m | reads.get(o.0 as usize).copied().unwrap_or(u64::MAX));
-        }
         Emitter {
             k,
             caps,
@@ -123,10 +101,9 @@ impl<'k, 'f> Emitter<'k, 'f> {
             vars: HashMap::new(),
             accs: Vec::new(),
             vaccs: HashMap::new(),
-            memo: vec![HashMap::new()],
-            has_acc,
-            reads,
-            depends: vec![false; n],
+            memo: Memo::new(),
+            reads: ExprReads::of(k),
+            depends: Moving::default(),
             mode: Mode::Scalar,
             hoisted: None,
         }
@@ -217,21 +194,13 @@ impl<'k, 'f> Emitter<'k, 'f> {
                     return Err(self.bad("micro-kernel inside a vector loop"));
                 }
                 self.micro_kernel(mk)?;
-                let bit = 1u64 << (mk.c.0 % 64);
-                let reads = &self.reads;
-                for layer in &mut self.memo {
-                    layer.retain(|(e, _), _| reads.get(e.0 as usize).is_none_or(|r| r & bit == 0));
-                }
+                self.memo.forget_readers(mk.c, &self.reads);
                 Ok(())
             }
             Stmt::Store { buf, index, value } => {
                 let v = self.expr(*value)?;
                 self.store(*buf, index, v)?;
-                let bit = 1u64 << (buf.0 % 64);
-                let reads = &self.reads;
-                for layer in &mut self.memo {
-                    layer.retain(|(e, _), _| reads.get(e.0 as usize).is_none_or(|r| r & bit == 0));
-                }
+                self.memo.forget_readers(*buf, &self.reads);
                 Ok(())
             }
             Stmt::AccInit { acc, value } => {
@@ -363,17 +332,13 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 _ => {}
             }
         }
-        let mut seen = vec![false; self.k.exprs.len()];
-        while let Some(e) = roots.pop() {
-            match seen.get_mut(e.0 as usize) {
-                Some(s) if !*s => *s = true,
-                _ => continue,
-            }
-            if let Some(Expr::Load { buf, index }) = self.k.expr(e) {
+        let k = self.k;
+        analysis::walk(k, roots, |e| {
+            if let Some(Expr::Load { buf, index }) = k.expr(e) {
                 add(*buf, index);
             }
-            roots.extend(self.k.operands(e));
-        }
+            Visit::Operands
+        });
         if keys.is_empty() || keys.len() > MAX_HOISTED {
             return Ok(false);
         }
@@ -424,9 +389,9 @@ impl<'k, 'f> Emitter<'k, 'f> {
         let go = self.b.ins().icmp(IntCC::SignedLessThan, i, end);
         self.b.ins().brif(go, block, &[], exit, &[]);
         self.b.switch_to_block(block);
-        self.memo.push(HashMap::new());
+        self.memo.enter();
         let result = self.stmts(body);
-        self.memo.pop();
+        self.memo.leave();
         if hoisted {
             self.advance_pointers();
             self.hoisted = None;
@@ -444,15 +409,8 @@ impl<'k, 'f> Emitter<'k, 'f> {
     /// Pure reductions run four vectors per iteration into separate accumulators (so the
     /// combining instruction's latency overlaps), then one vector at a time.
     fn vector_loop(&mut self, var: VarId, end: Value, body: &[Stmt]) -> Result<Value, CodegenError> {
-        self.depends = self.compute_depends(var);
-        let mut updated = Vec::new();
-        for s in body {
-            if let Stmt::AccUpdate { acc, combine, .. } = s
-                && !updated.iter().any(|(a, _)| a == acc)
-            {
-                updated.push((*acc, *combine));
-            }
-        }
+        self.depends = Moving::with(self.k, var);
+        let updated = analysis::updated_accs(body);
         // Four vectors per iteration: reductions get separate accumulators (so the combining
         // instruction's latency overlaps), every body spreads the loop's own cost.
         let unroll = 4;
@@ -462,15 +420,9 @@ impl<'k, 'f> Emitter<'k, 'f> {
             for &(acc, combine) in &updated {
                 let dtype = self.acc_dtype(acc)?;
                 let float = class(dtype) == Class::Float;
+                let identity = combine.identity(float);
                 let mut s = self.simd(true);
-                let init = match (combine, float) {
-                    (Combine::Add, true) => s.fc(0.0),
-                    (Combine::Add, false) => s.ic(0),
-                    (Combine::Max, true) => s.fc(f32::NEG_INFINITY),
-                    (Combine::Min, true) => s.fc(f32::INFINITY),
-                    (Combine::Max, false) => s.ic(i32::MIN),
-                    (Combine::Min, false) => s.ic(i32::MAX),
-                };
+                let init = if float { s.fc(identity as f32) } else { s.ic(identity as i32) };
                 let ty = if float { types::F32X4 } else { types::I32X4 };
                 let x = self.b.declare_var(ty);
                 self.b.def_var(x, init);
@@ -499,9 +451,9 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 self.b.def_var(v, at);
                 self.vaccs = set.clone();
                 self.mode = Mode::Vector(var);
-                self.memo.push(HashMap::new());
+                self.memo.enter();
                 let result = self.stmts(body);
-                self.memo.pop();
+                self.memo.leave();
                 self.mode = Mode::Scalar;
                 result?;
             }
@@ -535,113 +487,24 @@ impl<'k, 'f> Emitter<'k, 'f> {
         Ok(self.b.use_var(v))
     }
 
-    /// Computes, before a vector loop over `var`, the largest subexpressions that do not move
-    /// with `var` (and read nothing the loop writes), as scalars and as broadcasts; the loop body
-    /// then finds them in the memo. (A division by an invariant divisor stays a division: `a · (1/d)`
-    /// is not `a / d` rounded once, and the same quotient must have one value in every lane and
-    /// every loop of a kernel.)
+    /// Computes, before a vector loop over `var`, the subexpressions [`analysis::uniform_exprs`]
+    /// finds, as scalars and as broadcasts; the loop body then finds them in the memo.
     fn hoist_uniform(&mut self, var: VarId, body: &[Stmt]) -> Result<(), CodegenError> {
-        self.depends = self.compute_depends(var);
-        let mut stored = 0u64;
-        let mut roots = Vec::new();
-        for s in body {
-            match s {
-                Stmt::Store { buf, value, .. } => {
-                    stored |= 1u64 << (buf.0 % 64);
-                    roots.push(*value);
-                }
-                Stmt::AccUpdate { value, .. } => roots.push(*value),
-                _ => {}
-            }
-        }
-        let mut seen = vec![false; self.k.exprs.len()];
-        while let Some(e) = roots.pop() {
-            let i = e.0 as usize;
-            if seen.get(i).copied().unwrap_or(true) {
-                continue;
-            }
-            seen[i] = true;
-            let hoistable = |me: &Self, x: ExprId| {
-                let j = x.0 as usize;
-                !me.depends.get(j).copied().unwrap_or(true)
-                    && !me.has_acc.get(j).copied().unwrap_or(true)
-                    && me.reads.get(j).is_some_and(|r| r & stored == 0)
-            };
-            if hoistable(self, e) {
-                if !matches!(self.k.expr(e), Some(Expr::Const { .. })) {
-                    let scalar = self.expr(e)?;
-                    let dtype = self.k.dtype_of(e).ok_or_else(|| self.bad("dangling expression"))?;
-                    let wide = self.splat(dtype, scalar);
-                    if let Some(layer) = self.memo.last_mut() {
-                        layer.insert((e, true), wide);
-                    }
-                }
-                continue;
-            }
-            roots.extend(self.k.operands(e));
+        self.depends = Moving::with(self.k, var);
+        for e in analysis::uniform_exprs(self.k, &self.reads, &self.depends, body) {
+            let scalar = self.expr(e)?;
+            let dtype = self.k.dtype_of(e).ok_or_else(|| self.bad("dangling expression"))?;
+            let wide = self.splat(dtype, scalar);
+            self.memo.insert(e, true, wide);
         }
         Ok(())
     }
 
-    /// Which expressions read memory that moves with `var`.
-    fn compute_depends(&self, var: VarId) -> Vec<bool> {
-        let mut dep = vec![false; self.k.exprs.len()];
-        for (i, e) in self.k.exprs.iter().enumerate() {
-            dep[i] = match e {
-                Expr::Load { index, .. } => index.coef(var) != 0,
-                _ => self.k.operands(ExprId(i as u32)).iter().any(|o| dep.get(o.0 as usize).copied().unwrap_or(true)),
-            };
-        }
-        dep
-    }
-
-    /// True if the innermost loop over `var` with `body` has a four-lane form.
+    /// True if the innermost loop over `var` with `body` has a four-lane form on this CPU.
     fn vectorizable(&self, var: VarId, body: &[Stmt]) -> bool {
-        if !self.caps.has_sse41 || self.caps.f32_lanes != 4 {
-            return false;
-        }
-        let dep = self.compute_depends(var);
-        let mut roots = Vec::new();
-        for s in body {
-            match s {
-                Stmt::Loop { .. } | Stmt::AccInit { .. } | Stmt::MicroKernel(_) => return false,
-                Stmt::Store { buf, index, value } => {
-                    let bool_buf = self.k.buf(*buf).is_none_or(|b| b.dtype == DType::Bool);
-                    if index.coef(var) != 1 || bool_buf {
-                        return false;
-                    }
-                    roots.push(*value);
-                }
-                Stmt::AccUpdate { value, .. } => roots.push(*value),
-            }
-        }
-        let mut seen = vec![false; self.k.exprs.len()];
-        while let Some(e) = roots.pop() {
-            let i = e.0 as usize;
-            if seen.get(i).copied().unwrap_or(true) {
-                continue;
-            }
-            seen[i] = true;
-            if self.has_acc.get(i).copied().unwrap_or(true) {
-                return false;
-            }
-            if !dep.get(i).copied().unwrap_or(false) {
-                continue; // computed once as a scalar and broadcast
-            }
-            let ok = match self.k.expr(e) {
-                Some(Expr::Load { buf, index }) => {
-                    index.coef(var) == 1 && self.k.buf(*buf).is_some_and(|b| b.dtype != DType::Bool)
-                }
-                Some(Expr::Binary { op: BinaryOp::Div, dtype: DType::I32, .. }) => false,
-                Some(_) => true,
-                None => false,
-            };
-            if !ok {
-                return false;
-            }
-            roots.extend(self.k.operands(e));
-        }
-        true
+        self.caps.has_sse41
+            && self.caps.f32_lanes == 4
+            && analysis::vectorizable(self.k, &self.reads, var, body, VECTOR_SUPPORT)
     }
 
     /// The byte address of element `index` of `buf`.
@@ -667,17 +530,12 @@ impl<'k, 'f> Emitter<'k, 'f> {
     }
 
     fn expr(&mut self, e: ExprId) -> Result<Value, CodegenError> {
-        let i = e.0 as usize;
         let vector = self.vector();
-        let cacheable = !self.has_acc.get(i).copied().unwrap_or(true);
-        if cacheable {
-            for layer in self.memo.iter().rev() {
-                if let Some(&v) = layer.get(&(e, vector)) {
-                    return Ok(v);
-                }
-            }
+        let cacheable = !self.reads.acc(e);
+        if cacheable && let Some(v) = self.memo.get(e, vector) {
+            return Ok(v);
         }
-        let v = if vector && !self.depends.get(i).copied().unwrap_or(true) {
+        let v = if vector && !self.depends.moves(e) {
             let saved = self.mode;
             self.mode = Mode::Scalar;
             let s = self.expr(e);
@@ -688,8 +546,8 @@ impl<'k, 'f> Emitter<'k, 'f> {
         } else {
             self.compute(e)?
         };
-        if cacheable && let Some(layer) = self.memo.last_mut() {
-            layer.insert((e, vector), v);
+        if cacheable {
+            self.memo.insert(e, vector, v);
         }
         Ok(v)
     }

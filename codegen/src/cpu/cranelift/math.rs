@@ -1,18 +1,22 @@
-//! Vectorizable f32 transcendentals: Cephes-style range reduction plus polynomials, written once
-//! for one lane or four. Their error against f64 is measured by the `math` tests (max relative
-//! error over the whole f32 range, including inf, NaN and large negatives).
+//! Vectorizable f32 transcendentals: Cephes-style range reduction plus polynomials (their
+//! constants in `cpu::approx`), written once for one lane or four. Their error against f64 is
+//! measured by the `math` tests (max relative error over the whole f32 range, including inf, NaN
+//! and large negatives).
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 
 use super::simd::Simd;
+use crate::cpu::approx::{
+    EXP_MAX, EXP_MIN, EXP_POLY, GELU_CUBIC, LN2_HI, LN2_LO, LOG_POLY, SQRT_2_OVER_PI, TANH_POLY, TANH_SMALL,
+};
 
 /// `e^x`: exact 0 below the subnormal range, inf above `ln(f32::MAX)`, NaN kept.
 pub fn exp(s: &mut Simd, x: Value) -> Value {
     // Clamp by compare and select (NaN stays NaN); cranelift's NaN-propagating fmax/fmin cost
     // several instructions each on x86.
-    let lo = s.fc(-104.0);
-    let hi = s.fc(89.0);
+    let lo = s.fc(EXP_MIN);
+    let hi = s.fc(EXP_MAX);
     let below = s.fcmp(FloatCC::LessThan, x, lo);
     let x = s.sel(below, lo, x);
     let above = s.fcmp(FloatCC::GreaterThan, x, hi);
@@ -21,9 +25,9 @@ pub fn exp(s: &mut Simd, x: Value) -> Value {
     let t = s.b.ins().fmul(x, log2e);
     let n = s.b.ins().nearest(t);
     let neg_n = s.b.ins().fneg(n);
-    let r = s.mul_add_c(neg_n, 0.693_359_4, x);
-    let r = s.mul_add_c(neg_n, -2.121_944_4e-4, r);
-    let p = s.horner(r, &[1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5]);
+    let r = s.mul_add_c(neg_n, LN2_HI, x);
+    let r = s.mul_add_c(neg_n, LN2_LO, r);
+    let p = s.horner(r, &EXP_POLY);
     let r2 = s.b.ins().fmul(r, r);
     let y = s.mul_add(p, r2, r);
     let one = s.fc(1.0);
@@ -81,26 +85,13 @@ pub fn log(s: &mut Simd, x: Value) -> Value {
     let fty = s.fty();
     let ef = s.b.ins().fcvt_from_sint(fty, e);
     let z = s.b.ins().fmul(m, m);
-    let p = s.horner(
-        m,
-        &[
-            7.037_683_6e-2,
-            -1.151_461e-1,
-            1.167_699_9e-1,
-            -1.242_014_1e-1,
-            1.424_932_3e-1,
-            -1.666_805_8e-1,
-            2.000_071_4e-1,
-            -2.499_999_4e-1,
-            0.333_333_3,
-        ],
-    );
+    let p = s.horner(m, &LOG_POLY);
     let mz = s.b.ins().fmul(m, z);
     let y = s.b.ins().fmul(mz, p);
-    let y = s.mul_add_c(ef, -2.121_944_4e-4, y);
+    let y = s.mul_add_c(ef, LN2_LO, y);
     let y = s.mul_add_c(z, -0.5, y);
     let r = s.b.ins().fadd(m, y);
-    let r = s.mul_add_c(ef, 0.693_359_4, r);
+    let r = s.mul_add_c(ef, LN2_HI, r);
     let inf = s.fc(f32::INFINITY);
     let is_inf = s.fcmp(FloatCC::Equal, x, inf);
     let r = s.sel(is_inf, inf, r);
@@ -116,7 +107,7 @@ pub fn log(s: &mut Simd, x: Value) -> Value {
 /// Hyperbolic tangent: a polynomial below |x| = 0.625, `1 - 2 / (e^2|x| + 1)` above.
 pub fn tanh(s: &mut Simd, x: Value) -> Value {
     let z = s.b.ins().fmul(x, x);
-    let p = s.horner(z, &[-0.005_704_988_7, 2.063_909e-2, -5.373_971_6e-2, 1.333_144_2e-1, -0.333_332_8]);
+    let p = s.horner(z, &TANH_POLY);
     let pz = s.b.ins().fmul(p, z);
     let small = s.mul_add(pz, x, x);
     let ax = s.b.ins().fabs(x);
@@ -134,7 +125,7 @@ pub fn tanh(s: &mut Simd, x: Value) -> Value {
     let sign = s.b.ins().band(x_bits, sign_mask);
     let big_bits = s.b.ins().bor(big_bits, sign);
     let big = s.as_float(big_bits);
-    let limit = s.fc(0.625);
+    let limit = s.fc(TANH_SMALL);
     let is_small = s.fcmp(FloatCC::LessThan, ax, limit);
     s.sel(is_small, small, big)
 }
@@ -158,8 +149,8 @@ pub fn sigmoid(s: &mut Simd, x: Value) -> Value {
 pub fn gelu(s: &mut Simd, x: Value) -> Value {
     let x2 = s.b.ins().fmul(x, x);
     let x3 = s.b.ins().fmul(x2, x);
-    let inner = s.mul_add_c(x3, 0.044_715, x);
-    let k = s.fc(2.0 * 0.797_884_6);
+    let inner = s.mul_add_c(x3, GELU_CUBIC, x);
+    let k = s.fc(2.0 * SQRT_2_OVER_PI);
     let t = s.b.ins().fmul(inner, k);
     let sg = sigmoid(s, t);
     let r = s.b.ins().fmul(x, sg);

@@ -1,10 +1,5 @@
-//! The cranelift tier: loop kernels JIT-compiled for the host CPU.
-//!
-//! Every phase of a kernel becomes one function with the uniform ABI
-//! `extern "C" fn(bufs: *const *mut u8, row_begin: u64, row_end: u64)`: `bufs` holds one pointer
-//! per [`BufDecl`] of the artifact (inputs, outputs, scratch and call-local buffers, in declared
-//! order), and the call computes rows `row_begin..row_end` of that phase (see [`Phase`]). Phases
-//! run in order, each after the previous one finished on every thread.
+//! The cranelift tier: loop kernels JIT-compiled for the host CPU, one function per phase with
+//! the uniform ABI (see [`crate::cpu`]).
 
 pub mod convert;
 pub mod emit;
@@ -22,16 +17,9 @@ use tcc_ir::{Bindings, Kernel, Tier};
 
 use crate::backend::Backend;
 use crate::cpu::target::{self, CpuCaps};
+use crate::cpu::{PhaseFn, lower_kernel, tcc_powf};
 use crate::error::CodegenError;
-use crate::loops::{BufDecl, GemmTiles, LoopKernel, LowerOptions, Phase, lower_graph, split_rows};
-
-/// Rows of a strip-mined flat loop: the unit of work a thread takes.
-pub const STRIP: u64 = 4096;
-
-/// `powf` for JIT'd code (cranelift has no `pow` instruction).
-extern "C" fn tcc_powf(a: f32, b: f32) -> f32 {
-    a.powf(b)
-}
+use crate::loops::{BufDecl, GemmTiles, LoopKernel, LowerOptions, Phase};
 
 /// The cranelift code generator for the host CPU.
 pub struct CraneliftBackend {
@@ -44,17 +32,6 @@ impl std::fmt::Debug for CraneliftBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CraneliftBackend").field("caps", &self.caps).field("options", &self.options).finish()
     }
-}
-
-/// One compiled phase: its function's address, its rows and its amount of work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PhaseFn {
-    /// Address of the function with the uniform ABI; valid while its [`CpuKernel`] lives.
-    pub entry: usize,
-    /// Rows the phase may be split into (1: call it once with `(0, 1)`).
-    pub rows: u64,
-    /// Innermost iterations of all rows: how much work the phase is.
-    pub work: u64,
 }
 
 /// A compiled kernel: JIT'd code plus what the runtime needs to call it.
@@ -120,13 +97,7 @@ impl CraneliftBackend {
     /// Lowers a kernel to the loop IR this backend emits (with rows split where that is safe);
     /// matmul tiles come from the kernel's schedule.
     pub fn lower(&self, kernel: &Kernel, bindings: &Bindings) -> Result<LoopKernel, CodegenError> {
-        let mut options = self.options;
-        if options.gemm.is_some() {
-            options.gemm = Some(GemmTiles::from_schedule(&kernel.schedule));
-        }
-        let mut lk = lower_graph(&kernel.name, &kernel.graph, bindings, &options)?;
-        split_rows(&mut lk, STRIP);
-        Ok(lk)
+        lower_kernel(kernel, bindings, self.options, || GemmTiles::from_schedule(&kernel.schedule))
     }
 
     /// The cranelift IR of every phase of a loop kernel, as text (for `--emit` and debugging).

@@ -3,12 +3,12 @@
 //! has it, integer bit operations otherwise; bf16 always uses bit operations (AVX512-BF16's
 //! `vcvtneps2bf16` flushes subnormals).
 
-use super::text::{Elem, FPred, Func, IPred, V};
+use crate::llvm_text::{Elem, FPred, IPred, TypedFunc, V};
 
 /// The f16 bit pattern (in the low 16 bits of each `i32` lane) nearest to the f32 `x`.
-pub fn f32_to_f16_bits(f: &mut Func, x: &V) -> V {
+pub fn f32_to_f16_bits(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
-    let ic = |f: &Func, v: i64| f.ic(Elem::I32, n, v);
+    let ic = |f: &TypedFunc, v: i64| f.ic(Elem::I32, n, v);
     let u = f.bitcast(x, Elem::I32);
     let sign = f.and(&u, &ic(f, i64::from(i32::MIN)));
     let a = f.xor(&u, &sign);
@@ -35,9 +35,9 @@ pub fn f32_to_f16_bits(f: &mut Func, x: &V) -> V {
 }
 
 /// The f32 value of the f16 bit pattern in the low 16 bits of each `i32` lane of `h` (exact).
-pub fn f16_bits_to_f32(f: &mut Func, h: &V) -> V {
+pub fn f16_bits_to_f32(f: &mut TypedFunc, h: &V) -> V {
     let n = h.ty.lanes;
-    let ic = |f: &Func, v: i64| f.ic(Elem::I32, n, v);
+    let ic = |f: &TypedFunc, v: i64| f.ic(Elem::I32, n, v);
     let magnitude = f.and(h, &ic(f, 0x7fff));
     let o = f.shl(&magnitude, 13);
     let exp_mask = ic(f, 0x0f80_0000);
@@ -62,7 +62,7 @@ pub fn f16_bits_to_f32(f: &mut Func, h: &V) -> V {
 }
 
 /// The bf16 bit pattern (in the low 16 bits of each `i32` lane) nearest to the f32 `x`.
-pub fn f32_to_bf16_bits(f: &mut Func, x: &V) -> V {
+pub fn f32_to_bf16_bits(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
     let u = f.bitcast(x, Elem::I32);
     let high = f.lshr(&u, 16);
@@ -76,13 +76,13 @@ pub fn f32_to_bf16_bits(f: &mut Func, x: &V) -> V {
 }
 
 /// The f32 value of the bf16 bit pattern in the low 16 bits of each `i32` lane of `h` (exact).
-pub fn bf16_bits_to_f32(f: &mut Func, h: &V) -> V {
+pub fn bf16_bits_to_f32(f: &mut TypedFunc, h: &V) -> V {
     let bits = f.shl(h, 16);
     f.bitcast(&bits, Elem::F32)
 }
 
 /// `x` rounded to the nearest f16 value, kept as f32.
-pub fn round_f16(f: &mut Func, x: &V, hardware: bool) -> V {
+pub fn round_f16(f: &mut TypedFunc, x: &V, hardware: bool) -> V {
     if hardware {
         let h = f.conv("fptrunc", x, x.ty.with(Elem::F16));
         return f.conv("fpext", &h, x.ty);
@@ -92,7 +92,7 @@ pub fn round_f16(f: &mut Func, x: &V, hardware: bool) -> V {
 }
 
 /// `x` rounded to the nearest bf16 value, kept as f32.
-pub fn round_bf16(f: &mut Func, x: &V) -> V {
+pub fn round_bf16(f: &mut TypedFunc, x: &V) -> V {
     let bits = f32_to_bf16_bits(f, x);
     bf16_bits_to_f32(f, &bits)
 }

@@ -17,25 +17,16 @@ use super::convert;
 use super::gemm;
 use super::host::HostCpu;
 use super::math;
-use super::text::{Elem, FPred, Func, IPred, Ty, V};
+use crate::cpu::analysis::{self, ExprReads, Moving, VectorSupport};
+use crate::cpu::memo::Memo;
+use crate::cpu::{Class, class};
 use crate::error::CodegenError;
+use crate::llvm_text::{Elem, FPred, IPred, Ty, TypedFunc, V};
 use crate::loops::{AccId, BufId, Combine, Expr, ExprId, Extent, Index, LoopKernel, Phase, Stmt, VarId};
 
-/// The register class a dtype computes in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Class {
-    Float,
-    Int,
-    Bool,
-}
-
-pub(super) fn class(d: DType) -> Class {
-    match d {
-        DType::F32 | DType::F16 | DType::BF16 => Class::Float,
-        DType::I32 => Class::Int,
-        DType::Bool => Class::Bool,
-    }
-}
+/// What the wide vector code does beyond f32/i32 arithmetic: bools are loaded and stored as
+/// vectors of bytes, and LLVM splits a vector i32 division into lanes.
+const VECTOR_SUPPORT: VectorSupport = VectorSupport { bool_memory: true, int_division: true };
 
 fn elem_of(c: Class) -> Elem {
     match c {
@@ -73,21 +64,23 @@ pub fn emit_phase(
 ) -> Result<(String, BTreeSet<String>), CodegenError> {
     let mut e = Emitter::new(kernel, host);
     e.entry(phase)?;
-    Ok(e.f.finish(name))
+    Ok(e.f
+        .finish(&format!("define void @{name}(ptr noalias nocapture readonly %bufs, i64 %row_begin, i64 %row_end) #0")))
 }
 
 pub(super) struct Emitter<'k> {
     k: &'k LoopKernel,
     pub(super) host: &'k HostCpu,
-    pub(super) f: Func,
+    pub(super) f: TypedFunc,
     bases: Vec<V>,
     vars: HashMap<VarId, V>,
     accs: Vec<V>,
     vaccs: HashMap<AccId, V>,
-    memo: Vec<HashMap<(ExprId, u32), V>>,
-    has_acc: Vec<bool>,
-    reads: Vec<u64>,
-    depends: Vec<bool>,
+    /// Computed values by expression and lane count.
+    memo: Memo<u32, V>,
+    reads: ExprReads,
+    /// What moves with the variable of the vector loop being emitted.
+    depends: Moving,
     mode: Mode,
     /// In the masked last iteration of a vector loop: which lanes are real.
     mask: Option<V>,
@@ -95,31 +88,17 @@ pub(super) struct Emitter<'k> {
 
 impl<'k> Emitter<'k> {
     fn new(k: &'k LoopKernel, host: &'k HostCpu) -> Emitter<'k> {
-        let n = k.exprs.len();
-        let mut has_acc = vec![false; n];
-        let mut reads = vec![0u64; n];
-        for (i, e) in k.exprs.iter().enumerate() {
-            let ops = k.operands(ExprId(i as u32));
-            has_acc[i] =
-                matches!(e, Expr::Acc(_)) || ops.iter().any(|o| has_acc.get(o.0 as usize).copied().unwrap_or(true));
-            let own = match e {
-                Expr::Load { buf, .. } => 1u64 << (buf.0 % 64),
-                _ => 0,
-            };
-            reads[i] = ops.iter().fold(own, |m, o| m | reads.get(o.0 as usize).copied().unwrap_or(u64::MAX));
-        }
         Emitter {
             k,
             host,
-            f: Func::new(host.fma),
+            f: TypedFunc::new(host.fma),
             bases: Vec::new(),
             vars: HashMap::new(),
             accs: Vec::new(),
             vaccs: HashMap::new(),
-            memo: vec![HashMap::new()],
-            has_acc,
-            reads,
-            depends: vec![false; n],
+            memo: Memo::new(),
+            reads: ExprReads::of(k),
+            depends: Moving::default(),
             mode: Mode::Scalar,
             mask: None,
         }
@@ -201,15 +180,6 @@ impl<'k> Emitter<'k> {
         Ok(())
     }
 
-    /// Forgets memoized values that read `buf` (it was just written).
-    fn invalidate(&mut self, buf: BufId) {
-        let bit = 1u64 << (buf.0 % 64);
-        let reads = &self.reads;
-        for layer in &mut self.memo {
-            layer.retain(|(e, _), _| reads.get(e.0 as usize).is_none_or(|r| r & bit == 0));
-        }
-    }
-
     fn stmt(&mut self, s: &Stmt) -> Result<(), CodegenError> {
         match s {
             Stmt::Loop { var, extent, body } => self.emit_loop(*var, extent, body),
@@ -218,13 +188,13 @@ impl<'k> Emitter<'k> {
                     return Err(self.bad("micro-kernel inside a vector loop"));
                 }
                 gemm::micro_kernel(self, mk)?;
-                self.invalidate(mk.c);
+                self.memo.forget_readers(mk.c, &self.reads);
                 Ok(())
             }
             Stmt::Store { buf, index, value } => {
                 let v = self.expr(*value)?;
                 self.store(*buf, index, &v)?;
-                self.invalidate(*buf);
+                self.memo.forget_readers(*buf, &self.reads);
                 Ok(())
             }
             Stmt::AccInit { acc, value } => {
@@ -304,7 +274,10 @@ impl<'k> Emitter<'k> {
     fn emit_loop(&mut self, var: VarId, extent: &Extent, body: &[Stmt]) -> Result<(), CodegenError> {
         let n = self.extent(extent);
         let max = extent.max();
-        if max >= 4 && self.mode == Mode::Scalar && self.vectorizable(var, body) {
+        if max >= 4
+            && self.mode == Mode::Scalar
+            && analysis::vectorizable(self.k, &self.reads, var, body, VECTOR_SUPPORT)
+        {
             let mut lanes = self.host.lanes.max(4);
             while lanes > 4 && u64::from(lanes) > max {
                 lanes /= 2;
@@ -333,9 +306,9 @@ impl<'k> Emitter<'k> {
         let go = self.f.icmp(IPred::Slt, &i, end);
         self.f.cond_br(&go, &block, &exit);
         self.f.start(&block);
-        self.memo.push(HashMap::new());
+        self.memo.enter();
         let result = self.stmts(body);
-        self.memo.pop();
+        self.memo.leave();
         result?;
         let i = self.f.load(Ty::scalar(Elem::I64), &slot, 8);
         let next = self.f.add(&i, &self.f.i64c(1));
@@ -355,15 +328,8 @@ impl<'k> Emitter<'k> {
         lanes: u32,
         masked: bool,
     ) -> Result<Option<V>, CodegenError> {
-        self.depends = self.compute_depends(var);
-        let mut updated: Vec<(AccId, Combine)> = Vec::new();
-        for s in body {
-            if let Stmt::AccUpdate { acc, combine, .. } = s
-                && !updated.iter().any(|(a, _)| a == acc)
-            {
-                updated.push((*acc, *combine));
-            }
-        }
+        self.depends = Moving::with(self.k, var);
+        let updated = analysis::updated_accs(body);
         let reduction_only = body.iter().all(|s| matches!(s, Stmt::AccUpdate { .. }));
         let unroll = if reduction_only { 4 } else { 1 };
         let mut sets: Vec<HashMap<AccId, V>> = Vec::with_capacity(unroll);
@@ -372,13 +338,11 @@ impl<'k> Emitter<'k> {
             for &(acc, combine) in &updated {
                 let dtype = self.acc_dtype(acc)?;
                 let float = class(dtype) == Class::Float;
-                let init = match (combine, float) {
-                    (Combine::Add, true) => self.f.fc(lanes, 0.0),
-                    (Combine::Add, false) => self.f.ic(Elem::I32, lanes, 0),
-                    (Combine::Max, true) => self.f.fc(lanes, f32::NEG_INFINITY),
-                    (Combine::Min, true) => self.f.fc(lanes, f32::INFINITY),
-                    (Combine::Max, false) => self.f.ic(Elem::I32, lanes, i64::from(i32::MIN)),
-                    (Combine::Min, false) => self.f.ic(Elem::I32, lanes, i64::from(i32::MAX)),
+                let identity = combine.identity(float);
+                let init = if float {
+                    self.f.fc(lanes, identity as f32)
+                } else {
+                    self.f.ic(Elem::I32, lanes, i64::from(identity as i32))
                 };
                 let slot = self.f.alloca(init.ty);
                 self.f.store(&init, &slot, 4);
@@ -405,9 +369,9 @@ impl<'k> Emitter<'k> {
                 self.f.store(&at, &slot, 8);
                 self.vaccs = set.clone();
                 self.mode = Mode::Vector(var, lanes);
-                self.memo.push(HashMap::new());
+                self.memo.enter();
                 let result = self.stmts(body);
-                self.memo.pop();
+                self.memo.leave();
                 self.mode = Mode::Scalar;
                 result?;
             }
@@ -426,9 +390,9 @@ impl<'k> Emitter<'k> {
             self.vaccs = set.clone();
             self.mode = Mode::Vector(var, lanes);
             self.mask = Some(mask);
-            self.memo.push(HashMap::new());
+            self.memo.enter();
             let result = self.stmts(body);
-            self.memo.pop();
+            self.memo.leave();
             self.mask = None;
             self.mode = Mode::Scalar;
             result?;
@@ -475,103 +439,16 @@ impl<'k> Emitter<'k> {
         self.combine(combine, dtype, &a, &b)
     }
 
-    /// Computes, before a vector loop over `var`, the largest subexpressions that do not move
-    /// with `var` (and read nothing the loop writes), as scalars and as broadcasts; the loop body
-    /// then finds them in the memo. (A division by an invariant divisor stays a division: `a · (1/d)`
-    /// is not `a / d` rounded once, and the same quotient must have one value in every lane and
-    /// every loop of a kernel.)
+    /// Computes, before a vector loop over `var`, the subexpressions [`analysis::uniform_exprs`]
+    /// finds, as scalars and as broadcasts to `lanes`; the loop body then finds them in the memo.
     fn hoist_uniform(&mut self, var: VarId, body: &[Stmt], lanes: u32) -> Result<(), CodegenError> {
-        self.depends = self.compute_depends(var);
-        let mut stored = 0u64;
-        let mut roots = Vec::new();
-        for s in body {
-            match s {
-                Stmt::Store { buf, value, .. } => {
-                    stored |= 1u64 << (buf.0 % 64);
-                    roots.push(*value);
-                }
-                Stmt::AccUpdate { value, .. } => roots.push(*value),
-                _ => {}
-            }
-        }
-        let mut seen = vec![false; self.k.exprs.len()];
-        while let Some(e) = roots.pop() {
-            let i = e.0 as usize;
-            if seen.get(i).copied().unwrap_or(true) {
-                continue;
-            }
-            seen[i] = true;
-            let hoistable = |me: &Self, x: ExprId| {
-                let j = x.0 as usize;
-                !me.depends.get(j).copied().unwrap_or(true)
-                    && !me.has_acc.get(j).copied().unwrap_or(true)
-                    && me.reads.get(j).is_some_and(|r| r & stored == 0)
-            };
-            if hoistable(self, e) {
-                if !matches!(self.k.expr(e), Some(Expr::Const { .. })) {
-                    let scalar = self.expr(e)?;
-                    let wide = self.f.splat(&scalar, lanes);
-                    if let Some(layer) = self.memo.last_mut() {
-                        layer.insert((e, lanes), wide);
-                    }
-                }
-                continue;
-            }
-            roots.extend(self.k.operands(e));
+        self.depends = Moving::with(self.k, var);
+        for e in analysis::uniform_exprs(self.k, &self.reads, &self.depends, body) {
+            let scalar = self.expr(e)?;
+            let wide = self.f.splat(&scalar, lanes);
+            self.memo.insert(e, lanes, wide);
         }
         Ok(())
-    }
-
-    /// Which expressions read memory that moves with `var`.
-    fn compute_depends(&self, var: VarId) -> Vec<bool> {
-        let mut dep = vec![false; self.k.exprs.len()];
-        for (i, e) in self.k.exprs.iter().enumerate() {
-            dep[i] = match e {
-                Expr::Load { index, .. } => index.coef(var) != 0,
-                _ => self.k.operands(ExprId(i as u32)).iter().any(|o| dep.get(o.0 as usize).copied().unwrap_or(true)),
-            };
-        }
-        dep
-    }
-
-    /// True if the innermost loop over `var` with `body` has a vector form: contiguous stores,
-    /// loads contiguous or invariant along `var`, no accumulator read.
-    fn vectorizable(&self, var: VarId, body: &[Stmt]) -> bool {
-        let dep = self.compute_depends(var);
-        let mut roots = Vec::new();
-        for s in body {
-            match s {
-                Stmt::Loop { .. } | Stmt::AccInit { .. } | Stmt::MicroKernel(_) => return false,
-                Stmt::Store { index, value, .. } => {
-                    if index.coef(var) != 1 {
-                        return false;
-                    }
-                    roots.push(*value);
-                }
-                Stmt::AccUpdate { value, .. } => roots.push(*value),
-            }
-        }
-        let mut seen = vec![false; self.k.exprs.len()];
-        while let Some(e) = roots.pop() {
-            let i = e.0 as usize;
-            if seen.get(i).copied().unwrap_or(true) {
-                continue;
-            }
-            seen[i] = true;
-            if self.has_acc.get(i).copied().unwrap_or(true) {
-                return false;
-            }
-            if !dep.get(i).copied().unwrap_or(false) {
-                continue; // computed once as a scalar and broadcast
-            }
-            if let Some(Expr::Load { index, .. }) = self.k.expr(e)
-                && index.coef(var) != 1
-            {
-                return false;
-            }
-            roots.extend(self.k.operands(e));
-        }
-        true
     }
 
     /// The address of element `index` of `buf`.
@@ -583,17 +460,12 @@ impl<'k> Emitter<'k> {
     }
 
     fn expr(&mut self, e: ExprId) -> Result<V, CodegenError> {
-        let i = e.0 as usize;
         let lanes = self.lanes();
-        let cacheable = !self.has_acc.get(i).copied().unwrap_or(true);
-        if cacheable {
-            for layer in self.memo.iter().rev() {
-                if let Some(v) = layer.get(&(e, lanes)) {
-                    return Ok(v.clone());
-                }
-            }
+        let cacheable = !self.reads.acc(e);
+        if cacheable && let Some(v) = self.memo.get(e, lanes) {
+            return Ok(v);
         }
-        let v = if lanes > 1 && !self.depends.get(i).copied().unwrap_or(true) {
+        let v = if lanes > 1 && !self.depends.moves(e) {
             let saved = self.mode;
             self.mode = Mode::Scalar;
             let s = self.expr(e);
@@ -603,8 +475,8 @@ impl<'k> Emitter<'k> {
         } else {
             self.compute(e)?
         };
-        if cacheable && let Some(layer) = self.memo.last_mut() {
-            layer.insert((e, lanes), v.clone());
+        if cacheable {
+            self.memo.insert(e, lanes, v.clone());
         }
         Ok(v)
     }

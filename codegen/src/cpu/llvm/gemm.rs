@@ -5,8 +5,8 @@
 //! masked ones.
 
 use super::emit::{Emitter, iota};
-use super::text::{Elem, IPred, Ty, V};
 use crate::error::CodegenError;
+use crate::llvm_text::{Elem, IPred, Ty, V};
 use crate::loops::MicroKernel;
 
 /// Depth steps per iteration of the main depth loop.

@@ -1,13 +1,17 @@
 //! f32 transcendentals for any lane count: Cephes-style range reduction plus polynomials (the
-//! same approximations as the cranelift tier, so both tiers share their measured error bounds).
+//! same approximations as the cranelift tier, constants in `cpu::approx`, so both tiers
+//! share their measured error bounds).
 
-use super::text::{Elem, FPred, Func, V};
+use crate::cpu::approx::{
+    EXP_MAX, EXP_MIN, EXP_POLY, GELU_CUBIC, LN2_HI, LN2_LO, LOG_POLY, SQRT_2_OVER_PI, TANH_POLY, TANH_SMALL,
+};
+use crate::llvm_text::{Elem, FPred, TypedFunc, V};
 
 /// `e^x`: exact 0 below the subnormal range, inf above `ln(f32::MAX)`, NaN kept.
-pub fn exp(f: &mut Func, x: &V) -> V {
+pub fn exp(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
-    let lo = f.fc(n, -104.0);
-    let hi = f.fc(n, 89.0);
+    let lo = f.fc(n, EXP_MIN);
+    let hi = f.fc(n, EXP_MAX);
     // Clamp by compare and select: NaN stays NaN.
     let below = f.fcmp(FPred::Olt, x, &lo);
     let x = f.select(&below, &lo, x);
@@ -16,9 +20,9 @@ pub fn exp(f: &mut Func, x: &V) -> V {
     let t = f.fmul(&x, &f.fc(n, std::f32::consts::LOG2_E));
     let k = f.intr("roundeven", t.ty, &[&t]);
     let neg_k = f.fneg(&k);
-    let r = f.mul_add_c(&neg_k, 0.693_359_4, &x);
-    let r = f.mul_add_c(&neg_k, -2.121_944_4e-4, &r);
-    let p = f.horner(&r, &[1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5]);
+    let r = f.mul_add_c(&neg_k, LN2_HI, &x);
+    let r = f.mul_add_c(&neg_k, LN2_LO, &r);
+    let p = f.horner(&r, &EXP_POLY);
     let r2 = f.fmul(&r, &r);
     let y = f.mul_add(&p, &r2, &r);
     let y = f.fadd(&y, &f.fc(n, 1.0));
@@ -36,16 +40,16 @@ pub fn exp(f: &mut Func, x: &V) -> V {
 }
 
 /// `2^k` for integer lanes `k` in the normal exponent range.
-fn pow2i(f: &mut Func, k: &V) -> V {
+fn pow2i(f: &mut TypedFunc, k: &V) -> V {
     let e = f.add(k, &f.ic(Elem::I32, k.ty.lanes, 127));
     let bits = f.shl(&e, 23);
     f.bitcast(&bits, Elem::F32)
 }
 
 /// Natural logarithm: NaN below 0 and for NaN, -inf at ±0, inf at inf; subnormals handled.
-pub fn log(f: &mut Func, x: &V) -> V {
+pub fn log(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
-    let ic = |f: &Func, v: i64| f.ic(Elem::I32, n, v);
+    let ic = |f: &TypedFunc, v: i64| f.ic(Elem::I32, n, v);
     let is_sub = f.fcmp(FPred::Olt, x, &f.fc(n, f32::MIN_POSITIVE));
     let scaled = f.fmul(x, &f.fc(n, 8_388_608.0));
     let xs = f.select(&is_sub, &scaled, x);
@@ -66,26 +70,13 @@ pub fn log(f: &mut Func, x: &V) -> V {
     let m = f.fsub(&m, &f.fc(n, 1.0));
     let ef = f.conv("sitofp", &e, e.ty.with(Elem::F32));
     let z = f.fmul(&m, &m);
-    let p = f.horner(
-        &m,
-        &[
-            7.037_683_6e-2,
-            -1.151_461e-1,
-            1.167_699_9e-1,
-            -1.242_014_1e-1,
-            1.424_932_3e-1,
-            -1.666_805_8e-1,
-            2.000_071_4e-1,
-            -2.499_999_4e-1,
-            0.333_333_3,
-        ],
-    );
+    let p = f.horner(&m, &LOG_POLY);
     let mz = f.fmul(&m, &z);
     let y = f.fmul(&mz, &p);
-    let y = f.mul_add_c(&ef, -2.121_944_4e-4, &y);
+    let y = f.mul_add_c(&ef, LN2_LO, &y);
     let y = f.mul_add_c(&z, -0.5, &y);
     let r = f.fadd(&m, &y);
-    let r = f.mul_add_c(&ef, 0.693_359_4, &r);
+    let r = f.mul_add_c(&ef, LN2_HI, &r);
     let inf = f.fc(n, f32::INFINITY);
     let is_inf = f.fcmp(FPred::Oeq, x, &inf);
     let r = f.select(&is_inf, &inf, &r);
@@ -97,10 +88,10 @@ pub fn log(f: &mut Func, x: &V) -> V {
 }
 
 /// Hyperbolic tangent: a polynomial below |x| = 0.625, `1 - 2 / (e^2|x| + 1)` above.
-pub fn tanh(f: &mut Func, x: &V) -> V {
+pub fn tanh(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
     let z = f.fmul(x, x);
-    let p = f.horner(&z, &[-0.005_704_988_7, 2.063_909e-2, -5.373_971_6e-2, 1.333_144_2e-1, -0.333_332_8]);
+    let p = f.horner(&z, &TANH_POLY);
     let pz = f.fmul(&p, &z);
     let small = f.mul_add(&pz, x, x);
     let ax = f.intr("fabs", x.ty, &[x]);
@@ -110,12 +101,12 @@ pub fn tanh(f: &mut Func, x: &V) -> V {
     let q = f.fdiv(&f.fc(n, 2.0), &e1);
     let big = f.fsub(&f.fc(n, 1.0), &q);
     let big = f.intr("copysign", x.ty, &[&big, x]);
-    let is_small = f.fcmp(FPred::Olt, &ax, &f.fc(n, 0.625));
+    let is_small = f.fcmp(FPred::Olt, &ax, &f.fc(n, TANH_SMALL));
     f.select(&is_small, &small, &big)
 }
 
 /// `1 / (1 + e^-x)`, as `e^x / (1 + e^x)` for negative `x` so that no `exp` overflows.
-pub fn sigmoid(f: &mut Func, x: &V) -> V {
+pub fn sigmoid(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
     let ax = f.intr("fabs", x.ty, &[x]);
     let nax = f.fneg(&ax);
@@ -130,12 +121,12 @@ pub fn sigmoid(f: &mut Func, x: &V) -> V {
 
 /// GELU (tanh form) as `x * sigmoid(2u)`, `u = sqrt(2/pi) (x + 0.044715 x^3)`: the same function
 /// as `0.5 x (1 + tanh(u))` without its cancellation for negative `x`; `gelu(-inf) = -0`.
-pub fn gelu(f: &mut Func, x: &V) -> V {
+pub fn gelu(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
     let x2 = f.fmul(x, x);
     let x3 = f.fmul(&x2, x);
-    let inner = f.mul_add_c(&x3, 0.044_715, x);
-    let t = f.fmul(&inner, &f.fc(n, 2.0 * 0.797_884_6));
+    let inner = f.mul_add_c(&x3, GELU_CUBIC, x);
+    let t = f.fmul(&inner, &f.fc(n, 2.0 * SQRT_2_OVER_PI));
     let sg = sigmoid(f, &t);
     let r = f.fmul(x, &sg);
     let is_neg_inf = f.fcmp(FPred::Oeq, x, &f.fc(n, f32::NEG_INFINITY));

@@ -4,7 +4,7 @@
 //!
 //! The artifact has the same shape as the cranelift tier's: one function per phase with the
 //! uniform ABI `extern "C" fn(bufs: *const *mut u8, row_begin: u64, row_end: u64)` (see
-//! [`crate::cpu::cranelift`]); phases run in order, rows of a phase may run on different threads.
+//! [`crate::cpu`]); phases run in order, rows of a phase may run on different threads.
 //!
 //! ```text
 //!  LoopKernel --emit (per phase)--> LLVM IR text --parse, verify, O3--> MCJIT --> PhaseFn
@@ -16,7 +16,6 @@ pub mod gemm;
 pub mod host;
 pub mod jit;
 pub mod math;
-pub mod text;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -24,17 +23,12 @@ use std::sync::Mutex;
 use tcc_ir::{Bindings, Kernel, Op, Program, Schedule, Tier};
 
 use crate::backend::Backend;
-use crate::cpu::cranelift::{PhaseFn, STRIP};
+use crate::cpu::{PhaseFn, lower_kernel, tcc_powf};
 use crate::error::CodegenError;
-use crate::loops::{BufDecl, GemmTiles, LoopKernel, LowerOptions, lower_graph, resolve_dims, split_rows};
+use crate::loops::{BufDecl, GemmTiles, LoopKernel, LowerOptions, resolve_dims};
 use crate::symbols;
 pub use host::HostCpu;
 use jit::JitCode;
-
-/// `powf` for JIT'd code (LLVM's `pow` would need the C library's symbol resolved at run time).
-extern "C" fn tcc_powf(a: f32, b: f32) -> f32 {
-    a.powf(b)
-}
 
 /// A kernel compiled by the LLVM tier: JIT'd code plus what the runtime needs to call it. The code
 /// is freed when this value is dropped.
@@ -193,25 +187,12 @@ impl LlvmCpuBackend {
         let lanes = lanes.max(4);
         let nr = (s.micro_n.clamp(lanes, 4 * lanes) / lanes) * lanes;
         let mr = s.micro_m.clamp(1, 16).min(28 * lanes / nr).max(1);
-        let round_up = |x: u32, m: u32| x.max(m).div_ceil(m) * m;
-        GemmTiles {
-            mr,
-            nr,
-            mc: round_up(s.tile_m.min(1024), mr),
-            nc: round_up(s.tile_n.min(4096), nr),
-            kc: s.tile_k.clamp(1, 4096),
-        }
+        GemmTiles::with_schedule_panels(s, mr, nr)
     }
 
     /// Lowers a kernel to the loop IR this backend emits (rows split where that is safe).
     pub fn lower(&self, kernel: &Kernel, bindings: &Bindings) -> Result<LoopKernel, CodegenError> {
-        let mut options = self.options;
-        if options.gemm.is_some() {
-            options.gemm = Some(self.tiles_for(kernel, bindings));
-        }
-        let mut lk = lower_graph(&kernel.name, &kernel.graph, bindings, &options)?;
-        split_rows(&mut lk, STRIP);
-        Ok(lk)
+        lower_kernel(kernel, bindings, self.options, || self.tiles_for(kernel, bindings))
     }
 
     /// The LLVM IR module of a loop kernel as emitted (before optimization), with the names of

@@ -4,7 +4,7 @@
 
 use tcc_ir::DType;
 
-use crate::ptx::ir::Func;
+use crate::llvm_text::Func;
 
 /// An LLVM struct type of `n` floats.
 fn floats(n: usize) -> String {

@@ -1,9 +1,11 @@
-//! A small builder of LLVM IR *text* for one function: typed values, fresh names, blocks, and
-//! instructions that work the same for one lane (`float`) or many (`<16 x float>`), so the
-//! emitters, conversions and polynomials are written once.
+//! Typed LLVM IR text: values with their types ([`V`], [`Ty`]) and [`TypedFunc`], a [`Func`]
+//! whose instructions take and return them and work the same for one lane (`float`) or many
+//! (`<16 x float>`), so the CPU tier's emitters, conversions and polynomials are written once.
 
 use std::collections::BTreeSet;
 use std::fmt::{self, Write};
+
+use super::Func;
 
 /// An element type of a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -213,59 +215,49 @@ impl IPred {
     }
 }
 
-/// The text of one function under construction, plus the declarations it needs.
+/// The text of one function of typed values under construction: its body, the stack slots of
+/// its entry block, and the declarations it needs. Its blocks are labelled `b0, b1, ...` apart
+/// from its values (`%t0, %t1, ...`).
 #[derive(Debug)]
-pub struct Func {
+pub struct TypedFunc {
+    body: Func,
     allocas: String,
-    code: String,
-    next: u32,
     labels: u32,
-    decls: BTreeSet<String>,
     /// Use `llvm.fma` for multiply-adds (else `fmul` + `fadd`).
     pub fma: bool,
 }
 
-impl Func {
+impl TypedFunc {
     /// An empty function body; code starts in block `start`.
-    pub fn new(fma: bool) -> Func {
-        Func { allocas: String::new(), code: "start:\n".to_string(), next: 0, labels: 0, decls: BTreeSet::new(), fma }
+    pub fn new(fma: bool) -> TypedFunc {
+        TypedFunc { body: Func::with_entry("start", 0), allocas: String::new(), labels: 0, fma }
     }
 
-    /// The function definition `define void @name(ptr %bufs, i64 %row_begin, i64 %row_end) #0`.
-    pub fn finish(self, name: &str) -> (String, BTreeSet<String>) {
-        let text = format!(
-            "define void @{name}(ptr noalias nocapture readonly %bufs, i64 %row_begin, i64 %row_end) #0 {{\nentry:\n{}  br label %start\n{}}}\n",
-            self.allocas, self.code
-        );
-        (text, self.decls)
-    }
-
-    fn fresh(&mut self) -> String {
-        let n = self.next;
-        self.next += 1;
-        format!("%t{n}")
+    /// The function definition `{signature} {...}`: an `entry` block of the stack slots that
+    /// branches to `start`, then the body.
+    pub fn finish(self, signature: &str) -> (String, BTreeSet<String>) {
+        let (code, decls) = self.body.into_text();
+        (format!("{signature} {{\nentry:\n{}  br label %start\n{code}\n}}\n", self.allocas), decls)
     }
 
     /// Emits `%new = <rhs>` and returns it as a value of type `ty`.
     pub fn inst(&mut self, ty: Ty, rhs: &str) -> V {
-        let name = self.fresh();
-        let _ = writeln!(self.code, "  {name} = {rhs}");
-        V { ty, text: name }
+        V { ty, text: self.body.v(rhs) }
     }
 
     /// Emits an instruction without a result.
     pub fn line(&mut self, text: &str) {
-        let _ = writeln!(self.code, "  {text}");
+        self.body.op(text);
     }
 
     /// Declares a function the module must provide (an intrinsic or an import).
     pub fn declare(&mut self, decl: String) {
-        self.decls.insert(decl);
+        self.body.declare(decl);
     }
 
     /// A stack slot of type `ty` (in the entry block), as a pointer.
     pub fn alloca(&mut self, ty: Ty) -> V {
-        let name = self.fresh();
+        let name = self.body.fresh();
         let align = ty.elem.bytes() * ty.lanes.next_power_of_two();
         let _ = writeln!(self.allocas, "  {name} = alloca {ty}, align {align}");
         V { ty: Ty::scalar(Elem::Ptr), text: name }
@@ -280,12 +272,12 @@ impl Func {
 
     /// Starts block `label` (the previous block must be terminated).
     pub fn start(&mut self, label: &str) {
-        let _ = writeln!(self.code, "{label}:");
+        self.body.start_block(label);
     }
 
     /// `br label %to`.
     pub fn br(&mut self, to: &str) {
-        self.line(&format!("br label %{to}"));
+        self.body.br(to);
     }
 
     /// `br i1 cond, label %yes, label %no`.
@@ -539,7 +531,7 @@ mod tests {
         assert_eq!(Ty::scalar(Elem::I1).to_string(), "i1");
         assert_eq!(Ty::new(Elem::F32, 16).suffix(), "v16f32");
         assert_eq!(float_literal(1.0), "0x3FF0000000000000");
-        let f = Func::new(true);
+        let f = TypedFunc::new(true);
         assert_eq!(f.fc(8, 0.5).to_string(), "<8 x float> splat (float 0x3FE0000000000000)");
     }
 }
