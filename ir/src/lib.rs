@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod accuracy;
 pub mod dtype;
 pub mod fingerprint;
 pub mod graph;

@@ -37,7 +37,7 @@ use tcc_ir::{Bindings, Kernel, Program, Schedule, ScheduleSource};
 pub use bench::{Worker, WorkerBenchmarker};
 // The autotuner's types this module's API takes and returns.
 pub use key::{driver, host_device, kernel_key, tuning_target};
-pub use reference::{INTERP_MAX_WORK, Reference, SPOT_CHECKS, compare, interp_work, spot_check, tolerance};
+pub use reference::{INTERP_MAX_WORK, Reference, SPOT_CHECKS, allowance, compare, interp_work, spot_check, tolerance};
 pub use space::{
     GpuPrune, cpu_space, gpu_knob_space, gpu_knobs, gpu_space, llvm_cpu_space, matmul_dims, matmul_problem,
     simt_admits, space_for, thread_choices, variations,

@@ -83,6 +83,14 @@ impl Tolerance {
         }
     }
 
+    /// A copy whose float bounds also allow the f32 accumulation error of sums of `terms` terms
+    /// ([`crate::accuracy::accumulation_allowance`]): for kernels with long matmuls or reductions.
+    pub fn with_accumulation(&self, terms: u64) -> Tolerance {
+        let extra = crate::accuracy::accumulation_allowance(terms);
+        let s = |b: Bound| Bound { atol: b.atol + extra, ..b };
+        Tolerance { f32: s(self.f32), f16: s(self.f16), bf16: s(self.bf16), ..*self }
+    }
+
     /// A copy with every float bound multiplied by `factor` (for long chains or fused kernels).
     pub fn scaled(&self, factor: f64) -> Tolerance {
         let s = |b: Bound| Bound { rtol: b.rtol * factor, atol: b.atol * factor };

@@ -42,7 +42,7 @@ mod measure {
     use tcc_runtime::cuda::{CudaDevice, DeviceBuffer};
 
     use super::MIN_GPU_REPEATS;
-    use crate::tuning::reference::{Reference, compare};
+    use crate::tuning::reference::{Reference, allowance, compare};
 
     /// Compiles `kernel` (under its schedule) to PTX for `arch`; no GPU is touched.
     pub fn compile(kernel: &Kernel, bindings: &Bindings, arch: GpuArch) -> Result<PtxKernel, String> {
@@ -106,7 +106,7 @@ mod measure {
         let check = if produce {
             Check::Pass
         } else {
-            match compare(&reference.expected, &actual) {
+            match compare(&reference.expected, &actual, allowance(kernel, bindings)) {
                 Ok(()) => Check::Pass,
                 Err(detail) => Check::Wrong(detail),
             }

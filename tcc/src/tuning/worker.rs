@@ -21,7 +21,7 @@ use tcc_autotune::search::worker::{
 use tcc_ir::{Bindings, Kernel, Launch, Program, Schedule, ValueRef};
 use tcc_runtime::{CompiledProgram, CpuDevice, HostTensor};
 
-use super::reference::{Reference, compare};
+use super::reference::{Reference, allowance, compare};
 use tcc_ir::target::{CpuTier, Target};
 
 /// The line a worker prints once its candidate is compiled; it then waits for [`GO`].
@@ -169,7 +169,7 @@ fn check(payload: &Payload, reference: &Reference, outputs: Vec<HostTensor>) -> 
             full.write(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             Ok(Check::Pass)
         }
-        None => Ok(match compare(&reference.expected, &outputs) {
+        None => Ok(match compare(&reference.expected, &outputs, allowance(&payload.kernel, &payload.bindings)) {
             Ok(()) => Check::Pass,
             Err(detail) => Check::Wrong(detail),
         }),
