@@ -3,7 +3,6 @@
 //! order of its key without the device (so shards on machines of one kind agree), each with an
 //! estimate of its tuning time that shards balance their work by.
 
-use tcc::pipeline::{Pipeline, PlanOptions};
 use tcc::tuning::{CacheKey, Tuning, tuning_target};
 use tcc_autotune::cache::KeyHash;
 use tcc_ir::target::{Target, TargetSpec};
@@ -13,7 +12,7 @@ use super::args::ProgramArgs;
 use super::error::CliError;
 use super::load::{bind, load, select_fn};
 use super::plan_file::PlanEntry;
-use super::tune::{proposals, tuning_error};
+use super::tune::{optimize_for_tuning, proposals, tuning_error};
 
 /// What measuring one candidate costs besides running it (starting a worker, compiling), in
 /// microseconds, for the estimate.
@@ -94,9 +93,7 @@ pub fn list(
         let program_args = ProgramArgs { file: entry.file.clone(), function: entry.function.clone() };
         let graph = select_fn(&loaded, &program_args).map_err(at)?;
         let bindings = bind(graph, &entry.dims).map_err(at)?;
-        let optimized = Pipeline::untuned(target)
-            .optimize(graph, &bindings, PlanOptions { explain: false, top_k })
-            .map_err(|e| at(e.into()))?;
+        let optimized = optimize_for_tuning(target, graph, &bindings, top_k).map_err(at)?;
         let estimates = optimized.report.kernels.iter().map(|k| k.estimate_us);
         let mut found = Vec::new();
         for (launch, run_us) in optimized.program.launches.iter().zip(estimates) {

@@ -44,7 +44,8 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
     let loaded = load(&file)?;
     let graph = select_fn(&loaded, &program_args)?;
     let bindings = bind(graph, &args.dims)?;
-    let (program, alternatives) = optimize_for_tuning(target, graph, &bindings, args.top_k)?;
+    let tcc_passes::Optimized { program, alternatives, .. } =
+        optimize_for_tuning(target, graph, &bindings, args.top_k)?;
     let cache = open_cache_for_recording().map_err(tuning_error)?;
     let tuning = Tuning::for_target(cache, target, worker_command().map_err(tuning_error)?)
         .map_err(tuning_error)?
@@ -189,7 +190,8 @@ fn study(args: &TuneArgs) -> Result<(), CliError> {
     let bindings = Bindings::new();
     for w in &chosen {
         let graph = w.graph().map_err(|e| CliError::invalid(e.to_string()))?;
-        let (program, alternatives) = optimize_for_tuning(target, &graph, &bindings, args.top_k)?;
+        let tcc_passes::Optimized { program, alternatives, .. } =
+            optimize_for_tuning(target, &graph, &bindings, args.top_k)?;
         for launch in &program.launches {
             let kernel = &launch.kernel;
             let proposals = proposals(&tuning, kernel, &alternatives, &bindings)?;
@@ -264,15 +266,15 @@ fn read_lock(path: &Path, input: &Path) -> Result<Lockfile, CliError> {
 }
 
 /// Optimizes `graph` for `target` through the pipeline's first step (as `tcc run` does), with
-/// `top_k` alternatives; the schedules are the optimizer's (tuning starts from them).
-fn optimize_for_tuning(
+/// `top_k` alternatives; the schedules are the optimizer's (tuning starts from them). The report
+/// has each kernel's estimate.
+pub fn optimize_for_tuning(
     target: Target,
     graph: &Graph,
     bindings: &Bindings,
     top_k: usize,
-) -> Result<(Program, Vec<Program>), CliError> {
-    let optimized = Pipeline::untuned(target).optimize(graph, bindings, PlanOptions { explain: false, top_k })?;
-    Ok((optimized.program, optimized.alternatives))
+) -> Result<tcc_passes::Optimized, CliError> {
+    Ok(Pipeline::untuned(target).optimize(graph, bindings, PlanOptions { explain: false, top_k })?)
 }
 
 /// The optimizer's schedules for `kernel`: its own, then those the alternatives give the same
