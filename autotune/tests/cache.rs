@@ -444,6 +444,14 @@ fn winners_are_shared_again_and_a_lock_takes_them_from_either_cache() {
     assert_eq!(back.share(&r), Shared::Pushed);
     assert_eq!(back.share(&r), Shared::Already);
     assert_eq!(local(&shared).get(&k).unwrap().map(|s| s.schedule), Some(r.schedule));
+    // A faster choice another host shared meanwhile is kept; a slower one is replaced.
+    let theirs = borrowed_record(k.clone(), schedule(8, 8, 8), 200);
+    local(&shared).put(&theirs).unwrap();
+    assert_eq!(back.share(&r), Shared::Already);
+    assert_eq!(local(&shared).get(&k).unwrap().map(|s| s.schedule), Some(theirs.schedule));
+    local(&shared).put(&borrowed_record(k.clone(), schedule(8, 8, 8), 900)).unwrap();
+    assert_eq!(back.share(&r), Shared::Pushed);
+    assert_eq!(local(&shared).get(&k).unwrap().map(|s| s.schedule), Some(r.schedule));
 
     // Another machine: the shared record (measured on another host of the same device) is the
     // winner; a faster local one beats it; one of another code generator or quarantined never.

@@ -104,7 +104,7 @@ pub enum Shared {
     NoRemote,
     /// The shared cache is read-only (`TCC_CACHE_READONLY`): nothing is written to it.
     ReadOnly,
-    /// The shared cache already had this choice.
+    /// The shared cache already had this choice, or one at least as fast.
     Already,
     /// Written to the shared cache now.
     Pushed,
@@ -391,8 +391,9 @@ impl Layered {
     }
 
     /// Makes sure the shared cache has `record`'s choice (a winner measured here that an earlier
-    /// run could not share): asks for `record.key` and writes `record` back (merged as every write
-    /// is) unless the shared record already names the same choice. Never fails: see [`Shared`].
+    /// run could not share): asks for `record.key` and writes `record` unless the shared record
+    /// names the same choice or one at least as fast (measured elsewhere: it is kept). Never
+    /// fails: see [`Shared`].
     pub fn share(&self, record: &CacheRecord) -> Shared {
         match self.remote.as_deref() {
             None => return Shared::NoRemote,
@@ -400,9 +401,11 @@ impl Layered {
             Some(_) => {}
         }
         let outcome = self.remote_call("sharing a record with", |s| {
-            let same =
-                s.get(&record.key)?.is_some_and(|r| r.schedule == record.schedule && r.variant == record.variant);
-            if same {
+            let there = s.get(&record.key)?;
+            let kept = there.is_some_and(|r| {
+                (r.schedule == record.schedule && r.variant == record.variant) || r.time_ns <= record.time_ns
+            });
+            if kept {
                 return Ok(Shared::Already);
             }
             s.put(record).map(|()| Shared::Pushed)
