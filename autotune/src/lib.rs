@@ -24,6 +24,7 @@ pub mod cache;
 pub mod plan;
 pub mod provenance;
 pub mod search;
+pub mod shard;
 
 pub use cache::{CacheKey, CacheRecord, CacheStore, DeviceKey, HitKind, Layered, Lockfile, Lookup, SqliteStore};
 pub use plan::{Plan, journal_session, plan, revalidate, tune_and_record};

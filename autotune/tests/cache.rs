@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use tcc_autotune::cache::{
-    self, CacheStore, Drift, GcOptions, HitKind, Layered, Lockfile, Lookup, RecordState, RemoteHealth, SqliteStore,
-    StoreError,
+    self, CacheStore, Drift, GcOptions, HitKind, Layered, Lockfile, Lookup, RecordState, RemoteHealth, Shared,
+    SqliteStore, StoreError,
 };
 use tcc_autotune::search::{Budget, Journal, StopReason};
 use tcc_autotune::search::{Candidate, Outcome, Strategy, TunerOptions};
@@ -425,6 +425,50 @@ fn a_layered_remote_reads_through_writes_back_and_falls_back() {
     down.record(&record(key("new", cpu()), schedule(1, 2, 4), 10)).unwrap();
     assert!(matches!(down.remote_health(), RemoteHealth::Unavailable(_)));
     assert_eq!(down.warnings().len(), 1, "one warning per outage: {:?}", down.warnings());
+}
+
+/// Issue 27: a shard whose winners could not be shared finds out which (`Shared::Failed`) and
+/// pushes them when the shared cache answers again; `tcc lock` takes the winner of exactly this
+/// key from either cache, measured on any host, by this code generator only.
+#[test]
+fn winners_are_shared_again_and_a_lock_takes_them_from_either_cache() {
+    let (a, b, shared) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let k = key("shard", cpu());
+    let r = record(k.clone(), schedule(4, 8, 8), 250);
+    let down = Layered::new(local(&a)).with_remote(Box::new(DownStore));
+    down.record(&r).unwrap();
+    assert!(matches!(down.share(&r), Shared::Failed(why) if why.contains("connection refused")));
+    assert_eq!(Layered::new(local(&a)).share(&r), Shared::NoRemote);
+
+    let back = Layered::new(local(&a)).with_remote(Box::new(local(&shared)));
+    assert_eq!(back.share(&r), Shared::Pushed);
+    assert_eq!(back.share(&r), Shared::Already);
+    assert_eq!(local(&shared).get(&k).unwrap().map(|s| s.schedule), Some(r.schedule));
+    // A faster choice another host shared meanwhile is kept; a slower one is replaced.
+    let theirs = borrowed_record(k.clone(), schedule(8, 8, 8), 200);
+    local(&shared).put(&theirs).unwrap();
+    assert_eq!(back.share(&r), Shared::Already);
+    assert_eq!(local(&shared).get(&k).unwrap().map(|s| s.schedule), Some(theirs.schedule));
+    local(&shared).put(&borrowed_record(k.clone(), schedule(8, 8, 8), 900)).unwrap();
+    assert_eq!(back.share(&r), Shared::Pushed);
+    assert_eq!(local(&shared).get(&k).unwrap().map(|s| s.schedule), Some(r.schedule));
+
+    // Another machine: the shared record (measured on another host of the same device) is the
+    // winner; a faster local one beats it; one of another code generator or quarantined never.
+    let other = Layered::new(local(&b)).with_remote(Box::new(local(&shared)));
+    assert_eq!(other.winner(&k).map(|w| w.time_ns), Some(250));
+    assert_eq!(other.winner(&key("absent", cpu())), None);
+    let mut faster = borrowed_record(k.clone(), schedule(2, 8, 8), 100);
+    local(&b).put(&faster).unwrap();
+    assert_eq!(other.winner(&k).map(|w| w.schedule), Some(schedule(2, 8, 8)));
+    faster.state = RecordState::Quarantined;
+    local(&b).put(&faster).unwrap();
+    assert_eq!(other.winner(&k).map(|w| w.time_ns), Some(250));
+    let mut old = record(k.clone(), schedule(1, 1, 1), 10);
+    old.provenance.codegen_version = tcc_ir::CODEGEN_VERSION.wrapping_sub(1);
+    local(&shared).remove(&k.hash()).unwrap();
+    local(&shared).put(&old).unwrap();
+    assert_eq!(Layered::new(local(&shared)).winner(&k), None, "another code generator's record is no winner");
 }
 
 #[test]

@@ -38,6 +38,9 @@ pub enum Command {
     Tune(TuneArgs),
     /// Inspect and manage the tuning cache: ls, stats, gc, show KEY, export FILE, import FILE.
     Cache(CacheArgs),
+    /// Write the lockfile of a whole tuning plan from the tuning caches (local and shared) alone,
+    /// measuring nothing; exit 2 naming every kernel without a winner (nothing is written then).
+    Lock(LockPlanArgs),
     /// Measure one autotuning candidate read from stdin (started by `tcc tune`; not for users).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -251,8 +254,9 @@ pub struct BenchArgs {
 /// Arguments of `tcc tune`.
 #[derive(Debug, Args)]
 pub struct TuneArgs {
-    /// The `.tc` file (with --study: not used; the workloads come from --workloads).
-    #[arg(required_unless_present = "study")]
+    /// The `.tc` file (with --study or --plan: not used; the workloads come from --workloads, the
+    /// programs from the plan).
+    #[arg(required_unless_present_any = ["study", "plan"], conflicts_with = "plan")]
     pub file: Option<PathBuf>,
     /// The fn to use (optional when the file has one fn).
     #[arg(long = "fn", value_name = "NAME")]
@@ -277,6 +281,17 @@ pub struct TuneArgs {
     /// Tune again even when the cache has a fresh winner.
     #[arg(long)]
     pub retune: bool,
+    /// Tune every kernel of a plan (JSON lines, one program instance per line: {"file": "x.tc",
+    /// "fn": "f", "dims": {"M": 64}, "target": "cpu"}), each kernel once; with --shard, or in a
+    /// Slurm array task or a Kubernetes Indexed Job, only this shard's part of them. --budget is
+    /// then this shard's, shared by its kernels.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["study", "lock", "function", "dims"])]
+    pub plan: Option<PathBuf>,
+    /// Tune the I-th of N parts of the plan's kernels (0 <= I < N), balanced by an estimate of
+    /// each kernel's tuning time. Default: from SLURM_ARRAY_TASK_ID, _MIN, _STEP and _COUNT, else
+    /// from JOB_COMPLETION_INDEX and TCC_SHARDS, else the whole plan.
+    #[arg(long, value_name = "I/N", requires = "plan", value_parser = parse_shard)]
+    pub shard: Option<tcc_autotune::shard::Shard>,
     /// Seed of the random inputs each candidate is validated on.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -311,6 +326,26 @@ pub struct TuneArgs {
     /// The guided search's trial budget in --study, as a share of the space.
     #[arg(long, default_value_t = 0.25, value_name = "SHARE", requires = "study")]
     pub guided_share: f64,
+}
+
+/// Arguments of `tcc lock`.
+#[derive(Debug, Args)]
+pub struct LockPlanArgs {
+    /// The tuning plan (as `tcc tune --plan`).
+    #[arg(long, value_name = "FILE")]
+    pub plan: PathBuf,
+    /// The lockfile to write (replaced as a whole).
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    pub out: PathBuf,
+    /// The target of plan entries that name none (as `tcc tune --target`).
+    #[arg(long, default_value = "cpu", value_name = "T")]
+    pub target: TargetSpec,
+    /// As `tcc tune --top-k` (the plan's kernels are listed as `tcc tune --plan` lists them).
+    #[arg(long, default_value_t = 4, value_name = "K")]
+    pub top_k: usize,
+    /// As `tcc tune --space`.
+    #[arg(long, value_name = "N")]
+    pub space: Option<usize>,
 }
 
 /// Arguments of `tcc cache`.
@@ -395,4 +430,9 @@ pub struct CompileArgs {
     /// Where to write it (`-` for stdout).
     #[arg(short = 'o', value_name = "OUT")]
     pub out: PathBuf,
+}
+
+/// Parses `--shard I/N`.
+fn parse_shard(text: &str) -> Result<tcc_autotune::shard::Shard, String> {
+    tcc_autotune::shard::Shard::parse(text).map_err(|e| e.to_string())
 }

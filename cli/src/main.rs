@@ -14,10 +14,14 @@ mod inputs;
 mod ir_cmd;
 mod json;
 mod load;
+mod lock;
+mod plan_file;
+mod plan_kernels;
 mod run;
 mod suite;
 mod tracing_setup;
 mod tune;
+mod tune_plan;
 mod worker;
 
 use std::process::ExitCode;
@@ -84,6 +88,7 @@ fn execute(cli: &Cli) -> Result<(), CliError> {
         Command::Compile(a) => compile::compile(a),
         Command::Tune(a) => tune::tune(a),
         Command::Cache(a) => cache::cache(a),
+        Command::Lock(a) => lock::lock(a),
         Command::Worker(a) => worker::worker(a),
     }
 }

@@ -31,6 +31,9 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
     if args.study {
         return study(args);
     }
+    if let Some(plan) = &args.plan {
+        return super::tune_plan::tune_plan(args, plan);
+    }
     let target = tuning_target(args.target).map_err(tuning_error)?;
     let file = args.file.clone().ok_or_else(|| CliError::invalid("`tcc tune` needs a FILE (or --study)"))?;
     let program_args = ProgramArgs { file: file.clone(), function: args.function.clone() };
@@ -41,7 +44,8 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
     let loaded = load(&file)?;
     let graph = select_fn(&loaded, &program_args)?;
     let bindings = bind(graph, &args.dims)?;
-    let (program, alternatives) = optimize_for_tuning(target, graph, &bindings, args.top_k)?;
+    let tcc_passes::Optimized { program, alternatives, .. } =
+        optimize_for_tuning(target, graph, &bindings, args.top_k)?;
     let cache = open_cache_for_recording().map_err(tuning_error)?;
     let tuning = Tuning::for_target(cache, target, worker_command().map_err(tuning_error)?)
         .map_err(tuning_error)?
@@ -77,28 +81,12 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
         let result = tuning.tune_kernel(kernel, &proposals, &bindings, &options).map_err(tuning_error)?;
         say(&describe_kernel(kernel, &result, proposals.first()));
         if args.json {
-            let chosen = tcc_ir::Kernel { schedule: result.decision.schedule, ..kernel.clone() };
-            let plan = KernelPlan::new(&chosen, target, result.decision.source, result.decision.time_ns);
-            let mut object = super::json::kernel_object(&plan);
-            object.insert("trials".into(), serde_json::json!(result.decision.trials));
-            object.insert("time_ns".into(), serde_json::json!(result.decision.time_ns));
-            object.insert("key".into(), serde_json::json!(result.decision.key.hash().as_str()));
-            super::json::print_line(&serde_json::Value::Object(object))?;
+            super::json::print_line(&serde_json::Value::Object(decision_object(target, kernel, &result.decision)))?;
         }
         trials += result.decision.trials;
         decisions.push(result.decision);
     }
-    let count_of = |s: ScheduleSource| decisions.iter().filter(|d| d.source == s).count();
-    say(&format!(
-        "{} kernel{} in {:.1} s: {trials} trials run; {} tuned, {} cached, {} borrowed, {} without a winner\n",
-        decisions.len(),
-        if decisions.len() == 1 { "" } else { "s" },
-        start.elapsed().as_secs_f64(),
-        count_of(ScheduleSource::Tuned),
-        count_of(ScheduleSource::Cached),
-        count_of(ScheduleSource::Borrowed),
-        count_of(ScheduleSource::Default)
-    ));
+    say(&summary(&decisions, start.elapsed(), trials));
     if let Some((path, mut lockfile)) = lock {
         let mut written = 0;
         for d in &decisions {
@@ -120,14 +108,52 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
     }
     let missing: Vec<&str> =
         decisions.iter().filter(|d| d.source == ScheduleSource::Default).map(|d| d.kernel.as_str()).collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::Environment(format!(
+    match without_winner(&missing) {
+        Some(message) => Err(CliError::Environment(message)),
+        None => Ok(()),
+    }
+}
+
+/// The `--json` object of one kernel's decision: the kernel object of contract §3 with `trials`,
+/// `time_ns` and `key` (the cache key's hash).
+pub fn decision_object(
+    target: Target,
+    kernel: &tcc_ir::Kernel,
+    decision: &Decision,
+) -> serde_json::Map<String, serde_json::Value> {
+    let chosen = tcc_ir::Kernel { schedule: decision.schedule, ..kernel.clone() };
+    let plan = KernelPlan::new(&chosen, target, decision.source, decision.time_ns);
+    let mut object = super::json::kernel_object(&plan);
+    object.insert("trials".into(), serde_json::json!(decision.trials));
+    object.insert("time_ns".into(), serde_json::json!(decision.time_ns));
+    object.insert("key".into(), serde_json::json!(decision.key.hash().as_str()));
+    object
+}
+
+/// The last line of a tuning run: kernels, time, trials, and how many were tuned, cached,
+/// borrowed or left without a winner.
+pub fn summary(decisions: &[Decision], elapsed: Duration, trials: usize) -> String {
+    let count_of = |s: ScheduleSource| decisions.iter().filter(|d| d.source == s).count();
+    format!(
+        "{} kernel{} in {:.1} s: {trials} trials run; {} tuned, {} cached, {} borrowed, {} without a winner\n",
+        decisions.len(),
+        if decisions.len() == 1 { "" } else { "s" },
+        elapsed.as_secs_f64(),
+        count_of(ScheduleSource::Tuned),
+        count_of(ScheduleSource::Cached),
+        count_of(ScheduleSource::Borrowed),
+        count_of(ScheduleSource::Default)
+    )
+}
+
+/// The error of a run that left `missing` kernels without a winner, if any.
+pub fn without_winner(missing: &[&str]) -> Option<String> {
+    (!missing.is_empty()).then(|| {
+        format!(
             "no candidate of {} validated and ran; see the table above",
             missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
-        )))
-    }
+        )
+    })
 }
 
 /// Runs `tcc tune --study`.
@@ -164,7 +190,8 @@ fn study(args: &TuneArgs) -> Result<(), CliError> {
     let bindings = Bindings::new();
     for w in &chosen {
         let graph = w.graph().map_err(|e| CliError::invalid(e.to_string()))?;
-        let (program, alternatives) = optimize_for_tuning(target, &graph, &bindings, args.top_k)?;
+        let tcc_passes::Optimized { program, alternatives, .. } =
+            optimize_for_tuning(target, &graph, &bindings, args.top_k)?;
         for launch in &program.launches {
             let kernel = &launch.kernel;
             let proposals = proposals(&tuning, kernel, &alternatives, &bindings)?;
@@ -239,20 +266,20 @@ fn read_lock(path: &Path, input: &Path) -> Result<Lockfile, CliError> {
 }
 
 /// Optimizes `graph` for `target` through the pipeline's first step (as `tcc run` does), with
-/// `top_k` alternatives; the schedules are the optimizer's (tuning starts from them).
-fn optimize_for_tuning(
+/// `top_k` alternatives; the schedules are the optimizer's (tuning starts from them). The report
+/// has each kernel's estimate.
+pub fn optimize_for_tuning(
     target: Target,
     graph: &Graph,
     bindings: &Bindings,
     top_k: usize,
-) -> Result<(Program, Vec<Program>), CliError> {
-    let optimized = Pipeline::untuned(target).optimize(graph, bindings, PlanOptions { explain: false, top_k })?;
-    Ok((optimized.program, optimized.alternatives))
+) -> Result<tcc_passes::Optimized, CliError> {
+    Ok(Pipeline::untuned(target).optimize(graph, bindings, PlanOptions { explain: false, top_k })?)
 }
 
 /// The optimizer's schedules for `kernel`: its own, then those the alternatives give the same
 /// kernel (same cache key), without repeats.
-fn proposals(
+pub fn proposals(
     tuning: &Tuning,
     kernel: &tcc_ir::Kernel,
     alternatives: &[Program],
@@ -273,7 +300,7 @@ fn proposals(
 /// This kernel's share of what is left of the budget: an equal part for each kernel left. A kernel
 /// reached after the time is used up still measures one candidate (the optimizer's choice), so it
 /// gets a validated record.
-fn share(budget: &Budget, elapsed: Duration, trials_used: usize, kernels_left: usize) -> Budget {
+pub fn share(budget: &Budget, elapsed: Duration, trials_used: usize, kernels_left: usize) -> Budget {
     let parts = kernels_left.max(1);
     let max_trials = budget.max_trials.map(|n| (n.saturating_sub(trials_used) / parts).max(1));
     match budget.max_time.map(|t| t.saturating_sub(elapsed)) {
@@ -282,7 +309,8 @@ fn share(budget: &Budget, elapsed: Duration, trials_used: usize, kernels_left: u
     }
 }
 
-fn describe_budget(b: &Budget) -> String {
+/// A budget as text (`5m, 200 trials`).
+pub fn describe_budget(b: &Budget) -> String {
     let mut parts = Vec::new();
     if let Some(t) = b.max_time {
         parts.push(format!("{:.0?}", t));
@@ -293,7 +321,8 @@ fn describe_budget(b: &Budget) -> String {
     if parts.is_empty() { "unlimited".to_string() } else { parts.join(", ") }
 }
 
-fn describe_kernel(kernel: &tcc_ir::Kernel, result: &KernelTuning, optimizer_choice: Option<&Schedule>) -> String {
+/// What tuning one kernel did: its key, the trials' table and the winner.
+pub fn describe_kernel(kernel: &tcc_ir::Kernel, result: &KernelTuning, optimizer_choice: Option<&Schedule>) -> String {
     let d = &result.decision;
     let mut out = String::new();
     let _ = writeln!(out, "kernel {} [{}] key {}", kernel.name, kernel.class.name(), &d.key.hash().as_str()[..12]);
@@ -323,7 +352,8 @@ fn optimizer_time(trials: &[Trial], schedule: &Schedule) -> Option<u64> {
     trials.iter().find(|t| t.candidate.schedule == *schedule).and_then(|t| t.outcome.time_ns())
 }
 
-fn tuning_error(e: TuningError) -> CliError {
+/// A tuning error with its exit code (contract §4).
+pub fn tuning_error(e: TuningError) -> CliError {
     if e.is_invalid_input() { CliError::invalid(e.to_string()) } else { CliError::Environment(e.to_string()) }
 }
 

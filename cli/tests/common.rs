@@ -14,8 +14,9 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// `tcc ARGS` in the repository root with the tuning cache in `cache`, no shared cache, lockfile
-/// or worker from the caller's environment, then `env`.
+/// `tcc ARGS` in the repository root with the tuning cache in `cache`, no shared cache, lockfile,
+/// worker or shard (a Slurm array task, a Kubernetes Indexed Job) from the caller's environment,
+/// then `env`.
 pub fn tcc_isolated(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcc"))
         .args(args)
@@ -27,6 +28,8 @@ pub fn tcc_isolated(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Output
         .env_remove("TCC_CACHE_CA")
         .env_remove("TCC_TUNE_WORKER")
         .env_remove("TCC_LOCKFILE")
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env_remove("JOB_COMPLETION_INDEX")
         .envs(env.iter().copied())
         .output()
         .expect("tcc runs")

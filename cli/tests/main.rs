@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod faults;
 mod pipeline;
+mod plan;
 mod snapshots;
 mod tune;
 mod tune_targets;

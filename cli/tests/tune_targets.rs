@@ -284,6 +284,57 @@ mod redis {
         }
     }
 
+    /// Issue 27: a plan's shard that could not reach the shared cache kept its winners locally
+    /// and said so (exit 2); run again with the server back, it measures nothing and pushes them,
+    /// and `tcc lock` on another machine (an empty local cache) takes them from the server.
+    #[test]
+    fn a_shard_pushes_what_it_could_not_share_when_the_server_is_back() {
+        let url = url();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let prefix = format!("tcc-cli-test:{}-{nanos}:", std::process::id());
+        let ca = std::env::var("TCC_CACHE_CA").unwrap_or_default();
+        let shared = [("TCC_CACHE_URL", url.as_str()), ("TCC_CACHE_PREFIX", prefix.as_str()), ("TCC_CACHE_CA", &ca)];
+        let down = [("TCC_CACHE_URL", "redis://127.0.0.1:1"), shared[1], shared[2]];
+        let dir = tempfile::tempdir().unwrap();
+        let plan = dir.path().join("plan.jsonl");
+        let mlp = super::root().join("examples/mlp.tc");
+        std::fs::write(&plan, format!("{{\"file\": {:?}, \"dims\": {{\"M\": 4}}}}\n", mlp.to_str().unwrap())).unwrap();
+        let plan = plan.to_str().unwrap();
+        let args = ["tune", "--plan", plan, "--budget", "100trials", "--json"];
+        let cache = dir.path().join("cache");
+        let shared_states = |o: &Output| -> Vec<String> {
+            text(&o.stdout)
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter(|v| v.get("kernel").is_some())
+                .map(|v| format!("{} {}", v["source"].as_str().unwrap(), v["shared"].as_str().unwrap()))
+                .collect()
+        };
+
+        let first = tcc(&cache, &args, &down);
+        assert_eq!(first.status.code(), Some(2), "{}", text(&first.stderr));
+        assert_eq!(shared_states(&first), ["tuned not shared", "tuned not shared"]);
+        let again = tcc(&cache, &args, &shared);
+        assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+        assert_eq!(shared_states(&again), ["cached pushed", "cached pushed"]);
+        let third = tcc(&cache, &args, &shared);
+        assert_eq!(shared_states(&third), ["cached shared", "cached shared"]);
+        let elsewhere = dir.path().join("elsewhere");
+        let lock = tcc(&elsewhere, &["lock", "--plan", plan, "-o", "-"], &shared);
+        assert_eq!(lock.status.code(), Some(0), "{}", text(&lock.stderr));
+        assert_eq!(text(&lock.stdout).lines().count(), 3, "{}", text(&lock.stdout));
+
+        let options = tcc_autotune::cache::RedisOptions {
+            prefix: prefix.clone(),
+            ca_file: std::env::var_os("TCC_CACHE_CA").map(std::path::PathBuf::from),
+            ..Default::default()
+        };
+        let store = tcc_autotune::cache::RedisStore::open(&url, options).unwrap();
+        for r in tcc_autotune::CacheStore::list(&store).unwrap().records {
+            tcc_autotune::CacheStore::remove(&store, &r.key.hash()).unwrap();
+        }
+    }
+
     /// Issue 21, defect 9: over TLS, `tcc` trusts the server when TCC_CACHE_CA names the CA that
     /// signed its certificate; without it the server is refused with one clear warning and the
     /// run goes on with the local cache.

@@ -97,6 +97,21 @@ pub enum RemoteHealth {
     Unavailable(String),
 }
 
+/// Whether a winner is in the shared cache ([`Layered::share`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shared {
+    /// No shared cache is configured.
+    NoRemote,
+    /// The shared cache is read-only (`TCC_CACHE_READONLY`): nothing is written to it.
+    ReadOnly,
+    /// The shared cache already had this choice, or one at least as fast.
+    Already,
+    /// Written to the shared cache now.
+    Pushed,
+    /// The shared cache did not answer (why); the record is only in the local cache.
+    Failed(String),
+}
+
 /// Local cache plus optional shared remote.
 pub struct Layered {
     local: SqliteStore,
@@ -373,6 +388,47 @@ impl Layered {
             self.remote_call("writing to", |s| s.put(record));
         }
         Ok(())
+    }
+
+    /// Makes sure the shared cache has `record`'s choice (a winner measured here that an earlier
+    /// run could not share): asks for `record.key` and writes `record` unless the shared record
+    /// names the same choice or one at least as fast (measured elsewhere: it is kept). Never
+    /// fails: see [`Shared`].
+    pub fn share(&self, record: &CacheRecord) -> Shared {
+        match self.remote.as_deref() {
+            None => return Shared::NoRemote,
+            Some(remote) if remote.is_read_only() => return Shared::ReadOnly,
+            Some(_) => {}
+        }
+        let outcome = self.remote_call("sharing a record with", |s| {
+            let there = s.get(&record.key)?;
+            let kept = there.is_some_and(|r| {
+                (r.schedule == record.schedule && r.variant == record.variant) || r.time_ns <= record.time_ns
+            });
+            if kept {
+                return Ok(Shared::Already);
+            }
+            s.put(record).map(|()| Shared::Pushed)
+        });
+        outcome.unwrap_or_else(|| {
+            let why = self.last_remote_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            Shared::Failed(why.unwrap_or_default())
+        })
+    }
+
+    /// The winner a lockfile takes for `key` from the caches alone (measuring nothing): the
+    /// faster of the local and the shared record measured for exactly this key (this device) by
+    /// this code generator in this schedule format, on any host; quarantined records never.
+    pub fn winner(&self, key: &CacheKey) -> Option<CacheRecord> {
+        let usable = |r: &CacheRecord| {
+            r.key == *key && r.state != RecordState::Quarantined && r.by_codegen(self.here.codegen_version)
+        };
+        let local = self.local_call("reading", |s| s.get(key)).flatten().filter(usable);
+        let shared = self.remote_call("reading", |s| s.get(key)).flatten().filter(usable);
+        match (local, shared) {
+            (Some(a), Some(b)) => Some(crate::cache::record::prefer(&a, &b).clone()),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Marks this machine's copy of `key`'s record (measured here, known from elsewhere) as

@@ -19,7 +19,7 @@ mod store;
 pub use jsonl::{ImportReport, Parsed, Skipped, export, export_file, import, merge, parse, to_jsonl};
 pub use key::{CacheKey, DeviceKey, KeyHash};
 pub use layered::{
-    CACHE_PREFIX_ENV, CACHE_READ_ONLY_ENV, CACHE_URL_ENV, HitKind, Layered, Lookup, RemoteHealth, warn_once,
+    CACHE_PREFIX_ENV, CACHE_READ_ONLY_ENV, CACHE_URL_ENV, HitKind, Layered, Lookup, RemoteHealth, Shared, warn_once,
 };
 pub use lockfile::{Drift, LOCKFILE_HEADER, LockChoice, LockEntry, Lockfile, LockfileError};
 pub use paths::{CACHE_DIR_ENV, DB_FILE_NAME, default_cache_dir};
