@@ -155,6 +155,28 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
             out.push(s);
         }
     }
+    if let (Some(m), Some(n), Some(k)) = (m, n, k)
+        && m > 32
+    {
+        // Few output tiles and a long k: the tiles with k split across blocks until they fill
+        // more than half the SMs, keeping at least eight k tiles per split. Without it a
+        // 256x256x49152 product ran one block per output tile, 9.9x slower than the split the
+        // tuner found on an H100 (issue 26).
+        let batch: u64 = out_ty.map_or(1, |t| {
+            t.shape.0.iter().take(rank.saturating_sub(2)).map(|d| d.resolve(bindings).unwrap_or(1)).product()
+        });
+        let cores = u64::from(target.cores.max(1));
+        for (tm, tn, tk, wm, wn, stages) in TENSOR_CORE_TILES {
+            let tiles = m.div_ceil(u64::from(tm)) * n.div_ceil(u64::from(tn)) * batch;
+            let mut split = 1u32;
+            while 2 * tiles * u64::from(split) <= cores && k / (2 * u64::from(split)) >= 8 * u64::from(tk) && split < 32 {
+                split *= 2;
+            }
+            if split > 1 {
+                out.push(mk(tm, tn, tk, wm, wn, stages, split));
+            }
+        }
+    }
     for (tm, tn, tk, wm, wn, stages) in TENSOR_CORE_TILES {
         out.push(mk(tm, tn, tk, wm, wn, stages, 1));
     }
@@ -283,6 +305,28 @@ mod tests {
         let root = built.roots[0];
         let node = built.egraph[root].nodes[0].clone();
         seed_body(&built.egraph, root, &node).unwrap().0
+    }
+
+    #[test]
+    fn few_output_tiles_with_a_long_k_get_k_split_candidates_and_the_model_picks_one() {
+        let target = TargetModel::sm_90a();
+        let long = matmul_body("f16", 256, 49152, 256);
+        let cands = candidates(&long, &target, &Bindings::new());
+        assert!(cands.iter().any(|s| s.split_k > 1), "{cands:?}");
+        let best = cands
+            .iter()
+            .min_by(|a, b| {
+                let cost = |s: &Schedule| crate::cost::kernel_estimate(&long, s, &target, &Bindings::new()).seconds;
+                cost(a).total_cmp(&cost(b))
+            })
+            .unwrap();
+        assert!(best.split_k > 1, "{best}");
+        // Products that fill the GPU keep their candidates.
+        let big = matmul_body("f16", 4096, 4096, 4096);
+        assert!(candidates(&big, &target, &Bindings::new()).iter().all(|s| s.split_k == 1));
+        // A short k is not split however few its tiles (each split keeps eight k tiles).
+        let short = matmul_body("f16", 256, 128, 256);
+        assert!(candidates(&short, &target, &Bindings::new()).iter().all(|s| s.split_k == 1));
     }
 
     #[test]
