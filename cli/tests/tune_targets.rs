@@ -294,7 +294,10 @@ mod redis {
         let prefix = format!("tcc-cli-test:{}-{nanos}:", std::process::id());
         let ca = std::env::var("TCC_CACHE_CA").unwrap_or_default();
         let shared = [("TCC_CACHE_URL", url.as_str()), ("TCC_CACHE_PREFIX", prefix.as_str()), ("TCC_CACHE_CA", &ca)];
-        let down = [("TCC_CACHE_URL", "redis://127.0.0.1:1"), shared[1], shared[2]];
+        // Nothing listens on port 1; the scheme is the server's, so a CA file in the environment
+        // (CI's TLS server) is not refused as configured for a URL without TLS.
+        let down_url = if url.starts_with("rediss://") { "rediss://127.0.0.1:1" } else { "redis://127.0.0.1:1" };
+        let down = [("TCC_CACHE_URL", down_url), shared[1], shared[2]];
         let dir = tempfile::tempdir().unwrap();
         let plan = dir.path().join("plan.jsonl");
         let mlp = super::root().join("examples/mlp.tc");
