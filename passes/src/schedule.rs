@@ -169,7 +169,8 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         for (tm, tn, tk, wm, wn, stages) in TENSOR_CORE_TILES {
             let tiles = m.div_ceil(u64::from(tm)) * n.div_ceil(u64::from(tn)) * batch;
             let mut split = 1u32;
-            while 2 * tiles * u64::from(split) <= cores && k / (2 * u64::from(split)) >= 8 * u64::from(tk) && split < 32 {
+            while 2 * tiles * u64::from(split) <= cores && k / (2 * u64::from(split)) >= 8 * u64::from(tk) && split < 32
+            {
                 split *= 2;
             }
             if split > 1 {
