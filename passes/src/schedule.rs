@@ -113,6 +113,10 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
     let m = dim(rank.checked_sub(2));
     let n = dim(rank.checked_sub(1));
     let k = body.input_types.first().and_then(|t| t.shape.0.last()).and_then(|d| d.resolve(bindings));
+    let batch: u64 = out_ty.map_or(1, |t| {
+        t.shape.0.iter().take(rank.saturating_sub(2)).map(|d| d.resolve(bindings).unwrap_or(1)).product()
+    });
+    let cores = u64::from(target.cores.max(1));
     let mk = |tm: u32, tn: u32, tk: u32, wm: u32, wn: u32, stages: u32, split_k: u32| Schedule {
         tile_m: tm,
         tile_n: tn,
@@ -136,7 +140,6 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         let tm = if m <= 16 { 16 } else { 32 };
         let tiles = n.div_ceil(32);
         let k_tiles = k.div_ceil(64);
-        let cores = u64::from(target.cores.max(1));
         let mut split = 1u32;
         while 2 * tiles * u64::from(split) < cores && u64::from(split) * 8 <= k_tiles && split < 32 {
             split *= 2;
@@ -148,9 +151,6 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         && has_warpgroup_mma(target)
     {
         // Hopper: warpgroup MMA (wgmma) when its blocks fill 7/8 of the SMs.
-        let batch: u64 = out_ty.map_or(1, |t| {
-            t.shape.0.iter().take(rank.saturating_sub(2)).map(|d| d.resolve(bindings).unwrap_or(1)).product()
-        });
         if let Some(s) = warpgroup_schedule(base, (m, n, batch), u64::from(target.cores)) {
             out.push(s);
         }
@@ -162,10 +162,6 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         // more than half the SMs, keeping at least eight k tiles per split. Without it a
         // 256x256x49152 product ran one block per output tile, 9.9x slower than the split the
         // tuner found on an H100 (issue 26).
-        let batch: u64 = out_ty.map_or(1, |t| {
-            t.shape.0.iter().take(rank.saturating_sub(2)).map(|d| d.resolve(bindings).unwrap_or(1)).product()
-        });
-        let cores = u64::from(target.cores.max(1));
         for (tm, tn, tk, wm, wn, stages) in TENSOR_CORE_TILES {
             let tiles = m.div_ceil(u64::from(tm)) * n.div_ceil(u64::from(tn)) * batch;
             let mut split = 1u32;
