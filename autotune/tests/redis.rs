@@ -75,6 +75,24 @@ impl Prefix {
     fn raw(&self) -> redis::Connection {
         client(&self.url).unwrap().get_connection_with_timeout(Duration::from_secs(2)).unwrap()
     }
+
+    /// Creates (through `raw`) a Redis ACL user with password `pw`, keys under this prefix only
+    /// and the command `rules`, and returns the server's URL logging in as that user.
+    fn acl_user(&self, raw: &mut redis::Connection, user: &str, pw: &str, rules: &[&str]) -> String {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(user)
+            .arg("reset")
+            .arg("on")
+            .arg(format!(">{pw}"))
+            .arg(format!("~{}*", self.prefix))
+            .arg(rules)
+            .query(raw)
+            .unwrap();
+        let (scheme, rest) = self.url.split_once("://").unwrap();
+        let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+        format!("{scheme}://{user}:{pw}@{host}")
+    }
 }
 
 impl Drop for Prefix {
@@ -162,20 +180,7 @@ fn read_only_mode() {
     let user = format!("tcc-ro-{}", std::process::id());
     let user_pw = "ro-user-secret-pw";
     let mut raw = p.raw();
-    let _: () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg(&user)
-        .arg("reset")
-        .arg("on")
-        .arg(format!(">{user_pw}"))
-        .arg(format!("~{}*", p.prefix))
-        .arg("+@read")
-        .arg("+@connection")
-        .query(&mut raw)
-        .unwrap();
-    let (scheme, rest) = p.url.split_once("://").unwrap();
-    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-    let ro_url = format!("{scheme}://{user}:{user_pw}@{host}");
+    let ro_url = p.acl_user(&mut raw, &user, user_pw, &["+@read", "+@connection"]);
     let acl_store = RedisStore::open(&ro_url, RedisOptions { prefix: p.prefix.clone(), ..options() }).unwrap();
     let got = acl_store.get(&shared.key);
     let put = acl_store.put(&mine);
@@ -384,19 +389,7 @@ fn an_acl_user_with_only_the_commands_tcc_sends_is_enough() {
     let user_pw = "team-user-secret-pw";
     let mut raw = p.raw();
     let rules = ["resetchannels", "-@all", "+getrange", "+srandmember", "+scan", "+set", "+sadd", "+del", "+srem"];
-    let _: () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg(&user)
-        .arg("reset")
-        .arg("on")
-        .arg(format!(">{user_pw}"))
-        .arg(format!("~{}*", p.prefix))
-        .arg(&rules[..])
-        .query(&mut raw)
-        .unwrap();
-    let (scheme, rest) = p.url.split_once("://").unwrap();
-    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-    let url = format!("{scheme}://{user}:{user_pw}@{host}");
+    let url = p.acl_user(&mut raw, &user, user_pw, &rules);
     let store = RedisStore::open(&url, RedisOptions { prefix: p.prefix.clone(), ..options() }).unwrap();
     let outcome = (|| -> Result<(), StoreError> {
         let a = record(key("acl", h100()), schedule(8, 8, 8), 100);

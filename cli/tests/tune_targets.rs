@@ -209,6 +209,25 @@ mod redis {
         }
     }
 
+    /// A key prefix no other test run uses, so tests sharing one server never see each other's records.
+    fn unique_prefix() -> String {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        format!("tcc-cli-test:{}-{nanos}:", std::process::id())
+    }
+
+    /// Removes every record under `prefix` from the server at `url` (over TLS with `TCC_CACHE_CA`).
+    fn remove_records(url: &str, prefix: &str) {
+        let options = tcc_autotune::cache::RedisOptions {
+            prefix: prefix.to_string(),
+            ca_file: std::env::var_os("TCC_CACHE_CA").map(std::path::PathBuf::from),
+            ..Default::default()
+        };
+        let store = tcc_autotune::cache::RedisStore::open(url, options).unwrap();
+        for r in tcc_autotune::CacheStore::list(&store).unwrap().records {
+            tcc_autotune::CacheStore::remove(&store, &r.key.hash()).unwrap();
+        }
+    }
+
     fn password(url: &str) -> Option<String> {
         let userinfo = url.split_once("://")?.1.split_once('@')?.0;
         userinfo.split_once(':').map(|(_, p)| p.to_string()).filter(|p| p.len() >= 3)
@@ -217,8 +236,7 @@ mod redis {
     #[test]
     fn cache_commands_read_and_write_the_shared_cache() {
         let url = url();
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        let prefix = format!("tcc-cli-test:{}-{nanos}:", std::process::id());
+        let prefix = unique_prefix();
         // Over TLS, the CA that signed the server's certificate (CI's throwaway one).
         let ca = std::env::var("TCC_CACHE_CA").unwrap_or_default();
         let shared = [("TCC_CACHE_URL", url.as_str()), ("TCC_CACHE_PREFIX", prefix.as_str()), ("TCC_CACHE_CA", &ca)];
@@ -273,15 +291,7 @@ mod redis {
         assert_eq!(clean(&ls).lines().filter(|l| l.contains("[shared]")).count(), 3);
 
         // Clean up this test's records.
-        let options = tcc_autotune::cache::RedisOptions {
-            prefix: prefix.clone(),
-            ca_file: std::env::var_os("TCC_CACHE_CA").map(std::path::PathBuf::from),
-            ..Default::default()
-        };
-        let store = tcc_autotune::cache::RedisStore::open(&url, options).unwrap();
-        for r in tcc_autotune::CacheStore::list(&store).unwrap().records {
-            tcc_autotune::CacheStore::remove(&store, &r.key.hash()).unwrap();
-        }
+        remove_records(&url, &prefix);
     }
 
     /// Issue 27: a plan's shard that could not reach the shared cache kept its winners locally
@@ -290,8 +300,7 @@ mod redis {
     #[test]
     fn a_shard_pushes_what_it_could_not_share_when_the_server_is_back() {
         let url = url();
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        let prefix = format!("tcc-cli-test:{}-{nanos}:", std::process::id());
+        let prefix = unique_prefix();
         let ca = std::env::var("TCC_CACHE_CA").unwrap_or_default();
         let shared = [("TCC_CACHE_URL", url.as_str()), ("TCC_CACHE_PREFIX", prefix.as_str()), ("TCC_CACHE_CA", &ca)];
         // Nothing listens on port 1; the scheme is the server's, so a CA file in the environment
@@ -327,15 +336,7 @@ mod redis {
         assert_eq!(lock.status.code(), Some(0), "{}", text(&lock.stderr));
         assert_eq!(text(&lock.stdout).lines().count(), 3, "{}", text(&lock.stdout));
 
-        let options = tcc_autotune::cache::RedisOptions {
-            prefix: prefix.clone(),
-            ca_file: std::env::var_os("TCC_CACHE_CA").map(std::path::PathBuf::from),
-            ..Default::default()
-        };
-        let store = tcc_autotune::cache::RedisStore::open(&url, options).unwrap();
-        for r in tcc_autotune::CacheStore::list(&store).unwrap().records {
-            tcc_autotune::CacheStore::remove(&store, &r.key.hash()).unwrap();
-        }
+        remove_records(&url, &prefix);
     }
 
     /// Issue 21, defect 9: over TLS, `tcc` trusts the server when TCC_CACHE_CA names the CA that
