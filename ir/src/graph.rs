@@ -75,6 +75,11 @@ impl Graph {
         self.push_typed(Op::Constant { value: dtype.round(value) }, ty)
     }
 
+    /// Appends `iota`: the positions `0..len` as an `i32[len]` vector.
+    pub fn iota(&mut self, len: crate::Dim) -> Result<NodeId, BuildError> {
+        self.push_typed(Op::Iota, TensorType { dtype: crate::DType::I32, shape: Shape(vec![len]) })
+    }
+
     /// Appends an op whose result type is given (casts, broadcasts and reshapes choose theirs);
     /// the type is checked against the op's rules.
     pub fn push_typed(&mut self, op: Op, ty: TensorType) -> Result<NodeId, BuildError> {

@@ -131,6 +131,9 @@ pub enum TypeError {
     /// A constant is not a scalar.
     #[error("constants must be scalars, found shape {0}")]
     ConstantNotScalar(Shape),
+    /// An `iota` is not an `i32` vector of at most `i32::MAX` positions.
+    #[error("iota is an i32 vector of at most 2147483647 positions, found {0}")]
+    IotaNotI32Vector(TensorType),
     /// A node's declared type differs from the type its op produces.
     #[error("declared type {declared} differs from the op's type {inferred}")]
     DeclaredMismatch {
@@ -225,7 +228,7 @@ fn unsupported(op: &str, dtype: DType) -> TypeError {
 
 /// Infers the result type of `op` over the nodes already in `graph`.
 ///
-/// Ops whose result type is a choice (`Cast`, `Broadcast`, `Reshape`, `Constant`) cannot be inferred:
+/// Ops whose result type is a choice (`Cast`, `Broadcast`, `Reshape`, `Constant`, `Iota`) cannot be inferred:
 /// for them this returns the operand's type, and [`check_declared`] checks the chosen type.
 pub fn infer(graph: &Graph, op: &Op) -> Result<TensorType, TypeError> {
     let ty = infer_unchecked(graph, op)?;
@@ -237,6 +240,7 @@ fn infer_unchecked(graph: &Graph, op: &Op) -> Result<TensorType, TypeError> {
     match op {
         Op::Input { index } => graph.params.get(*index).map(|p| p.ty.clone()).ok_or(TypeError::UnknownParam(*index)),
         Op::Constant { .. } => Ok(TensorType { dtype: DType::F32, shape: Shape::scalar() }),
+        Op::Iota => Ok(TensorType { dtype: DType::I32, shape: Shape::from_consts(&[1]) }),
         Op::Unary(u, a) => {
             let ta = operand(graph, *a)?;
             if !u.accepts(ta.dtype) {
@@ -396,7 +400,7 @@ fn infer_unchecked(graph: &Graph, op: &Op) -> Result<TensorType, TypeError> {
 }
 
 /// Checks that `declared` is a valid result type for `op` (the inferred type for most ops; for
-/// `Cast`, `Broadcast`, `Reshape` and `Constant`, a type the op can produce).
+/// `Cast`, `Broadcast`, `Reshape`, `Constant` and `Iota`, a type the op can produce).
 pub fn check_declared(graph: &Graph, op: &Op, declared: &TensorType) -> Result<(), TypeError> {
     check_limits(declared)?;
     let inferred = infer_unchecked(graph, op)?;
@@ -404,6 +408,13 @@ pub fn check_declared(graph: &Graph, op: &Op, declared: &TensorType) -> Result<(
         Op::Constant { .. } => {
             if declared.shape.rank() != 0 {
                 return Err(TypeError::ConstantNotScalar(declared.shape.clone()));
+            }
+            true
+        }
+        Op::Iota => {
+            let too_long = declared.shape.0.first().and_then(|d| d.as_const()).is_some_and(|n| n > i32::MAX as u64);
+            if declared.dtype != DType::I32 || declared.shape.rank() != 1 || too_long {
+                return Err(TypeError::IotaNotI32Vector(declared.clone()));
             }
             true
         }

@@ -239,6 +239,10 @@ pub enum Op {
         /// The value, already representable in the node's dtype.
         value: f64,
     },
+    /// The positions `0, 1, ..., n-1` as an `i32[n]` vector (the node's type says `n`, a constant
+    /// or a shape variable): masks and biases written as math of positions (`iota(S)`), which no
+    /// kernel needs to read from memory.
+    Iota,
     /// An elementwise op of one operand.
     Unary(UnaryOp, NodeId),
     /// Conversion to the node's dtype (round to nearest even, saturating float → int, NaN → 0).
@@ -305,7 +309,7 @@ impl Op {
     /// The operands, in order.
     pub fn operands(&self) -> Vec<NodeId> {
         match self {
-            Op::Input { .. } | Op::Constant { .. } => Vec::new(),
+            Op::Input { .. } | Op::Constant { .. } | Op::Iota => Vec::new(),
             Op::Unary(_, a) | Op::Cast(a) | Op::Broadcast(a) | Op::Reshape(a) => vec![*a],
             Op::Permute { input, .. } | Op::Slice { input, .. } | Op::Reduce { input, .. } => {
                 vec![*input]
@@ -321,6 +325,7 @@ impl Op {
         match self {
             Op::Input { index } => Op::Input { index: *index },
             Op::Constant { value } => Op::Constant { value: *value },
+            Op::Iota => Op::Iota,
             Op::Unary(u, a) => Op::Unary(*u, f(*a)),
             Op::Cast(a) => Op::Cast(f(*a)),
             Op::Binary(b, x, y) => {
@@ -358,6 +363,7 @@ impl Op {
         match self {
             Op::Input { .. } => "input".into(),
             Op::Constant { .. } => "const".into(),
+            Op::Iota => "iota".into(),
             Op::Unary(u, _) => u.name().into(),
             Op::Cast(_) => "cast".into(),
             Op::Binary(b, _, _) => b.name().into(),

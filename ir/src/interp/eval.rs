@@ -82,6 +82,12 @@ pub(crate) fn eval_node(
             t.data.iter().map(|&v| dtype.round(v)).collect()
         }
         Op::Constant { value } => vec![dtype.round(*value); numel],
+        Op::Iota => {
+            if numel > i32::MAX as usize {
+                return Err(invalid(id, format!("iota of {numel} positions: at most {} fit i32", i32::MAX)));
+            }
+            (0..numel).map(|i| i as f64).collect()
+        }
         Op::Unary(u, a) => {
             let int = dtype == DType::I32;
             elementwise(id, &shape, [arg(*a)?], |[x]| dtype.round(scalar::unary(*u, int, x)))?

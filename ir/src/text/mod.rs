@@ -21,6 +21,7 @@
 //! |----|------|
 //! | `Input` | `input 0` |
 //! | `Constant` | `const 1.5`, `const -0.0`, `const inf`, `const -inf`, `const nan`, `const nan(0x7ff8000000000001)` |
+//! | `Iota` | `iota` (the length is the node type's: `%0 = iota : i32[S]`) |
 //! | `Unary` | `exp %0` (any [`crate::UnaryOp`] name) |
 //! | `Cast`, `Broadcast`, `Reshape` | `cast %0`, `broadcast %0`, `reshape %0` (the target is the node type) |
 //! | `Binary`, `Compare` | `add %0, %1`, `lt %0, %1` |

@@ -205,6 +205,7 @@ impl Parser {
         let op = match name.as_str() {
             "input" => Op::Input { index: self.int()? },
             "const" => Op::Constant { value: self.float()? },
+            "iota" => Op::Iota,
             "cast" => Op::Cast(self.value()?),
             "broadcast" => Op::Broadcast(self.value()?),
             "reshape" => Op::Reshape(self.value()?),

@@ -98,6 +98,7 @@ fn op(out: &mut String, op: &Op) {
             out.push_str("const ");
             write_f64(out, *value);
         }
+        Op::Iota => out.push_str("iota"),
         Op::Permute { input, perm } => {
             let _ = write!(out, "permute {input} perm=");
             list(out, perm);
