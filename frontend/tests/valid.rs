@@ -355,3 +355,30 @@ fn parse_bytes_accepts_utf8_and_a_byte_order_mark() {
     let m = tcc_frontend::parse_bytes("bom.tc", "\u{feff}fn f(x: f32[N]) -> f32[N] { x }".as_bytes()).unwrap();
     assert_eq!(m.functions.len(), 1);
 }
+
+#[test]
+fn a_causal_mask_is_math_of_positions() {
+    // `iota(N)` is the i32 vector 0..N of a shape variable or a constant; `inf` is a float literal.
+    let g = graph(
+        "fn masked(s: f32[S, T]) -> f32[S, T] {
+            let keep = iota(S).reshape([S, 1]) >= iota(T);
+            select(keep, s, -inf)
+        }",
+    );
+    assert_eq!(
+        ops(&g),
+        [
+            "input: f32[S, T]",
+            "iota: i32[S]",
+            "reshape: i32[S, 1]",
+            "iota: i32[T]",
+            "ge: bool[S, T]",
+            "const: f32[]",
+            "select: f32[S, T]",
+        ]
+    );
+    assert!(g.nodes.iter().any(|n| matches!(n.op, Op::Constant { value } if value == f64::NEG_INFINITY)));
+    // Positions of a constant length, and `inf` as an operand of arithmetic.
+    let g = graph("fn f(x: f32[4]) -> f32[4] { x + iota(4).cast::<f32>() - inf }");
+    assert!(ops(&g).contains(&"iota: i32[4]".to_string()), "{:?}", ops(&g));
+}

@@ -52,7 +52,7 @@ fn ops(body: &Body) -> impl Iterator<Item = (usize, &TOp, &[usize])> {
 }
 
 fn pointwise(body: &Body) -> Option<KernelClass> {
-    let ok = ops(body).all(|(_, op, _)| op.is_elementwise() || op.is_index_only() || op.const_value().is_some());
+    let ok = ops(body).all(|(_, op, _)| op.is_elementwise() || op.is_index_only() || op.is_generator());
     ok.then_some(KernelClass::Pointwise)
 }
 
@@ -160,7 +160,7 @@ fn reduction(body: &Body, reduces: &[usize], after: &[bool]) -> Option<KernelCla
                 }
                 _ => return None,
             }
-        } else if !(op.is_elementwise() || matches!(op, TOp::Broadcast(_)) || op.const_value().is_some()) {
+        } else if !(op.is_elementwise() || matches!(op, TOp::Broadcast(_)) || op.is_generator()) {
             if op.is_index_only() {
                 generic = true;
             } else {

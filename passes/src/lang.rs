@@ -4,7 +4,7 @@
 use std::fmt;
 
 use egg::{Id, Language};
-use tcc_ir::{BinaryOp, CompareOp, DType, NodeId, Op, ReduceOp, Shape, UnaryOp};
+use tcc_ir::{BinaryOp, CompareOp, DType, Dim, NodeId, Op, ReduceOp, Shape, UnaryOp};
 
 /// The operator of an e-node, with every attribute the IR op carries.
 ///
@@ -21,6 +21,8 @@ pub enum TOp {
         /// `f64::to_bits` of its value.
         bits: u64,
     },
+    /// The positions `0..len` as an `i32[len]` vector (a leaf).
+    Iota(Dim),
     /// An elementwise op of one operand.
     Unary(UnaryOp),
     /// A conversion to the given dtype.
@@ -76,6 +78,7 @@ impl TOp {
         Some(match self {
             TOp::Input(index) => Op::Input { index: *index },
             TOp::Const { bits, .. } => Op::Constant { value: f64::from_bits(*bits) },
+            TOp::Iota(_) => Op::Iota,
             TOp::Unary(u) => Op::Unary(*u, arg(0)?),
             TOp::Cast(_) => Op::Cast(arg(0)?),
             TOp::Binary(b) => Op::Binary(*b, arg(0)?, arg(1)?),
@@ -100,6 +103,7 @@ impl TOp {
         match op {
             Op::Input { index } => TOp::Input(*index),
             Op::Constant { value } => TOp::Const { dtype: ty.dtype, bits: value.to_bits() },
+            Op::Iota => TOp::Iota(ty.shape.0.first().cloned().unwrap_or(Dim::Const(0))),
             Op::Unary(u, _) => TOp::Unary(*u),
             Op::Cast(_) => TOp::Cast(ty.dtype),
             Op::Binary(b, _, _) => TOp::Binary(*b),
@@ -128,6 +132,11 @@ impl TOp {
         }
     }
 
+    /// True for leaves that compute their values from nothing: scalar constants and `iota`.
+    pub fn is_generator(&self) -> bool {
+        matches!(self, TOp::Const { .. } | TOp::Iota(_))
+    }
+
     /// True for elementwise ops (unary, cast, binary, compare, select).
     pub fn is_elementwise(&self) -> bool {
         matches!(self, TOp::Unary(_) | TOp::Cast(_) | TOp::Binary(_) | TOp::Compare(_) | TOp::Select)
@@ -148,6 +157,7 @@ impl TOp {
         match self {
             TOp::Input(_) => "input".into(),
             TOp::Const { .. } => "const".into(),
+            TOp::Iota(_) => "iota".into(),
             TOp::Unary(u) => u.name().into(),
             TOp::Cast(_) => "cast".into(),
             TOp::Binary(b) => b.name().into(),
@@ -181,6 +191,7 @@ impl TOp {
             TOp::Reduce { .. } => 12,
             TOp::MatMul => 13,
             TOp::Kernel { .. } => 14,
+            TOp::Iota(_) => 15,
         }
     }
 }
@@ -191,6 +202,7 @@ impl fmt::Display for TOp {
             TOp::Input(i) => write!(f, "input{i}"),
             TOp::Const { dtype, bits } => write!(f, "{}:{dtype}", f64::from_bits(*bits)),
             TOp::Cast(d) => write!(f, "cast:{d}"),
+            TOp::Iota(n) => write!(f, "iota:{n}"),
             TOp::Broadcast(s) => write!(f, "broadcast:{s}"),
             TOp::Reshape(s) => write!(f, "reshape:{s}"),
             TOp::Permute(p) => write!(f, "permute:{p:?}"),

@@ -22,6 +22,7 @@ pub fn type_of(op: &TOp, operands: &[&TensorType]) -> Result<TensorType, TypeErr
     let ir = op.to_ir(&ids).ok_or(TypeError::UnknownParam(usize::MAX))?;
     let declared = match op {
         TOp::Const { dtype, .. } => Some(TensorType { dtype: *dtype, shape: Shape::scalar() }),
+        TOp::Iota(len) => Some(TensorType { dtype: tcc_ir::DType::I32, shape: Shape(vec![len.clone()]) }),
         TOp::Cast(dtype) => {
             let shape = operands.first().map(|t| t.shape.clone()).unwrap_or_default();
             Some(TensorType { dtype: *dtype, shape })

@@ -232,6 +232,14 @@ pub(crate) fn call(
             }
             concat(cx, frame, &a, args[0], args[1])
         }
+        "iota" => {
+            if !arity(cx, &a, &[1]) {
+                return Val::Error;
+            }
+            let Some(len) = dim(cx, &a, frame, args[0]) else { return Val::Error };
+            let ctx = move |cx: &Cx<'_, '_>| cx.ctx(Verb::Named, "iota", name.sp, &[], None);
+            cx.push_typed(Op::Iota, TensorType { dtype: DType::I32, shape: Shape(vec![len]) }, ctx)
+        }
         _ => {
             cx.report(Diag::new(format!("cannot find function `{}`", name.text), name.sp, "not found"));
             Val::Error

@@ -67,7 +67,7 @@ pub(crate) struct Cx<'p, 'a> {
 /// One candidate list of the builtin functions (for suggestions).
 pub(crate) const FUNCTIONS: &[&str] = &[
     "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "abs", "neg", "max", "min", "pow", "select",
-    "where", "matmul", "concat", "cast",
+    "where", "matmul", "concat", "cast", "iota",
 ];
 
 /// Every method name (for suggestions).
@@ -248,7 +248,8 @@ impl<'p, 'a> Cx<'p, 'a> {
             (Num::Int(i), _) => i as f64,
             (Num::Float(f), _) => f,
         };
-        if dtype.is_float() && !dtype.round(value).is_finite() {
+        // A finite literal that rounds to infinity is a mistake; `inf` itself is meant.
+        if dtype.is_float() && value.is_finite() && !dtype.round(value).is_finite() {
             self.report(Diag::new(
                 format!("{} is out of range for {dtype}", num.describe()),
                 sp,

@@ -44,7 +44,13 @@ impl Cx<'_, '_> {
             return Step::Value(Val::Error);
         };
         let value = match &expr.kind {
-            ExprKind::Name(n) => frame.env.get(n).cloned().unwrap_or(Val::Unbound),
+            ExprKind::Name(n) => match frame.env.get(n) {
+                Some(v) => v.clone(),
+                // `inf` is the float literal of positive infinity (`-inf` negates it) unless a
+                // binding shadows it.
+                None if n == "inf" => Val::Num(Num::Float(f64::INFINITY), expr.sp),
+                None => Val::Unbound,
+            },
             ExprKind::Int(v) => Val::Num(Num::Int(i128::from(*v)), expr.sp),
             ExprKind::Float(v) => Val::Num(Num::Float(*v), expr.sp),
             ExprKind::Bool(b) => Val::Num(Num::Bool(*b), expr.sp),
