@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod accuracy;
+pub mod attention;
 pub mod dtype;
 pub mod fingerprint;
 pub mod graph;

@@ -45,6 +45,9 @@ pub enum KernelClass {
     MatMul,
     /// Anything else: lowered by a simple, always-correct loop nest.
     Generic,
+    /// `softmax(f(q kᵀ)) v` written as plain math ([`crate::attention::Attention`]): one kernel
+    /// with an online softmax, the scores never leaving on-chip memory.
+    Attention,
 }
 
 impl KernelClass {
@@ -55,19 +58,21 @@ impl KernelClass {
             KernelClass::RowReduction => "row-reduction",
             KernelClass::MatMul => "matmul",
             KernelClass::Generic => "generic",
+            KernelClass::Attention => "attention",
         }
     }
 }
 
 impl KernelClass {
     /// The kernel family as `--json` output names it: `gemm`, `pointwise`, `row-reduction`,
-    /// `generic` (fused attention will add `attention`).
+    /// `generic`, `attention`.
     pub fn family(self) -> &'static str {
         match self {
             KernelClass::Pointwise => "pointwise",
             KernelClass::RowReduction => "row-reduction",
             KernelClass::MatMul => "gemm",
             KernelClass::Generic => "generic",
+            KernelClass::Attention => "attention",
         }
     }
 }

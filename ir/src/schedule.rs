@@ -15,6 +15,13 @@ use crate::op::Op;
 use crate::program::{Kernel, KernelClass, Schedule, Tier};
 use crate::target::{Feature, Target};
 
+/// The query and key block sizes of an attention schedule: `tile_m` and `tile_n`, each within
+/// 1..=1024 (a schedule made for another family reads as the default 16 x 64).
+pub fn attention_blocks(s: &Schedule) -> [u32; 2] {
+    let pick = |v: u32, default: u32| if (1..=1024).contains(&v) { v } else { default };
+    [pick(s.tile_m, 16), pick(s.tile_n, 64)]
+}
+
 /// The version of the schedule encoding in tuning records and lockfiles. A record of a later
 /// format is not decoded (it is re-tuned); records without one are format 1.
 pub const SCHEDULE_FORMAT: u32 = 1;
@@ -204,6 +211,14 @@ pub enum ScheduleKind {
         /// Host threads (0 = every core).
         threads: u32,
     },
+    /// A CPU attention kernel: blocks of queries and keys (the online softmax runs over one block of
+    /// keys at a time for one block of queries), and the host threads.
+    CpuAttention {
+        /// Queries and keys per block.
+        block: [u32; 2],
+        /// Host threads (0 = every core).
+        threads: u32,
+    },
     /// A GPU elementwise, row-reduction or generic kernel: the lowering picks its own launch shape
     /// from the data (vectors of up to 16 bytes, a warp or a block per row); no knob applies.
     GpuFixed,
@@ -236,6 +251,7 @@ impl ScheduleKind {
             ScheduleKind::Interp => "interp",
             ScheduleKind::CpuLoops { .. } => "cpu-loops",
             ScheduleKind::CpuGemm { .. } => "cpu-gemm",
+            ScheduleKind::CpuAttention { .. } => "cpu-attention",
             ScheduleKind::GpuFixed => "gpu-fixed",
             ScheduleKind::SimtGemm(_) => "simt-gemm",
             ScheduleKind::MmaSync { .. } => "mma.sync",
@@ -265,6 +281,10 @@ impl Kernel {
                 register: [s.micro_m, s.micro_n],
                 threads: s.threads,
             },
+            Target::Cpu(_) if self.class == KernelClass::Attention => {
+                let [queries, keys] = attention_blocks(s);
+                ScheduleKind::CpuAttention { block: [queries, keys], threads: s.threads }
+            }
             Target::Cpu(_) => ScheduleKind::CpuLoops { threads: s.threads },
             Target::Gpu(_) if !product => ScheduleKind::GpuFixed,
             Target::Gpu(arch) => {
@@ -301,6 +321,9 @@ impl fmt::Display for ScheduleKind {
         match self {
             ScheduleKind::Interp | ScheduleKind::GpuFixed => f.write_str(self.name()),
             ScheduleKind::CpuLoops { threads: t } => write!(f, "cpu-loops threads={}", threads(*t)),
+            ScheduleKind::CpuAttention { block: [q, k], threads: t } => {
+                write!(f, "cpu-attention block={q}x{k} threads={}", threads(*t))
+            }
             ScheduleKind::CpuGemm { block: [m, n, k], register: [rm, rn], threads: t } => {
                 write!(f, "cpu-gemm block={m}x{n}x{k} register={rm}x{rn} threads={}", threads(*t))
             }

@@ -187,7 +187,15 @@ impl BodyBuilder {
     /// Finishes the body with output `output`; `None` if the result is not a legal kernel.
     /// Returns the body and its external inputs' classes.
     pub fn finish(self, output: usize, rules: Vec<&'static str>) -> Option<(Body, Vec<Id>)> {
-        let mut body = Body {
+        let (mut body, inputs) = self.finish_unclassified(output, rules);
+        body.class = classify(&body)?;
+        Some((body, inputs))
+    }
+
+    /// Finishes the body without classifying it (its class reads `Generic`): a step of a merge
+    /// whose intermediate is no legal kernel by itself.
+    fn finish_unclassified(self, output: usize, rules: Vec<&'static str>) -> (Body, Vec<Id>) {
+        let body = Body {
             nodes: self.nodes,
             types: self.types,
             output,
@@ -195,8 +203,7 @@ impl BodyBuilder {
             class: KernelClass::Generic,
             rules,
         };
-        body.class = classify(&body)?;
-        Some((body, self.inputs))
+        (body, self.inputs)
     }
 }
 
@@ -209,6 +216,30 @@ pub fn merge(
     producer: (&Body, &[Id]),
     rule: &'static str,
 ) -> Option<(Body, Vec<Id>)> {
+    let (b, out, rules) = merged_builder(consumer, at, producer, rule)?;
+    b.finish(out, rules)
+}
+
+/// Like [`merge`], without classifying the result: the first of two merges that only together
+/// make a legal kernel (attention).
+pub fn merge_unclassified(
+    consumer: (&Body, &[Id]),
+    at: usize,
+    producer: (&Body, &[Id]),
+    rule: &'static str,
+) -> Option<(Body, Vec<Id>)> {
+    let (b, out, rules) = merged_builder(consumer, at, producer, rule)?;
+    Some(b.finish_unclassified(out, rules))
+}
+
+/// The builder holding `consumer` with `producer` spliced in at input `at`, its output value and
+/// the merged rule list.
+fn merged_builder(
+    consumer: (&Body, &[Id]),
+    at: usize,
+    producer: (&Body, &[Id]),
+    rule: &'static str,
+) -> Option<(BodyBuilder, usize, Vec<&'static str>)> {
     let mut b = BodyBuilder::new();
     // The producer's output value, built the first time the consumer reads input `at`.
     let produced = std::cell::Cell::new(None::<usize>);
@@ -238,5 +269,5 @@ pub fn merge(
             rules.push(r);
         }
     }
-    b.finish(out, rules)
+    Some((b, out, rules))
 }

@@ -10,6 +10,8 @@
 //! - **Generic**: the same structure with other reduced axes, or with data-movement ops in the
 //!   prologue: still one kernel, lowered by a simple loop nest.
 //! - **Pointwise**: elementwise and data-movement ops only.
+//! - **Attention**: two matmuls around a row softmax, as [`tcc_ir::attention::Attention::find`]
+//!   defines it (the one matcher; the body is converted to a graph to ask it).
 
 use tcc_ir::{Dim, KernelClass, Shape};
 
@@ -40,6 +42,7 @@ pub fn classify(body: &Body) -> Option<KernelClass> {
         ([], true) => pointwise(body),
         ([m], true) => matmul(body, *m, &after_mm),
         ([], false) => reduction(body, &reduces, &after_red),
+        ([_, _], false) => attention(body),
         _ => None,
     }
 }
@@ -49,6 +52,11 @@ fn ops(body: &Body) -> impl Iterator<Item = (usize, &TOp, &[usize])> {
         BodyNode::Op(op, kids) => Some((i, op, kids.as_slice())),
         BodyNode::Input(_) => None,
     })
+}
+
+fn attention(body: &Body) -> Option<KernelClass> {
+    let g = body.to_graph("attention").ok()?;
+    tcc_ir::attention::Attention::find(&g).map(|_| KernelClass::Attention)
 }
 
 fn pointwise(body: &Body) -> Option<KernelClass> {

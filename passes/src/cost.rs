@@ -99,6 +99,19 @@ fn matmul_dims(body: &Body, b: &Bindings) -> Option<(f64, f64, f64, f64)> {
     })
 }
 
+/// The flops of every matmul of `body` (two per multiply-add).
+fn product_flops(body: &Body, b: &Bindings) -> f64 {
+    let mut flops = 0.0;
+    for (i, n) in body.nodes.iter().enumerate() {
+        if let BodyNode::Op(TOp::MatMul, kids) = n
+            && let (Some(out), Some(a)) = (body.types.get(i), kids.first().and_then(|k| body.types.get(*k)))
+        {
+            flops += 2.0 * numel(&out.shape, b) * a.shape.0.last().map_or(1.0, |d| dim(d, b));
+        }
+    }
+    flops
+}
+
 /// For each value of `body`: is it computed before a matmul and read by it (a prologue op, run
 /// again for every tile that loads it)? Epilogue ops, after the matmul, run once per output element.
 fn matmul_prologue(body: &Body) -> Vec<bool> {
@@ -142,6 +155,10 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
     let mut moved = in_bytes + out_bytes;
     let mut flops_mm = 0.0;
     let mut efficiency = 1.0;
+    if body.class == KernelClass::Attention {
+        // Both products; the scores stay on chip, so only the inputs and the output move.
+        flops_mm = product_flops(body, b);
+    }
     if let (KernelClass::MatMul, Some((batch, m, n, k))) = (body.class, matmul_dims(body, b)) {
         flops_mm = 2.0 * batch * m * n * k;
         let (tm, tn) = (f64::from(schedule.tile_m.max(1)), f64::from(schedule.tile_n.max(1)));

@@ -207,6 +207,9 @@ fn warpgroup_schedule(base: Schedule, (m, n, batch): (u64, u64, u64), cores: u64
     None
 }
 
+/// The CPU attention kernel's query x key blocks, best guess first.
+const CPU_ATTENTION_BLOCKS: [(u32, u32); 4] = [(16, 64), (32, 64), (16, 128), (8, 32)];
+
 /// The candidates for `body` on `target`, best-guess first, deterministic.
 pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec<Schedule> {
     let base = Schedule::default_for(target.tier());
@@ -264,6 +267,13 @@ pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec
                     vector_width: vw,
                     ..base
                 });
+            }
+        }
+        (KernelClass::Attention, false) => {
+            // Blocks of queries x keys: a block of keys (and its values) stays in L1 while the
+            // block's queries pass over it.
+            for (queries, keys) in CPU_ATTENTION_BLOCKS {
+                out.push(Schedule { tile_m: queries, tile_n: keys, ..base });
             }
         }
         (_, gpu) => {

@@ -73,6 +73,14 @@ impl TargetModel {
         self.target.is_gpu()
     }
 
+    /// Whether the target's code generator has an attention kernel, so that fusion may form one:
+    /// the CPU tiers and the interpreter. The GPU lowering of an attention body would be the
+    /// generic plan (the scores through memory, slower than the three kernels it replaces) until
+    /// the GPU attention kernels land.
+    pub fn attention_kernels(&self) -> bool {
+        !self.gpu()
+    }
+
     /// The host CPU with the Cranelift tier: this project's 2-core Zen 5 machines, 128-bit vectors.
     pub fn cpu_host() -> TargetModel {
         TargetModel {

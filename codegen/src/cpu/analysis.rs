@@ -65,7 +65,7 @@ impl Moving {
         let mut dep = vec![false; k.exprs.len()];
         for (i, e) in k.exprs.iter().enumerate() {
             dep[i] = match e {
-                Expr::Load { index, .. } => index.coef(var) != 0,
+                Expr::Load { index, .. } | Expr::Position(index) => index.coef(var) != 0,
                 _ => k.operands(ExprId(i as u32)).iter().any(|o| dep.get(o.0 as usize).copied().unwrap_or(true)),
             };
         }
@@ -132,7 +132,7 @@ pub(crate) fn vectorizable(
     let mut roots = Vec::new();
     for s in body {
         match s {
-            Stmt::Loop { .. } | Stmt::AccInit { .. } | Stmt::MicroKernel(_) => return false,
+            Stmt::Loop { .. } | Stmt::If { .. } | Stmt::AccInit { .. } | Stmt::MicroKernel(_) => return false,
             Stmt::Store { buf, index, value } => {
                 if index.coef(var) != 1 || !vector_memory(*buf) {
                     return false;
@@ -152,6 +152,8 @@ pub(crate) fn vectorizable(
         let vector = match k.expr(e) {
             Some(Expr::Load { buf, index }) => index.coef(var) == 1 && vector_memory(*buf),
             Some(Expr::Binary { op: BinaryOp::Div, dtype: DType::I32, .. }) => support.int_division,
+            // Positions that move with the vector variable have no vector form (yet).
+            Some(Expr::Position(_)) => false,
             Some(_) => true,
             None => false,
         };

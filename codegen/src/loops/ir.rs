@@ -148,6 +148,9 @@ pub enum Expr {
     },
     /// The current value of an accumulator.
     Acc(AccId),
+    /// The value of an affine index of loop variables, as an i32 (`iota`'s elements: positions
+    /// that masks and biases compare and scale).
+    Position(Index),
     /// An elementwise op of one operand.
     Unary {
         /// The op.
@@ -300,6 +303,13 @@ pub enum Stmt {
     /// A register-blocked matmul tile: `C[i, j] (+)= sum_p A[i, p] B[p, j]` for an `mr x nr` tile
     /// from packed panels.
     MicroKernel(Box<MicroKernel>),
+    /// `if cond { body }`: `cond` is a scalar bool expression (never inside a vector loop).
+    If {
+        /// The condition.
+        cond: ExprId,
+        /// Run where it holds.
+        body: Vec<Stmt>,
+    },
     /// `acc = combine(acc, value)`.
     AccUpdate {
         /// The accumulator.
@@ -341,6 +351,7 @@ impl Phase {
                 .iter()
                 .map(|s| match s {
                     Stmt::Loop { extent, body, .. } => extent.max().saturating_mul(count(body).max(1)),
+                    Stmt::If { body, .. } => count(body).max(1),
                     Stmt::MicroKernel(mk) => mk.depth.max().saturating_mul(u64::from(mk.mr) * u64::from(mk.nr)),
                     _ => 1,
                 })
@@ -443,6 +454,7 @@ impl LoopKernel {
             | Expr::Select { dtype, .. } => *dtype,
             Expr::Load { buf, .. } => self.buf(*buf)?.dtype,
             Expr::Acc(a) => *self.accs.get(a.0 as usize)?,
+            Expr::Position(_) => DType::I32,
             Expr::Compare { .. } => DType::Bool,
             Expr::Cast { to, .. } => *to,
         })
@@ -516,6 +528,7 @@ impl ExprArena {
         let new = match expr {
             Expr::Const { .. } | Expr::Acc(_) => expr,
             Expr::Load { buf, index } => Expr::Load { buf, index: index.substitute(v, by) },
+            Expr::Position(index) => Expr::Position(index.substitute(v, by)),
             Expr::Unary { op, dtype, arg } => Expr::Unary { op, dtype, arg: sub(self, arg) },
             Expr::Cast { from, to, arg } => Expr::Cast { from, to, arg: sub(self, arg) },
             Expr::Binary { op, dtype, lhs, rhs } => {
@@ -542,7 +555,7 @@ impl Stmt {
     /// Visits every expression root of this statement and the statements nested in it.
     pub fn for_each_root(&self, f: &mut impl FnMut(&Stmt)) {
         f(self);
-        if let Stmt::Loop { body, .. } = self {
+        if let Stmt::Loop { body, .. } | Stmt::If { body, .. } = self {
             for s in body {
                 s.for_each_root(f);
             }

@@ -687,6 +687,10 @@ impl<'g> Lowerer<'g> {
                 return Err(self.bad(format!("node {n} ({}) must be materialized", node.op.kind_name())));
             }
             Op::Constant { value } => self.arena.constant(dtype, value),
+            Op::Iota => {
+                let position = idx.first().cloned().ok_or_else(|| self.bad(format!("iota {n} has rank 0")))?;
+                self.arena.intern(Expr::Position(position))
+            }
             Op::Unary(op, a) => {
                 let arg = self.operand_at(a, idx, &dims)?;
                 self.arena.intern(Expr::Unary { op, dtype, arg })

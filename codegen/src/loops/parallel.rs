@@ -53,7 +53,7 @@ pub fn split_rows(kernel: &mut LoopKernel, strip: u64) {
 }
 
 fn is_flat(body: &[Stmt]) -> bool {
-    !body.iter().any(|b| matches!(b, Stmt::Loop { .. } | Stmt::MicroKernel(_)))
+    !body.iter().any(|b| matches!(b, Stmt::Loop { .. } | Stmt::If { .. } | Stmt::MicroKernel(_)))
 }
 
 /// Appends `nest` to `phase` as a row-parallel phase, if its outer loop matches the phase's rows
@@ -91,6 +91,7 @@ fn squeeze(body: Vec<Stmt>, arena: &mut ExprArena) -> Vec<Stmt> {
             Stmt::Loop { var, extent, body } => {
                 out.push(Stmt::Loop { var, extent, body: squeeze(body, arena) });
             }
+            Stmt::If { cond, body } => out.push(Stmt::If { cond, body: squeeze(body, arena) }),
             other => out.push(other),
         }
     }
@@ -133,6 +134,10 @@ pub fn substitute_stmt(
             extent: extent.substitute(v, by),
             body: body.iter().map(|b| substitute_stmt(b, v, by, arena, memo)).collect(),
         },
+        Stmt::If { cond, body } => Stmt::If {
+            cond: arena.substitute(*cond, v, by, memo),
+            body: body.iter().map(|b| substitute_stmt(b, v, by, arena, memo)).collect(),
+        },
         Stmt::Store { buf, index, value } => {
             Stmt::Store { buf: *buf, index: index.substitute(v, by), value: arena.substitute(*value, v, by, memo) }
         }
@@ -159,8 +164,8 @@ pub fn substitute_stmt(
 /// alike) falls in the block `[s*r, s*r + s)` for one stride `s` per buffer.
 fn rows_are_disjoint(kernel: &LoopKernel, arena: &ExprArena, phase: &Phase) -> bool {
     let Some(r) = phase.row_var else { return false };
-    let mut extents: HashMap<VarId, u64> = HashMap::new();
-    extents.insert(r, phase.rows);
+    let mut extents: Extents = Extents::default();
+    extents.max.insert(r, phase.rows);
     let mut writes = Vec::new();
     let mut reads = Vec::new();
     let mut roots = Vec::new();
@@ -168,13 +173,21 @@ fn rows_are_disjoint(kernel: &LoopKernel, arena: &ExprArena, phase: &Phase) -> b
     for s in &phase.body {
         s.for_each_root(&mut |st| match st {
             Stmt::Loop { var, extent, .. } => {
-                extents.insert(*var, extent.max());
+                extents.max.insert(*var, extent.max());
+                if let Extent::Tail { total, block, outer } = extent
+                    && let [(o, 1)] = outer.terms.as_slice()
+                    && outer.offset == 0
+                {
+                    extents.tails.insert(*var, (*total, *block, *o));
+                }
             }
             Stmt::Store { buf, index, value } => {
                 writes.push((*buf, index.clone(), 1u64, 1u64, 0i64));
                 roots.push(*value);
             }
-            Stmt::AccInit { value, .. } | Stmt::AccUpdate { value, .. } => roots.push(*value),
+            Stmt::AccInit { value, .. } | Stmt::AccUpdate { value, .. } | Stmt::If { cond: value, .. } => {
+                roots.push(*value)
+            }
             Stmt::MicroKernel(mk) => tiles.push(mk.as_ref().clone()),
         });
     }
@@ -233,21 +246,45 @@ fn operands(e: &Expr) -> Vec<ExprId> {
         Expr::Unary { arg, .. } | Expr::Cast { arg, .. } => vec![*arg],
         Expr::Binary { lhs, rhs, .. } | Expr::Compare { lhs, rhs, .. } => vec![*lhs, *rhs],
         Expr::Select { cond, on_true, on_false, .. } => vec![*cond, *on_true, *on_false],
-        Expr::Const { .. } | Expr::Load { .. } | Expr::Acc(_) => Vec::new(),
+        Expr::Const { .. } | Expr::Load { .. } | Expr::Acc(_) | Expr::Position(_) => Vec::new(),
     }
 }
 
+/// The trip counts of a phase's loops: the largest of each, and for the inner loop of a
+/// strip-mined pair (`Extent::Tail` over one outer variable) its total, block and outer variable.
+#[derive(Debug, Default)]
+struct Extents {
+    max: HashMap<VarId, u64>,
+    tails: HashMap<VarId, (u64, u64, VarId)>,
+}
+
 /// True if `index - s*r` (plus up to `span` more elements) stays in `[0, s)` over the loop ranges.
-fn rest_within(index: &Index, r: VarId, s: i64, span: i64, extents: &HashMap<VarId, u64>) -> bool {
+/// A strip-mined pair `block*o + v` counts as one position below its total (not `block` times
+/// the outer count, which overshoots the total when the last strip is short).
+fn rest_within(index: &Index, r: VarId, s: i64, span: i64, extents: &Extents) -> bool {
     if index.coef(r) != s {
         return false;
     }
     let (mut lo, mut hi) = (i128::from(index.offset), i128::from(index.offset) + i128::from(span));
+    // Each variable is counted once: in a pair (inner, outer), or alone.
+    let mut counted: Vec<VarId> = vec![r];
     for &(v, c) in &index.terms {
-        if v == r {
+        if let Some(&(total, block, o)) = extents.tails.get(&v)
+            && !counted.contains(&v)
+            && !counted.contains(&o)
+            && o != v
+            && i128::from(index.coef(o)) == i128::from(c) * i128::from(block)
+        {
+            counted.extend([v, o]);
+            let span = i128::from(c) * i128::from(total.saturating_sub(1));
+            if span < 0 { lo += span } else { hi += span }
+        }
+    }
+    for &(v, c) in &index.terms {
+        if counted.contains(&v) {
             continue;
         }
-        let Some(&e) = extents.get(&v) else {
+        let Some(&e) = extents.max.get(&v) else {
             return false;
         };
         let span = i128::from(c) * i128::from(e.saturating_sub(1));

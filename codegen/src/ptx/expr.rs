@@ -302,6 +302,9 @@ impl<'a> Em<'a> {
         match &node.op {
             Op::Input { index } => self.load(Base::Param(*index), dtype, ix),
             Op::Constant { value } => Ok(math::constant(dtype, *value)),
+            // The element's position along the one axis, as an i32.
+            Op::Iota if self.ix == "i64" => Ok(self.f.v(format!("trunc i64 {} to i32", ix.flat))),
+            Op::Iota => Ok(ix.flat.clone()),
             Op::Unary(u, a) => {
                 let x = self.operand(n, *a, ix)?;
                 math::unary(&mut self.f, self.caps, *u, dtype, &x)

@@ -10,6 +10,9 @@
 //! cannot starve a row-reduction lineage), it absorbs the most promising legal kernel of an input,
 //! and a value with several users is recomputed only if it is cheap (a short pointwise chain) or a
 //! row reduction recomputed inside another row kernel; a matmul is never recomputed.
+//!
+//! Attention is formed in one step ([`fuse_attention`]): a product whose left operand is a row
+//! softmax over another product's result absorbs both, when the target has attention kernels.
 
 use std::rc::Rc;
 
@@ -18,7 +21,7 @@ use tcc_ir::KernelClass;
 
 use super::{ClassRule, Term, add_term};
 use crate::analysis::EG;
-use crate::body::{Body, BodyBuilder, merge};
+use crate::body::{Body, BodyBuilder, merge, merge_unclassified};
 use crate::lang::{TNode, TOp};
 
 /// A kernel never fuses more than this many ops.
@@ -35,6 +38,7 @@ pub fn rules() -> Vec<ClassRule> {
         ClassRule { name: "fuse-reduction-prologue", find: fuse_reduction_prologue },
         ClassRule { name: "fuse-reduction-epilogue", find: fuse_reduction_epilogue },
         ClassRule { name: "fuse-reductions", find: fuse_reductions },
+        ClassRule { name: "fuse-attention", find: fuse_attention },
     ]
 }
 
@@ -118,7 +122,7 @@ fn may_recompute(producer: &Body, consumer: &Body) -> bool {
         KernelClass::RowReduction | KernelClass::Generic => {
             is_reduction(consumer.class) || consumer.class == KernelClass::Pointwise
         }
-        KernelClass::MatMul => false,
+        KernelClass::MatMul | KernelClass::Attention => false,
     }
 }
 
@@ -232,6 +236,59 @@ fn fuse_reduction_epilogue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, 
 /// variance).
 fn fuse_reductions(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
     grow(egraph, class, limit, "fuse-reductions", is_reduction, is_reduction)
+}
+
+/// `softmax(f(q kᵀ)) v` as one kernel: a matmul kernel whose left operand's class has a
+/// row-reduction kernel (the softmax, with the score function `f` as its prologue) reading a
+/// class with a matmul kernel (the scores, perhaps with part of `f` as its epilogue) absorbs both
+/// at once (the intermediate, a product with a reduction before it, is no legal kernel). The
+/// result must be an attention ([`tcc_ir::attention::Attention::find`]); the scores and the
+/// probabilities have no other users, so nothing is recomputed.
+fn fuse_attention(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
+    if egraph.analysis.target.as_ref().is_some_and(|t| !t.attention_kernels()) {
+        return Vec::new();
+    }
+    let children = |n: &TNode| -> Vec<Id> { n.children.iter().map(|&c| egraph.find(c)).collect() };
+    let single_user = |c: Id| egraph.analysis.users_of(c) <= 1;
+    let mut out = Vec::new();
+    for product in kernels(egraph, class).into_iter().filter(|k| matmul(k.body.class)) {
+        let kids = children(product.node);
+        'operand: for (at, &probs) in kids.iter().enumerate() {
+            if !single_user(probs) {
+                continue;
+            }
+            for softmax in kernels(egraph, probs).into_iter().filter(|k| k.body.class == KernelClass::RowReduction) {
+                let Some((partial, inputs)) = merge_unclassified(
+                    (product.body, &kids),
+                    at,
+                    (softmax.body, &children(softmax.node)),
+                    "fuse-attention",
+                ) else {
+                    continue;
+                };
+                for (j, &scores) in inputs.iter().enumerate() {
+                    if !single_user(scores) {
+                        continue;
+                    }
+                    for first in kernels(egraph, scores).into_iter().filter(|k| matmul(k.body.class)) {
+                        let merged =
+                            merge((&partial, &inputs), j, (first.body, &children(first.node)), "fuse-attention");
+                        if let Some((body, merged_inputs)) = merged
+                            && body.class == KernelClass::Attention
+                            && !merged_inputs.contains(&class)
+                        {
+                            out.push((product.node.clone(), Term::Kernel(Rc::new(body), merged_inputs)));
+                            if out.len() >= limit {
+                                return out;
+                            }
+                            break 'operand;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

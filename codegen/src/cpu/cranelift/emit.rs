@@ -189,6 +189,23 @@ impl<'k, 'f> Emitter<'k, 'f> {
     fn stmt(&mut self, s: &Stmt) -> Result<(), CodegenError> {
         match s {
             Stmt::Loop { var, extent, body } => self.emit_loop(*var, extent, body),
+            Stmt::If { cond, body } => {
+                if self.vector() {
+                    return Err(self.bad("a conditional inside a vector loop"));
+                }
+                let c = self.expr(*cond)?;
+                let then = self.b.create_block();
+                let done = self.b.create_block();
+                self.b.ins().brif(c, then, &[], done, &[]);
+                self.b.switch_to_block(then);
+                self.memo.enter();
+                let result = self.stmts(body);
+                self.memo.leave();
+                result?;
+                self.b.ins().jump(done, &[]);
+                self.b.switch_to_block(done);
+                Ok(())
+            }
             Stmt::MicroKernel(mk) => {
                 if self.vector() {
                     return Err(self.bad("micro-kernel inside a vector loop"));
@@ -582,6 +599,11 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 })
             }
             Expr::Load { buf, index } => self.load(buf, &index),
+            Expr::Position(index) => {
+                let wide = self.index_value(&index);
+                let v = self.b.ins().ireduce(types::I32, wide);
+                Ok(if vector { self.splat(DType::I32, v) } else { v })
+            }
             Expr::Acc(a) => {
                 let var = self.acc_var(a)?;
                 let v = self.b.use_var(var);

@@ -183,6 +183,23 @@ impl<'k> Emitter<'k> {
     fn stmt(&mut self, s: &Stmt) -> Result<(), CodegenError> {
         match s {
             Stmt::Loop { var, extent, body } => self.emit_loop(*var, extent, body),
+            Stmt::If { cond, body } => {
+                if self.lanes() > 1 {
+                    return Err(self.bad("a conditional inside a vector loop"));
+                }
+                let c = self.expr(*cond)?;
+                let then = self.f.label();
+                let done = self.f.label();
+                self.f.cond_br(&c, &then, &done);
+                self.f.start(&then);
+                self.memo.enter();
+                let result = self.stmts(body);
+                self.memo.leave();
+                result?;
+                self.f.br(&done);
+                self.f.start(&done);
+                Ok(())
+            }
             Stmt::MicroKernel(mk) => {
                 if self.lanes() > 1 {
                     return Err(self.bad("micro-kernel inside a vector loop"));
@@ -494,6 +511,11 @@ impl<'k> Emitter<'k> {
                 })
             }
             Expr::Load { buf, index } => self.load(buf, &index),
+            Expr::Position(index) => {
+                let wide = self.index_value(&index);
+                let v = self.f.conv("trunc", &wide, Ty::scalar(Elem::I32));
+                Ok(self.f.splat(&v, lanes))
+            }
             Expr::Acc(a) => {
                 let slot = self.acc_slot(a)?;
                 let dtype = self.acc_dtype(a)?;

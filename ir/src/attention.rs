@@ -1,0 +1,515 @@
+//! Attention as the optimizer finds it in a kernel's graph: `softmax(f(q kᵀ)) v` written as plain
+//! math, which a kernel of class [`crate::KernelClass::Attention`] computes with an online softmax
+//! (the running row maximum and sum carried across blocks of keys, the output rescaled) without
+//! ever storing the score matrix.
+//!
+//! [`Attention::find`] is the one matcher: the optimizer asks it whether a fused body is an
+//! attention kernel, and the code generators ask it where the pieces are. A graph matches when:
+//! - it has two matmuls, the *scores* `q kᵀ` over a domain `[.., S, T]` and the *output* `p v`;
+//! - the *logits* `x = f(scores)` come from the scores through elementwise ops only (scale, bias
+//!   from a tensor or from positions, soft cap, masking by `select`), the other operands of those
+//!   ops not depending on the scores;
+//! - the softmax is written with the usual max-subtract form over the key axis (the last):
+//!   `e = exp(x - max(x, -1, keepdim))`, `l = sum(e, -1, keepdim)`, and either `p = e / l`
+//!   (possibly cast) is the output product's left operand, or `p = e` and the product is divided
+//!   by `l` afterwards;
+//! - nothing else reads the scores, the logits, `e` or the row statistics, and every value after
+//!   the output product is elementwise on its shape (a cast, a residual): the one graph output.
+//!
+//! A [`Mask`] records what is known about the logits as a function of positions: where `x` is
+//! `select(cond, .., fill)` with a constant `fill` and `cond` a conjunction of affine comparisons
+//! of the query position `i` and the key position `j` (from `iota`), a kernel may skip blocks of
+//! keys where some comparison fails at every position of the block. That is exact only when the
+//! fill is `-inf`: masked keys then weigh nothing, and a row whose every key is masked is NaN
+//! either way (the written formula's `-inf - -inf`). With a finite fill such a row is an average of
+//! `v`, so every block must be visited ([`Mask::skips_blocks`]).
+
+use crate::graph::Graph;
+use crate::op::{BinaryOp, CompareOp, NodeId, Op, ReduceOp, UnaryOp};
+use crate::shape::{Dim, Shape};
+
+/// Where the pieces of an attention are in a graph (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attention {
+    /// The first product, `q kᵀ`: shape `[.., S, T]` (the domain).
+    pub scores: NodeId,
+    /// The logits `f(scores)`, the operand of the row maximum: the domain's shape.
+    pub logits: NodeId,
+    /// `max(logits, -1, keepdim)`.
+    pub row_max: NodeId,
+    /// `exp(logits - row_max)`.
+    pub exp: NodeId,
+    /// `sum(exp, -1, keepdim)`.
+    pub row_sum: NodeId,
+    /// The second product, `p v`: shape `[.., S, Dv]`.
+    pub output: NodeId,
+    /// Whether the product's operand is already divided by the row sum ([`Normalized::Before`]),
+    /// or the product is divided afterwards by the node [`Normalized::After`] names.
+    pub normalized: Normalized,
+    /// What is known of the logits as a function of positions, if anything.
+    pub mask: Option<Mask>,
+}
+
+/// Where the division by the row sum happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Normalized {
+    /// `p = exp / row_sum` (possibly cast) is the output product's left operand.
+    Before,
+    /// The output product reads `exp` (possibly cast) and this node divides it (or its cast) by
+    /// the row sum.
+    After(NodeId),
+}
+
+/// The logits' mask: `select(cond, .., fill)`, possibly nested with the same fill, where every
+/// `cond` in [`Mask::atoms`] is an affine comparison of positions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mask {
+    /// The constant the masked logits take.
+    pub fill: f64,
+    /// Comparisons that all hold where a logit is kept (other conditions may hold too).
+    pub atoms: Vec<Atom>,
+}
+
+/// The comparison `query * i + key * j + offset  op  0` of the query position `i` and the key
+/// position `j` (causal: `i - j >= 0`; a window of `W`: also `j - i + W > 0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Atom {
+    /// Coefficient of the query position.
+    pub query: i64,
+    /// Coefficient of the key position.
+    pub key: i64,
+    /// The constant term.
+    pub offset: i64,
+    /// The comparison with zero.
+    pub op: CompareOp,
+}
+
+impl Atom {
+    /// Whether the comparison can hold somewhere in the block of queries `q0..=q1` and keys
+    /// `k0..=k1` (an affine function takes its extremes at the corners).
+    pub fn may_hold(&self, (q0, q1): (i64, i64), (k0, k1): (i64, i64)) -> bool {
+        let (lo, hi) = self.range((q0, q1), (k0, k1));
+        match self.op {
+            CompareOp::Ge => hi >= 0,
+            CompareOp::Gt => hi > 0,
+            CompareOp::Le => lo <= 0,
+            CompareOp::Lt => lo < 0,
+            CompareOp::Eq => lo <= 0 && hi >= 0,
+            CompareOp::Ne => !(lo == 0 && hi == 0),
+        }
+    }
+
+    /// The smallest and largest value of the affine side over the block.
+    pub fn range(&self, (q0, q1): (i64, i64), (k0, k1): (i64, i64)) -> (i64, i64) {
+        let (qa, qb) = (self.query.saturating_mul(q0), self.query.saturating_mul(q1));
+        let (ka, kb) = (self.key.saturating_mul(k0), self.key.saturating_mul(k1));
+        let lo = qa.min(qb).saturating_add(ka.min(kb)).saturating_add(self.offset);
+        let hi = qa.max(qb).saturating_add(ka.max(kb)).saturating_add(self.offset);
+        (lo, hi)
+    }
+
+    /// The comparison at one position.
+    pub fn holds(&self, i: i64, j: i64) -> bool {
+        self.may_hold((i, i), (j, j))
+    }
+}
+
+impl Mask {
+    /// Whether a kernel may skip the blocks [`Mask::block_is_masked`] names: only for a `-inf`
+    /// fill (see the module docs).
+    pub fn skips_blocks(&self) -> bool {
+        self.fill == f64::NEG_INFINITY && !self.atoms.is_empty()
+    }
+
+    /// Whether every logit of the block of queries `q0..=q1` and keys `k0..=k1` is the fill.
+    pub fn block_is_masked(&self, q: (i64, i64), k: (i64, i64)) -> bool {
+        self.atoms.iter().any(|a| !a.may_hold(q, k))
+    }
+}
+
+/// An affine function `query * i + key * j + offset` of the positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Affine {
+    query: i64,
+    key: i64,
+    offset: i64,
+}
+
+impl Affine {
+    const ZERO: Affine = Affine { query: 0, key: 0, offset: 0 };
+
+    fn add(self, o: Affine, sign: i64) -> Option<Affine> {
+        Some(Affine {
+            query: self.query.checked_add(o.query.checked_mul(sign)?)?,
+            key: self.key.checked_add(o.key.checked_mul(sign)?)?,
+            offset: self.offset.checked_add(o.offset.checked_mul(sign)?)?,
+        })
+    }
+
+    fn scale(self, k: i64) -> Option<Affine> {
+        Some(Affine {
+            query: self.query.checked_mul(k)?,
+            key: self.key.checked_mul(k)?,
+            offset: self.offset.checked_mul(k)?,
+        })
+    }
+
+    fn constant(&self) -> Option<i64> {
+        (self.query == 0 && self.key == 0).then_some(self.offset)
+    }
+}
+
+impl Attention {
+    /// The attention computed by `g`, if `g` is one (see the module docs).
+    pub fn find(g: &Graph) -> Option<Attention> {
+        let matmuls: Vec<usize> =
+            g.nodes.iter().enumerate().filter(|(_, n)| matches!(n.op, Op::MatMul(..))).map(|(i, _)| i).collect();
+        let [s, o] = matmuls.as_slice() else { return None };
+        let (scores, output) = (NodeId(*s as u32), NodeId(*o as u32));
+        let [out] = g.outputs.as_slice() else { return None };
+        let users = users(g);
+        let only_user = |n: NodeId, u: NodeId| users[n.index()].iter().all(|&x| x == u);
+        let domain = shape(g, scores)?;
+        let rank = domain.rank();
+        if rank < 2 || shape(g, output)?.rank() != rank {
+            return None;
+        }
+        let Op::MatMul(probs_operand, _) = g.node(output)?.op else { return None };
+        // p = cast?(e / l) or cast?(e).
+        let probs = strip_casts(g, probs_operand);
+        let (exp, row_sum, normalized) = match &g.node(probs)?.op {
+            Op::Binary(BinaryOp::Div, e, l) if is_row_stat(g, *l, ReduceOp::Sum, *e) => (*e, *l, Normalized::Before),
+            Op::Unary(UnaryOp::Exp, _) => {
+                let (div, sum) = division_after(g, &users, output, probs)?;
+                (probs, sum, Normalized::After(div))
+            }
+            _ => return None,
+        };
+        let Op::Unary(UnaryOp::Exp, shifted) = g.node(exp)?.op else { return None };
+        let Op::Binary(BinaryOp::Sub, logits, row_max) = g.node(shifted)?.op else { return None };
+        if !is_row_stat(g, row_max, ReduceOp::Max, logits) || shape(g, logits)? != domain {
+            return None;
+        }
+        // The score function: elementwise from the scores to the logits, read by nothing else.
+        let from_scores = downstream(g, scores);
+        let from_output = downstream(g, output);
+        let softmax = [row_max, shifted, exp, row_sum];
+        for (i, node) in g.nodes.iter().enumerate() {
+            let n = NodeId(i as u32);
+            if n == scores || n == output || softmax.contains(&n) {
+                continue;
+            }
+            if from_output[i] {
+                // The epilogue: elementwise on the output's shape (the division by the row sum
+                // when normalizing after the product).
+                let elementwise = matches!(node.op, Op::Unary(..) | Op::Binary(..) | Op::Cast(_) | Op::Select { .. });
+                if !elementwise || shape(g, n)? != shape(g, output)? {
+                    return None;
+                }
+            } else if from_scores[i] {
+                let between = n == probs || is_cast_chain(g, n, probs_operand, probs);
+                let score_fn = matches!(node.op, Op::Unary(..) | Op::Binary(..) | Op::Cast(_) | Op::Select { .. })
+                    && shape(g, n)? == domain
+                    && (n == logits || users[i].iter().all(|&u| from_scores[u.index()] && u <= logits));
+                if !(between || score_fn) {
+                    return None;
+                }
+            }
+        }
+        // The intermediates are read only inside the pattern.
+        let inside = |n: NodeId, allowed: &[NodeId]| users[n.index()].iter().all(|u| allowed.contains(u));
+        if !inside(logits, &[row_max, shifted])
+            || !only_user(row_max, shifted)
+            || !only_user(shifted, exp)
+            || !(from_output[out.index()] || *out == output)
+        {
+            return None;
+        }
+        match normalized {
+            Normalized::Before => {
+                if !inside(exp, &[row_sum, probs]) || !only_user(row_sum, probs) {
+                    return None;
+                }
+            }
+            Normalized::After(div) => {
+                let exp_users: Vec<NodeId> = users[exp.index()].clone();
+                if !exp_users.iter().all(|&u| u == row_sum || is_cast_chain(g, u, probs_operand, exp) || u == output)
+                    || !only_user(row_sum, div)
+                {
+                    return None;
+                }
+            }
+        }
+        let mask = mask_of(g, logits, rank);
+        Some(Attention { scores, logits, row_max, exp, row_sum, output, normalized, mask })
+    }
+
+    /// The node whose value is `softmax(logits) v`: the output product, or the division after it.
+    pub fn normalized_output(&self) -> NodeId {
+        match self.normalized {
+            Normalized::Before => self.output,
+            Normalized::After(div) => div,
+        }
+    }
+}
+
+fn shape(g: &Graph, n: NodeId) -> Option<&Shape> {
+    g.ty(n).map(|t| &t.shape)
+}
+
+/// The users of every node.
+fn users(g: &Graph) -> Vec<Vec<NodeId>> {
+    let mut users = vec![Vec::new(); g.nodes.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        for a in node.op.operands() {
+            if let Some(u) = users.get_mut(a.index())
+                && !u.contains(&NodeId(i as u32))
+            {
+                u.push(NodeId(i as u32));
+            }
+        }
+    }
+    users
+}
+
+/// Which nodes depend on `from` (itself included).
+fn downstream(g: &Graph, from: NodeId) -> Vec<bool> {
+    let mut dep = vec![false; g.nodes.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        dep[i] = i == from.index() || node.op.operands().iter().any(|a| dep.get(a.index()).copied().unwrap_or(false));
+    }
+    dep
+}
+
+/// `n` with the casts in front of it removed.
+fn strip_casts(g: &Graph, mut n: NodeId) -> NodeId {
+    while let Some(Op::Cast(a)) = g.node(n).map(|x| &x.op) {
+        n = *a;
+    }
+    n
+}
+
+/// Whether `n` is one of the casts between `base` and `top` (`top` = cast(..cast(base))).
+fn is_cast_chain(g: &Graph, n: NodeId, top: NodeId, base: NodeId) -> bool {
+    let mut at = top;
+    while at != base {
+        if at == n {
+            return true;
+        }
+        match g.node(at).map(|x| &x.op) {
+            Some(Op::Cast(a)) => at = *a,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Whether `stat` is `op(of, last axis, keepdim)`.
+fn is_row_stat(g: &Graph, stat: NodeId, op: ReduceOp, of: NodeId) -> bool {
+    let rank = shape(g, of).map_or(0, Shape::rank);
+    matches!(g.node(stat).map(|n| &n.op), Some(Op::Reduce { op: o, input, axes, keepdim: true })
+        if *o == op && *input == of && axes.as_slice() == [rank.wrapping_sub(1)])
+}
+
+/// The division of the output product (or its casts) by `sum(exp)` after the product: the
+/// division node and the row sum.
+fn division_after(g: &Graph, users: &[Vec<NodeId>], output: NodeId, exp: NodeId) -> Option<(NodeId, NodeId)> {
+    let mut at = output;
+    loop {
+        let [u] = users.get(at.index())?.as_slice() else { return None };
+        match &g.node(*u)?.op {
+            Op::Cast(_) => at = *u,
+            Op::Binary(BinaryOp::Div, a, l) if *a == at && is_row_stat(g, *l, ReduceOp::Sum, exp) => {
+                return Some((*u, *l));
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The mask of the logits, if they are `select(cond, .., constant)` with analyzable conditions.
+fn mask_of(g: &Graph, logits: NodeId, rank: usize) -> Option<Mask> {
+    let mut atoms = Vec::new();
+    let mut fill = None;
+    let mut at = logits;
+    while let Some(Op::Select { cond, on_true, on_false }) = g.node(at).map(|n| &n.op) {
+        let value = constant_value(g, *on_false)?;
+        if fill.is_some_and(|f: f64| f.to_bits() != value.to_bits()) {
+            break;
+        }
+        fill = Some(value);
+        let idx = domain_index(rank);
+        if let Some(atom) = condition(g, *cond, &idx) {
+            atoms.push(atom);
+        }
+        at = *on_true;
+    }
+    fill.map(|fill| Mask { fill, atoms })
+}
+
+/// The symbolic index of the domain: batch axes unknown, then `i`, then `j`.
+fn domain_index(rank: usize) -> Vec<Option<Affine>> {
+    let mut idx = vec![None; rank];
+    if rank >= 2 {
+        idx[rank - 2] = Some(Affine { query: 1, key: 0, offset: 0 });
+        idx[rank - 1] = Some(Affine { query: 0, key: 1, offset: 0 });
+    }
+    idx
+}
+
+/// The value of a constant node (a scalar constant, broadcast or reshaped, or cast exactly).
+fn constant_value(g: &Graph, n: NodeId) -> Option<f64> {
+    match &g.node(n)?.op {
+        Op::Constant { value } => Some(*value),
+        Op::Broadcast(a) | Op::Reshape(a) => constant_value(g, *a),
+        Op::Cast(a) => {
+            let v = constant_value(g, *a)?;
+            (v.is_infinite() || v == 0.0).then_some(v)
+        }
+        _ => None,
+    }
+}
+
+/// `cond` at the symbolic index `idx` as one affine comparison.
+fn condition(g: &Graph, cond: NodeId, idx: &[Option<Affine>]) -> Option<Atom> {
+    let node = g.node(cond)?;
+    match &node.op {
+        Op::Broadcast(a) => condition(g, *a, &operand_index(g, *a, idx, &node.ty.shape)?),
+        Op::Reshape(a) => condition(g, *a, &unit_reshape_index(g, *a, idx, &node.ty.shape)?),
+        Op::Compare(op, a, b) => {
+            if g.ty(*a)?.dtype != crate::DType::I32 {
+                return None;
+            }
+            let lhs = affine(g, *a, &operand_index(g, *a, idx, &node.ty.shape)?)?;
+            let rhs = affine(g, *b, &operand_index(g, *b, idx, &node.ty.shape)?)?;
+            let d = lhs.add(rhs, -1)?;
+            Some(Atom { query: d.query, key: d.key, offset: d.offset, op: *op })
+        }
+        _ => None,
+    }
+}
+
+/// The i32 value of `n` at the symbolic index `idx`, if it is affine in the positions.
+fn affine(g: &Graph, n: NodeId, idx: &[Option<Affine>]) -> Option<Affine> {
+    let node = g.node(n)?;
+    let at = |a: NodeId| operand_index(g, a, idx, &node.ty.shape);
+    match &node.op {
+        Op::Iota => *idx.first()?,
+        Op::Constant { value } if value.fract() == 0.0 && value.abs() < 1e15 => {
+            Some(Affine { offset: *value as i64, ..Affine::ZERO })
+        }
+        Op::Broadcast(a) => affine(g, *a, &at(*a)?),
+        Op::Reshape(a) => affine(g, *a, &unit_reshape_index(g, *a, idx, &node.ty.shape)?),
+        Op::Cast(a) if node.ty.dtype == crate::DType::I32 && g.ty(*a)?.dtype == crate::DType::I32 => affine(g, *a, idx),
+        Op::Unary(UnaryOp::Neg, a) => affine(g, *a, &at(*a)?)?.scale(-1),
+        Op::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), a, b) => {
+            let x = affine(g, *a, &at(*a)?)?;
+            let y = affine(g, *b, &at(*b)?)?;
+            match op {
+                BinaryOp::Add => x.add(y, 1),
+                BinaryOp::Sub => x.add(y, -1),
+                _ => match (x.constant(), y.constant()) {
+                    (Some(k), _) => y.scale(k),
+                    (_, Some(k)) => x.scale(k),
+                    _ => None,
+                },
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The symbolic index of operand `a` (shape broadcast right-aligned to `to`).
+fn operand_index(g: &Graph, a: NodeId, idx: &[Option<Affine>], to: &Shape) -> Option<Vec<Option<Affine>>> {
+    let from = shape(g, a)?;
+    let offset = to.rank().checked_sub(from.rank())?;
+    Some(
+        from.dims()
+            .iter()
+            .enumerate()
+            .map(|(k, d)| if d.is_one() { Some(Affine::ZERO) } else { idx.get(k + offset).copied().flatten() })
+            .collect(),
+    )
+}
+
+/// The symbolic index of a reshape's operand when the reshape only adds or removes size-1 axes.
+fn unit_reshape_index(g: &Graph, a: NodeId, idx: &[Option<Affine>], to: &Shape) -> Option<Vec<Option<Affine>>> {
+    let from = shape(g, a)?;
+    let big = |s: &Shape| s.dims().iter().filter(|d| !d.is_one()).cloned().collect::<Vec<Dim>>();
+    if big(from) != big(to) {
+        return None;
+    }
+    let mut kept = to.dims().iter().zip(idx).filter(|(d, _)| !d.is_one()).map(|(_, i)| *i);
+    Some(from.dims().iter().map(|d| if d.is_one() { Some(Affine::ZERO) } else { kept.next().flatten() }).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::parse_graph;
+
+    fn find(text: &str) -> Option<Attention> {
+        let g = parse_graph(text).unwrap();
+        Attention::find(&g)
+    }
+
+    const CAUSAL: &str = "fn attn(q: f32[8, 16], k: f32[12, 16], v: f32[12, 4]) -> (f32[8, 4]) {
+  %0 = input 0 : f32[8, 16]
+  %1 = input 1 : f32[12, 16]
+  %2 = input 2 : f32[12, 4]
+  %3 = permute %1 perm=[1, 0] : f32[16, 12]
+  %4 = matmul %0, %3 : f32[8, 12]
+  %5 = const 0.25 : f32[]
+  %6 = mul %4, %5 : f32[8, 12]
+  %7 = iota : i32[8]
+  %8 = reshape %7 : i32[8, 1]
+  %9 = const 4 : i32[]
+  %10 = add %8, %9 : i32[8, 1]
+  %11 = iota : i32[12]
+  %12 = ge %10, %11 : bool[8, 12]
+  %13 = const -inf : f32[]
+  %14 = select %12, %6, %13 : f32[8, 12]
+  %15 = reduce_max %14 axes=[1] keepdim : f32[8, 1]
+  %16 = sub %14, %15 : f32[8, 12]
+  %17 = exp %16 : f32[8, 12]
+  %18 = reduce_sum %17 axes=[1] keepdim : f32[8, 1]
+  %19 = div %17, %18 : f32[8, 12]
+  %20 = matmul %19, %2 : f32[8, 4]
+  return %20
+}";
+
+    #[test]
+    fn a_causal_attention_is_found_with_its_mask() {
+        let a = find(CAUSAL).expect("an attention");
+        assert_eq!(a.normalized, Normalized::Before);
+        let mask = a.mask.expect("a mask");
+        assert!(mask.skips_blocks());
+        // i + 4 - j >= 0
+        assert_eq!(mask.atoms, vec![Atom { query: 1, key: -1, offset: 4, op: CompareOp::Ge }]);
+        assert!(mask.block_is_masked((0, 3), (8, 11)));
+        assert!(!mask.block_is_masked((4, 7), (8, 11)));
+    }
+
+    #[test]
+    fn scores_read_elsewhere_are_not_an_attention() {
+        let leaked = CAUSAL.replace(
+            "  return %20",
+            "  %21 = reduce_sum %6 axes=[1] keepdim : f32[8, 1]\n  %22 = add %20, %21 : f32[8, 4]\n  return %22",
+        );
+        assert!(find(&leaked).is_none());
+        let divided_after = CAUSAL
+            .replace("%19 = div %17, %18 : f32[8, 12]", "%19 = const 1 : f32[]")
+            .replace("%20 = matmul %19, %2", "%20 = matmul %17, %2")
+            .replace("  return %20", "  %21 = div %20, %18 : f32[8, 4]\n  return %21");
+        let a = find(&divided_after).expect("an attention normalized after the product");
+        assert_eq!(a.normalized, Normalized::After(NodeId(21)));
+    }
+
+    #[test]
+    fn a_finite_fill_visits_every_block() {
+        let finite = CAUSAL.replace("const -inf", "const -10000");
+        let mask = find(&finite).and_then(|a| a.mask).expect("a mask");
+        assert_eq!(mask.fill, -10000.0);
+        assert!(!mask.skips_blocks());
+    }
+}
