@@ -339,7 +339,8 @@ fn mask_of(g: &Graph, logits: NodeId, rank: usize) -> Option<Mask> {
         }
         fill = Some(value);
         let idx = domain_index(rank);
-        if let Some(atom) = condition(g, *cond, &idx) {
+        let at_cond = operand_index(g, *cond, &idx, shape(g, at)?);
+        if let Some(atom) = at_cond.and_then(|i| condition(g, *cond, &i)) {
             atoms.push(atom);
         }
         at = *on_true;

@@ -63,7 +63,8 @@ pub(crate) fn class(d: DType) -> Class {
 }
 
 /// Lowers `kernel` to the loop IR a CPU tier emits: matmuls in register tiles from `tiles` when
-/// `options` asks for tiles at all, then rows split (strip-mined by [`STRIP`]) where that is safe.
+/// `options` asks for tiles at all, an attention kernel as one online-softmax nest with its
+/// schedule's blocks, then rows split (strip-mined by [`STRIP`]) where that is safe.
 pub(crate) fn lower_kernel(
     kernel: &Kernel,
     bindings: &Bindings,
@@ -72,6 +73,9 @@ pub(crate) fn lower_kernel(
 ) -> Result<LoopKernel, CodegenError> {
     if options.gemm.is_some() {
         options.gemm = Some(tiles());
+    }
+    if kernel.class == tcc_ir::KernelClass::Attention {
+        options.attention = Some(tcc_ir::schedule::attention_blocks(&kernel.schedule));
     }
     let mut lk = lower_graph(&kernel.name, &kernel.graph, bindings, &options)?;
     split_rows(&mut lk, STRIP);

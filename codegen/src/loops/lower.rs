@@ -5,8 +5,11 @@
 //! too large) or *inlined* as an expression into the nests that use it. A kernel of pointwise ops
 //! therefore becomes one nest with no temporaries, and a softmax becomes a few nests over rows.
 
+mod attention;
+
 use std::collections::HashMap;
 
+use tcc_ir::attention::Attention;
 use tcc_ir::{BinaryOp, Bindings, DType, Graph, NodeId, Op, ReduceOp};
 
 use super::ir::{
@@ -25,11 +28,14 @@ pub struct LowerOptions {
     /// Lower matmuls to packed panels and register tiles of these sizes; `None` lowers them to a
     /// plain loop nest.
     pub gemm: Option<GemmTiles>,
+    /// Lower an attention graph ([`Attention::find`]) as one online-softmax nest over blocks of
+    /// these many queries and keys; `None` (or a graph that is no attention) lowers it node by node.
+    pub attention: Option<[u32; 2]>,
 }
 
 impl Default for LowerOptions {
     fn default() -> LowerOptions {
-        LowerOptions { materialize_all: false, max_inline_cost: 48, gemm: Some(GemmTiles::default()) }
+        LowerOptions { materialize_all: false, max_inline_cost: 48, gemm: Some(GemmTiles::default()), attention: None }
     }
 }
 
@@ -88,8 +94,16 @@ pub fn lower_graph(
     options: &LowerOptions,
 ) -> Result<LoopKernel, CodegenError> {
     let mut lowerer = Lowerer::new(name, graph, bindings)?;
-    lowerer.plan(options)?;
-    lowerer.build()?;
+    match options.attention.filter(|_| !options.materialize_all).and_then(|b| Some((Attention::find(graph)?, b))) {
+        Some((a, blocks)) => {
+            lowerer.plan_attention(&a, options.max_inline_cost)?;
+            lowerer.build_attention(&a, blocks)?;
+        }
+        None => {
+            lowerer.plan(options)?;
+            lowerer.build()?;
+        }
+    }
     Ok(lowerer.finish())
 }
 
@@ -128,6 +142,30 @@ struct Lowerer<'g> {
     memo: HashMap<(NodeId, Vec<Index>), ExprId>,
     body: Vec<Vec<Stmt>>,
     gemm: Option<GemmTiles>,
+    /// Nodes read from a call-local block buffer instead (the attention kernel's scores and
+    /// output): take precedence over `mat`.
+    views: HashMap<NodeId, View>,
+}
+
+/// Where a node's elements live in a block buffer: element `idx` is at
+/// `sum(strides[k] * (idx[k] - origin[k]))`.
+#[derive(Debug, Clone)]
+struct View {
+    buf: BufId,
+    origin: Vec<Index>,
+    strides: Vec<i64>,
+}
+
+impl View {
+    fn index(&self, idx: &[Index]) -> Index {
+        let mut at = Index::constant(0);
+        for ((i, o), &s) in idx.iter().zip(&self.origin).zip(&self.strides) {
+            if s != 0 {
+                at = at.add(&i.add(&o.scale(-1)).scale(s));
+            }
+        }
+        at
+    }
 }
 
 impl<'g> Lowerer<'g> {
@@ -149,6 +187,7 @@ impl<'g> Lowerer<'g> {
             memo: HashMap::new(),
             body: Vec::new(),
             gemm: None,
+            views: HashMap::new(),
         })
     }
 
@@ -661,6 +700,12 @@ impl<'g> Lowerer<'g> {
     fn expr_at(&mut self, n: NodeId, idx: &[Index]) -> Result<ExprId, CodegenError> {
         let key = (n, idx.to_vec());
         if let Some(&e) = self.memo.get(&key) {
+            return Ok(e);
+        }
+        if let Some(view) = self.views.get(&n) {
+            let index = view.index(idx);
+            let e = self.arena.intern(Expr::Load { buf: view.buf, index });
+            self.memo.insert(key, e);
             return Ok(e);
         }
         let e = match self.mat.get(n.index()).copied().flatten() {

@@ -10,6 +10,7 @@
 //! Also here: [`random_inputs`] for a generated graph, [`coverage`] of op kinds × dtypes, and
 //! [`compare_outputs`] with per-dtype tolerances.
 
+pub mod attention;
 mod build;
 mod compare;
 mod config;

@@ -239,55 +239,65 @@ fn fuse_reductions(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
 }
 
 /// `softmax(f(q kᵀ)) v` as one kernel: a matmul kernel whose left operand's class has a
-/// row-reduction kernel (the softmax, with the score function `f` as its prologue) reading a
-/// class with a matmul kernel (the scores, perhaps with part of `f` as its epilogue) absorbs both
-/// at once (the intermediate, a product with a reduction before it, is no legal kernel). The
-/// result must be an attention ([`tcc_ir::attention::Attention::find`]); the scores and the
-/// probabilities have no other users, so nothing is recomputed.
+/// reduction kernel (the softmax, a generic one when a mask reshapes positions, with the score
+/// function `f` as its prologue) reading a class with a matmul kernel (the scores, perhaps with part
+/// of `f` as its epilogue) absorbs both at once (the intermediate, a product with a reduction
+/// before it, is no legal kernel). When the product is divided by the row sum afterwards, the
+/// sum's kernel is absorbed too. The result must be an attention
+/// ([`tcc_ir::attention::Attention::find`]). A value another kernel also reads is recomputed
+/// there; the cost model then counts both.
 fn fuse_attention(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
     if egraph.analysis.target.as_ref().is_some_and(|t| !t.attention_kernels()) {
         return Vec::new();
     }
     let children = |n: &TNode| -> Vec<Id> { n.children.iter().map(|&c| egraph.find(c)).collect() };
-    let single_user = |c: Id| egraph.analysis.users_of(c) <= 1;
     let mut out = Vec::new();
     for product in kernels(egraph, class).into_iter().filter(|k| matmul(k.body.class)) {
         let kids = children(product.node);
         'operand: for (at, &probs) in kids.iter().enumerate() {
-            if !single_user(probs) {
-                continue;
-            }
-            for softmax in kernels(egraph, probs).into_iter().filter(|k| k.body.class == KernelClass::RowReduction) {
-                let Some((partial, inputs)) = merge_unclassified(
-                    (product.body, &kids),
-                    at,
-                    (softmax.body, &children(softmax.node)),
-                    "fuse-attention",
-                ) else {
+            for softmax in kernels(egraph, probs).into_iter().filter(|k| is_reduction(k.body.class)) {
+                let Some(partial) =
+                    merge_unclassified((product.body, &kids), at, (softmax.body, &children(softmax.node)), RULE)
+                else {
                     continue;
                 };
-                for (j, &scores) in inputs.iter().enumerate() {
-                    if !single_user(scores) {
-                        continue;
-                    }
-                    for first in kernels(egraph, scores).into_iter().filter(|k| matmul(k.body.class)) {
-                        let merged =
-                            merge((&partial, &inputs), j, (first.body, &children(first.node)), "fuse-attention");
-                        if let Some((body, merged_inputs)) = merged
-                            && body.class == KernelClass::Attention
-                            && !merged_inputs.contains(&class)
-                        {
-                            out.push((product.node.clone(), Term::Kernel(Rc::new(body), merged_inputs)));
-                            if out.len() >= limit {
-                                return out;
+                for (body, inputs) in with_row_statistics(egraph, partial) {
+                    for (j, &scores) in inputs.iter().enumerate() {
+                        for first in kernels(egraph, scores).into_iter().filter(|k| matmul(k.body.class)) {
+                            let merged = merge((&body, &inputs), j, (first.body, &children(first.node)), RULE);
+                            if let Some((body, merged_inputs)) = merged
+                                && body.class == KernelClass::Attention
+                                && !merged_inputs.contains(&class)
+                            {
+                                out.push((product.node.clone(), Term::Kernel(Rc::new(body), merged_inputs)));
+                                if out.len() >= limit {
+                                    return out;
+                                }
+                                break 'operand;
                             }
-                            break 'operand;
                         }
                     }
                 }
             }
         }
     }
+    out
+}
+
+const RULE: &str = "fuse-attention";
+
+/// `partial`, and `partial` with the most promising reduction kernel of one of its inputs merged
+/// in (the row sum a product is divided by afterwards), for each input that has one.
+fn with_row_statistics(egraph: &EG, partial: (Body, Vec<Id>)) -> Vec<(Body, Vec<Id>)> {
+    let mut out = Vec::new();
+    for (j, &input) in partial.1.iter().enumerate() {
+        let stats = kernels(egraph, input).into_iter().find(|k| is_reduction(k.body.class));
+        if let Some(stats) = stats {
+            let kids: Vec<Id> = stats.node.children.iter().map(|&c| egraph.find(c)).collect();
+            out.extend(merge_unclassified((&partial.0, &partial.1), j, (stats.body, &kids), RULE));
+        }
+    }
+    out.insert(0, partial);
     out
 }
 

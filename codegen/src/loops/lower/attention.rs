@@ -1,0 +1,409 @@
+//! The CPU attention kernel: `softmax(f(q kᵀ)) v` ([`Attention`]) as one loop nest with an online
+//! softmax, so the score matrix never exists beyond one block.
+//!
+//! For each batch entry and each block of `bq` queries, the keys are visited a block of `bk` at a
+//! time; for each query of the block:
+//! 1. the scores of the key block, `q · k` (a vector reduction over the head dimension), into a
+//!    call-local block buffer `S` (in the scores' dtype, rounded as the written program rounds);
+//! 2. the logits `f(S)` (the graph's own score function inlined: scale, bias, positions, mask)
+//!    into a block buffer `X`, and their maximum;
+//! 3. the new running maximum `m'` (with `-inf` read as 0, so a block whose logits are all masked
+//!    adds nothing and no `-inf - -inf` appears), `p = exp(x - m')` in place of `X` with its sum;
+//! 4. the running sum and output rescaled by `exp(m - m')`, and `o += p v` (vectors along the
+//!    value dimension).
+//!
+//! At the end the output is divided by the running sum and the graph's epilogue (a cast, a
+//! residual) applied as it is stored. A row whose every logit is `-inf` ends with `0 / 0`, NaN, as
+//! the written formula gives. Key blocks where the mask ([`tcc_ir::attention::Mask`]) holds
+//! nowhere are skipped (only with a `-inf` fill). The batch loops are outermost, so the row split
+//! runs batch entries (or query blocks, without batch axes) on different threads.
+
+use tcc_ir::attention::{Atom, Attention};
+use tcc_ir::{BinaryOp, CompareOp, DType, NodeId, Op, UnaryOp};
+
+use super::{Lowerer, View, broadcast_index, numel, wrap_loops};
+use crate::error::CodegenError;
+use crate::loops::ir::{BufDecl, BufKind, Combine, Expr, ExprId, Extent, Index, Stmt, VarId};
+
+/// The positions of one block: `block * var_outer + var_inner`.
+struct Strip {
+    outer: VarId,
+    inner: VarId,
+    block: u64,
+    total: u64,
+}
+
+impl Strip {
+    fn position(&self) -> Index {
+        Index::var(self.outer).scale(as_i64(self.block)).add(&Index::var(self.inner))
+    }
+
+    fn start(&self) -> Index {
+        Index::var(self.outer).scale(as_i64(self.block))
+    }
+
+    fn inner_extent(&self) -> Extent {
+        Extent::Tail { total: self.total, block: self.block, outer: Index::var(self.outer) }
+    }
+}
+
+fn as_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Lowerer<'_> {
+    /// Plans buffers for the attention `a`: parameters, the output, and what the prologue must
+    /// materialize (reshape operands, costly values); nothing after the scores gets a buffer.
+    pub(super) fn plan_attention(&mut self, a: &Attention, max_inline_cost: usize) -> Result<(), CodegenError> {
+        let g = self.g;
+        for (i, node) in g.nodes.iter().enumerate() {
+            if let Op::Input { index } = node.op {
+                if index >= g.params.len() {
+                    return Err(self.bad(format!("input {index} names no parameter")));
+                }
+                self.mat[i] = Some(crate::loops::BufId(u32::try_from(index).unwrap_or(u32::MAX)));
+            }
+        }
+        let &[out] = g.outputs.as_slice() else {
+            return Err(self.bad("an attention kernel has one output"));
+        };
+        let dtype = self.dtype(out)?;
+        let len = numel(self.shape(out)?);
+        let buf = self.push_buf(BufDecl { dtype, len, kind: BufKind::Output(0) });
+        self.mat[out.index()] = Some(buf);
+        let after_scores = downstream(g, a.scores);
+        let mut cost = vec![1usize; g.nodes.len()];
+        for (i, node) in g.nodes.iter().enumerate() {
+            if after_scores[i] || self.mat[i].is_some() {
+                continue;
+            }
+            if let Op::Reshape(x) = node.op
+                && self.mat.get(x.index()).is_some_and(Option::is_none)
+                && numel(self.shape(x)?) > 1
+            {
+                self.mat[x.index()] = Some(self.scratch(x)?);
+            }
+            let forced = matches!(node.op, Op::Reduce { .. } | Op::MatMul(..) | Op::Concat { .. });
+            let c = 1 + node.op.operands().iter().map(|o| if self.mat[o.index()].is_some() { 1 } else { cost[o.index()] }).sum::<usize>();
+            if (forced || c > max_inline_cost) && self.mat[i].is_none() {
+                self.mat[i] = Some(self.scratch(NodeId(i as u32))?);
+            } else {
+                cost[i] = c;
+            }
+        }
+        Ok(())
+    }
+
+    /// The nests of the prologue's materialized values, then the attention nest.
+    pub(super) fn build_attention(&mut self, a: &Attention, blocks: [u32; 2]) -> Result<(), CodegenError> {
+        let after_scores = downstream(self.g, a.scores);
+        for i in 0..self.g.nodes.len() {
+            if after_scores[i] {
+                continue;
+            }
+            if let Some(buf) = self.mat[i] {
+                let n = NodeId(i as u32);
+                let stmt = match &self.g.nodes[i].op {
+                    Op::Input { .. } => continue,
+                    Op::Reduce { op, input, axes, keepdim } => {
+                        self.reduce_nest(n, buf, *op, *input, axes, *keepdim)?
+                    }
+                    Op::MatMul(x, y) => self.matmul_nest(n, buf, *x, *y)?,
+                    Op::Concat { inputs, axis } => self.concat_nests(n, buf, inputs, *axis)?,
+                    _ => self.pointwise_nest(n, buf, |l, idx| l.op_expr(n, idx))?,
+                };
+                if !stmt.is_empty() {
+                    self.body.push(stmt);
+                }
+            }
+        }
+        let nest = self.attention_nest(a, blocks)?;
+        self.body.push(nest);
+        Ok(())
+    }
+
+    fn attention_nest(&mut self, a: &Attention, [bq, bk]: [u32; 2]) -> Result<Vec<Stmt>, CodegenError> {
+        let g = self.g;
+        let Op::MatMul(q, k) = g.nodes[a.scores.index()].op else {
+            return Err(self.bad("attention scores are not a product"));
+        };
+        let Op::MatMul(_, v) = g.nodes[a.output.index()].op else {
+            return Err(self.bad("attention output is not a product"));
+        };
+        let domain = self.shape(a.scores)?.to_vec();
+        let out_dims = self.shape(a.output)?.to_vec();
+        let (q_dims, k_dims, v_dims) = (self.shape(q)?.to_vec(), self.shape(k)?.to_vec(), self.shape(v)?.to_vec());
+        let r = domain.len();
+        if r < 2 || out_dims.len() != r || q_dims.len() < 2 || k_dims.len() < 2 || v_dims.len() < 2 {
+            return Err(self.bad("attention operands of rank below 2"));
+        }
+        let (s_len, t_len) = (domain[r - 2], domain[r - 1]);
+        let depth = q_dims[q_dims.len() - 1];
+        let width = out_dims[r - 1];
+        let (bq, bk) = (u64::from(bq.max(1)).min(s_len.max(1)), u64::from(bk.max(1)).min(t_len.max(1)));
+        let batch_dims = domain[..r - 2].to_vec();
+        let batch_vars: Vec<VarId> = batch_dims.iter().map(|_| self.new_var()).collect();
+        let batch: Vec<Index> = batch_vars.iter().map(|&x| Index::var(x)).collect();
+        let queries = Strip { outer: self.new_var(), inner: self.new_var(), block: bq, total: s_len };
+        let keys = Strip { outer: self.new_var(), inner: self.new_var(), block: bk, total: t_len };
+        let (dv, ev) = (self.new_var(), self.new_var());
+        let (i, j) = (queries.position(), keys.position());
+        let (qi, jl) = (Index::var(queries.inner), Index::var(keys.inner));
+
+        // Call-local block buffers.
+        let local = |l: &mut Self, dtype: DType, len: u64| l.push_buf(BufDecl { dtype, len, kind: BufKind::Local });
+        let scores_dtype = self.dtype(a.scores)?;
+        let s_buf = local(self, scores_dtype, bq * bk);
+        let x_buf = local(self, DType::F32, bq * bk);
+        let o_buf = local(self, DType::F32, bq * width.max(1));
+        let m_buf = local(self, DType::F32, bq);
+        let new_m = local(self, DType::F32, bq);
+        let safe_m = local(self, DType::F32, bq);
+        let l_buf = local(self, DType::F32, bq);
+        let block_at = qi.scale(as_i64(bk)).add(&jl);
+        let row_at = qi.scale(as_i64(width)).add(&Index::var(ev));
+
+        // The scores and the normalized output read the block buffers.
+        let mut s_origin = vec![Index::constant(0); r];
+        s_origin[r - 2] = queries.start();
+        s_origin[r - 1] = keys.start();
+        let mut s_strides = vec![0i64; r];
+        s_strides[r - 2] = as_i64(bk);
+        s_strides[r - 1] = 1;
+        self.views.insert(a.scores, View { buf: s_buf, origin: s_origin, strides: s_strides });
+        let mut o_origin = vec![Index::constant(0); r];
+        o_origin[r - 2] = queries.start();
+        let mut o_strides = vec![0i64; r];
+        o_strides[r - 2] = as_i64(width);
+        o_strides[r - 1] = 1;
+        self.views.insert(a.normalized_output(), View { buf: o_buf, origin: o_origin, strides: o_strides });
+
+        let f32c = |l: &mut Self, x: f64| l.arena.constant(DType::F32, x);
+        let load = |l: &mut Self, buf, index: Index| l.arena.intern(Expr::Load { buf, index });
+        let bin = |l: &mut Self, op, lhs, rhs| l.arena.intern(Expr::Binary { op, dtype: DType::F32, lhs, rhs });
+        let exp = |l: &mut Self, arg| l.arena.intern(Expr::Unary { op: UnaryOp::Exp, dtype: DType::F32, arg });
+
+        // 1. Scores: q · k over the head dimension.
+        let mut q_idx = broadcast_index(&batch, &q_dims[..q_dims.len() - 2], &batch_dims);
+        q_idx.extend([i.clone(), Index::var(dv)]);
+        let mut k_idx = broadcast_index(&batch, &k_dims[..k_dims.len() - 2], &batch_dims);
+        k_idx.extend([Index::var(dv), j.clone()]);
+        let qe = self.expr_at(q, &q_idx)?;
+        let ke = self.expr_at(k, &k_idx)?;
+        let product = bin(self, BinaryOp::Mul, qe, ke);
+        let dot = self.new_acc(DType::F32);
+        let zero = f32c(self, 0.0);
+        let dot_value = self.arena.intern(Expr::Acc(dot));
+        let scores = vec![
+            Stmt::AccInit { acc: dot, value: zero },
+            Stmt::Loop {
+                var: dv,
+                extent: Extent::Const(depth),
+                body: vec![Stmt::AccUpdate { acc: dot, combine: Combine::Add, value: product }],
+            },
+            Stmt::Store { buf: s_buf, index: block_at.clone(), value: dot_value },
+        ];
+
+        // 2. Logits and their block maximum.
+        let mut at = batch.clone();
+        at.extend([i.clone(), j.clone()]);
+        let logit = self.expr_at(a.logits, &at)?;
+        let logit = self.to_f32(a.logits, logit)?;
+        let x = load(self, x_buf, block_at.clone());
+        let block_max = self.new_acc(DType::F32);
+        let neg_inf = f32c(self, f64::NEG_INFINITY);
+        let block_max_value = self.arena.intern(Expr::Acc(block_max));
+
+        // 3. The running maximum (-inf read as 0 for the exponent) and p = exp(x - m').
+        let m_old = load(self, m_buf, qi.clone());
+        let m_new_value = bin(self, BinaryOp::Max, m_old, block_max_value);
+        let m_new = load(self, new_m, qi.clone());
+        let is_empty = self.arena.intern(Expr::Compare { op: CompareOp::Eq, operand: DType::F32, lhs: m_new, rhs: neg_inf });
+        let safe_value = self.arena.intern(Expr::Select { dtype: DType::F32, cond: is_empty, on_true: zero, on_false: m_new });
+        let m_safe = load(self, safe_m, qi.clone());
+        let shifted = bin(self, BinaryOp::Sub, x, m_safe);
+        let p = exp(self, shifted);
+        let block_sum = self.new_acc(DType::F32);
+        let block_sum_value = self.arena.intern(Expr::Acc(block_sum));
+
+        // 4. Rescale and accumulate.
+        let drop = bin(self, BinaryOp::Sub, m_old, m_safe);
+        let alpha = exp(self, drop);
+        let l_old = load(self, l_buf, qi.clone());
+        let l_scaled = bin(self, BinaryOp::Mul, l_old, alpha);
+        let l_new = bin(self, BinaryOp::Add, l_scaled, block_sum_value);
+        let o = load(self, o_buf, row_at.clone());
+        let o_scaled = bin(self, BinaryOp::Mul, o, alpha);
+        let mut v_idx = broadcast_index(&batch, &v_dims[..v_dims.len() - 2], &batch_dims);
+        v_idx.extend([j.clone(), Index::var(ev)]);
+        let ve = self.expr_at(v, &v_idx)?;
+        let ve = self.to_f32(v, ve)?;
+        let weighted = bin(self, BinaryOp::Mul, x, ve);
+        let o_acc = bin(self, BinaryOp::Add, o, weighted);
+
+        let per_query = vec![Stmt::Loop {
+            var: queries.inner,
+            extent: queries.inner_extent(),
+            body: vec![
+                Stmt::Loop { var: keys.inner, extent: keys.inner_extent(), body: scores },
+                Stmt::Loop {
+                    var: keys.inner,
+                    extent: keys.inner_extent(),
+                    body: vec![Stmt::Store { buf: x_buf, index: block_at.clone(), value: logit }],
+                },
+                Stmt::AccInit { acc: block_max, value: neg_inf },
+                Stmt::Loop {
+                    var: keys.inner,
+                    extent: keys.inner_extent(),
+                    body: vec![Stmt::AccUpdate { acc: block_max, combine: Combine::Max, value: x }],
+                },
+                Stmt::Store { buf: new_m, index: qi.clone(), value: m_new_value },
+                Stmt::Store { buf: safe_m, index: qi.clone(), value: safe_value },
+                Stmt::AccInit { acc: block_sum, value: zero },
+                Stmt::Loop {
+                    var: keys.inner,
+                    extent: keys.inner_extent(),
+                    // The sum first: the store replaces x by p, which the sum must not read again.
+                    body: vec![
+                        Stmt::AccUpdate { acc: block_sum, combine: Combine::Add, value: p },
+                        Stmt::Store { buf: x_buf, index: block_at.clone(), value: p },
+                    ],
+                },
+                Stmt::Store { buf: l_buf, index: qi.clone(), value: l_new },
+                Stmt::Loop {
+                    var: ev,
+                    extent: Extent::Const(width),
+                    body: vec![Stmt::Store { buf: o_buf, index: row_at.clone(), value: o_scaled }],
+                },
+                Stmt::Store { buf: m_buf, index: qi.clone(), value: m_new },
+                Stmt::Loop {
+                    var: keys.inner,
+                    extent: keys.inner_extent(),
+                    body: vec![Stmt::Loop {
+                        var: ev,
+                        extent: Extent::Const(width),
+                        body: vec![Stmt::Store { buf: o_buf, index: row_at.clone(), value: o_acc }],
+                    }],
+                },
+            ],
+        }];
+        let key_block = match self.live_block(a, &queries, &keys) {
+            Some(cond) => vec![Stmt::If { cond, body: per_query }],
+            None => per_query,
+        };
+
+        // Start and finish of a query block.
+        let init = vec![Stmt::Loop {
+            var: queries.inner,
+            extent: queries.inner_extent(),
+            body: vec![
+                Stmt::Store { buf: m_buf, index: qi.clone(), value: neg_inf },
+                Stmt::Store { buf: l_buf, index: qi.clone(), value: zero },
+                Stmt::Loop {
+                    var: ev,
+                    extent: Extent::Const(width),
+                    body: vec![Stmt::Store { buf: o_buf, index: row_at.clone(), value: zero }],
+                },
+            ],
+        }];
+        let l_final = load(self, l_buf, qi.clone());
+        let o_final = load(self, o_buf, row_at.clone());
+        let normalized = bin(self, BinaryOp::Div, o_final, l_final);
+        let out = *self.g.outputs.first().ok_or_else(|| self.bad("no output"))?;
+        let out_buf = self.mat[out.index()].ok_or_else(|| self.bad("the output has no buffer"))?;
+        let mut out_idx = batch.clone();
+        out_idx.extend([i.clone(), Index::var(ev)]);
+        let result = if self.views.contains_key(&out) { self.expr_at(out, &out_idx)? } else { self.op_expr(out, &out_idx)? };
+        let finish = vec![Stmt::Loop {
+            var: queries.inner,
+            extent: queries.inner_extent(),
+            body: vec![
+                Stmt::Loop {
+                    var: ev,
+                    extent: Extent::Const(width),
+                    body: vec![Stmt::Store { buf: o_buf, index: row_at.clone(), value: normalized }],
+                },
+                Stmt::Loop {
+                    var: ev,
+                    extent: Extent::Const(width),
+                    body: vec![Stmt::Store {
+                        buf: out_buf,
+                        index: Index::flatten(&out_idx, &out_dims),
+                        value: result,
+                    }],
+                },
+            ],
+        }];
+
+        let mut query_block = init;
+        query_block.push(Stmt::Loop { var: keys.outer, extent: Extent::Const(t_len.div_ceil(bk)), body: key_block });
+        query_block.extend(finish);
+        let nest = vec![Stmt::Loop { var: queries.outer, extent: Extent::Const(s_len.div_ceil(bq)), body: query_block }];
+        Ok(wrap_loops(&batch_vars, &batch_dims, nest))
+    }
+
+    /// `e` (the value of node `n`) as f32, the dtype the online softmax runs in.
+    fn to_f32(&mut self, n: NodeId, e: ExprId) -> Result<ExprId, CodegenError> {
+        let from = self.dtype(n)?;
+        Ok(if from == DType::F32 { e } else { self.arena.intern(Expr::Cast { from, to: DType::F32, arg: e }) })
+    }
+
+    /// The condition under which a key block holds some kept logit for the query block, when the
+    /// mask lets blocks be skipped: every atom may hold somewhere in the block.
+    fn live_block(&mut self, a: &Attention, queries: &Strip, keys: &Strip) -> Option<ExprId> {
+        let mask = a.mask.as_ref().filter(|m| m.skips_blocks())?;
+        let mut live: Option<ExprId> = None;
+        for atom in &mask.atoms {
+            let cond = self.atom_may_hold(atom, queries, keys);
+            live = Some(match live {
+                None => cond,
+                Some(prev) => {
+                    let no = self.arena.constant(DType::Bool, 0.0);
+                    self.arena.intern(Expr::Select { dtype: DType::Bool, cond: prev, on_true: cond, on_false: no })
+                }
+            });
+        }
+        live
+    }
+
+    /// Whether `atom` can hold in the block (the corners bound an affine function).
+    fn atom_may_hold(&mut self, atom: &Atom, queries: &Strip, keys: &Strip) -> ExprId {
+        let ends = |s: &Strip| (s.start(), s.start().add_const(as_i64(s.block) - 1));
+        let (q0, q1) = ends(queries);
+        let (k0, k1) = ends(keys);
+        let pick = |c: i64, lo: &Index, hi: &Index, high: bool| if (c >= 0) == high { hi.scale(c) } else { lo.scale(c) };
+        let hi = pick(atom.query, &q0, &q1, true).add(&pick(atom.key, &k0, &k1, true)).add_const(atom.offset);
+        let lo = pick(atom.query, &q0, &q1, false).add(&pick(atom.key, &k0, &k1, false)).add_const(atom.offset);
+        let zero = self.arena.constant(DType::I32, 0.0);
+        let hi = self.arena.intern(Expr::Position(hi));
+        let lo = self.arena.intern(Expr::Position(lo));
+        let cmp = |l: &mut Self, op, lhs| l.arena.intern(Expr::Compare { op, operand: DType::I32, lhs, rhs: zero });
+        match atom.op {
+            CompareOp::Ge => cmp(self, CompareOp::Ge, hi),
+            CompareOp::Gt => cmp(self, CompareOp::Gt, hi),
+            CompareOp::Le => cmp(self, CompareOp::Le, lo),
+            CompareOp::Lt => cmp(self, CompareOp::Lt, lo),
+            CompareOp::Eq => {
+                let below = cmp(self, CompareOp::Le, lo);
+                let above = cmp(self, CompareOp::Ge, hi);
+                let no = self.arena.constant(DType::Bool, 0.0);
+                self.arena.intern(Expr::Select { dtype: DType::Bool, cond: below, on_true: above, on_false: no })
+            }
+            CompareOp::Ne => {
+                let lo_nonzero = cmp(self, CompareOp::Ne, lo);
+                let hi_nonzero = cmp(self, CompareOp::Ne, hi);
+                let yes = self.arena.constant(DType::Bool, 1.0);
+                self.arena.intern(Expr::Select { dtype: DType::Bool, cond: lo_nonzero, on_true: yes, on_false: hi_nonzero })
+            }
+        }
+    }
+}
+
+/// Which nodes depend on `from` (itself included).
+fn downstream(g: &tcc_ir::Graph, from: NodeId) -> Vec<bool> {
+    let mut dep = vec![false; g.nodes.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        dep[i] = i == from.index() || node.op.operands().iter().any(|a| dep.get(a.index()).copied().unwrap_or(false));
+    }
+    dep
+}

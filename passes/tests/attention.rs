@@ -1,0 +1,101 @@
+//! The attention rewrite's property test: random attention-shaped programs (every score form and
+//! mask, grouped heads, lengths off any block, fully masked rows) are recognized by the matcher,
+//! become exactly one attention kernel on the CPU (no product or reduction left outside it), and
+//! the optimized program computes what the original computes on the interpreter. Then the online
+//! softmax itself: an f64 model of the kernel's algorithm (blocks of keys, the running maximum and
+//! sum, blocks skipped by the mask) agrees with the written formula for random block sizes,
+//! including NaN exactly where the formula gives NaN.
+
+use proptest::prelude::*;
+use tcc_ir::attention::Attention;
+use tcc_ir::interp::{run_graph, run_program};
+use tcc_ir::testing::attention::{AttentionCase, arb_attention, online_softmax_product};
+use tcc_ir::testing::{Tolerance, compare_outputs, random_inputs};
+use tcc_ir::{Bindings, DType, KernelClass, Op};
+use tcc_passes::{OptimizeOptions, TargetModel, optimize};
+
+fn fail(e: impl std::fmt::Display) -> TestCaseError {
+    TestCaseError::fail(e.to_string())
+}
+
+/// The optimizer forms one attention kernel that computes what the program computes.
+fn check_rewrite(case: &AttentionCase, seed: u64, target: TargetModel) -> Result<(), TestCaseError> {
+    let g = case.graph().map_err(fail)?;
+    prop_assert!(Attention::find(&g).is_some(), "the matcher misses {case:?}");
+    let out = optimize(&g, &OptimizeOptions::new(target)).map_err(fail)?;
+    let kernels: Vec<_> = out.program.launches.iter().map(|l| &l.kernel).collect();
+    let attention = kernels.iter().filter(|k| k.class == KernelClass::Attention).count();
+    prop_assert_eq!(attention, 1, "{}", out.report);
+    for k in kernels.iter().filter(|k| k.class != KernelClass::Attention) {
+        let heavy = k.graph.nodes.iter().any(|n| matches!(n.op, Op::MatMul(..) | Op::Reduce { .. }));
+        prop_assert!(!heavy, "a product or reduction outside the attention kernel:\n{}", out.report);
+    }
+    let inputs = random_inputs(&g, &Bindings::new(), seed).map_err(fail)?;
+    let expected = run_graph(&g, &inputs).map_err(fail)?;
+    let actual = run_program(&out.program, &inputs).map_err(fail)?;
+    compare_outputs(&expected, &actual, &Tolerance::default()).map_err(|e| fail(format!("{e:?}\n{}", out.report)))?;
+    Ok(())
+}
+
+/// The online softmax over blocks (with the mask's skipped blocks) against the written formula.
+fn check_online(case: &AttentionCase, seed: u64, blocks: (usize, usize)) -> Result<(), TestCaseError> {
+    let g = case.graph().map_err(fail)?;
+    let a = Attention::find(&g).ok_or_else(|| fail("no attention"))?;
+    let Op::MatMul(_, values) = g.nodes[a.output.index()].op else {
+        return Err(fail("the output is not a product"));
+    };
+    let mut probe = g.clone();
+    probe.outputs = vec![a.logits, values, a.normalized_output()];
+    let inputs = random_inputs(&g, &Bindings::new(), seed).map_err(fail)?;
+    let [logits, values, written] = run_graph(&probe, &inputs).map_err(fail)?.try_into().map_err(|_| fail("outputs"))?;
+    let r = logits.shape.len();
+    let (queries, keys, width) = (logits.shape[r - 2], logits.shape[r - 1], values.shape[r - 1]);
+    let rows = logits.data.len() / keys.max(1);
+    let model = online_softmax_product(&logits.data, &values.data, (rows, queries, keys, width), blocks, a.mask.as_ref());
+    // The formula may round p (and the product) to f16/bf16; the model keeps f64.
+    let tol = if case.dtype == DType::F32 { 1e-5 } else { 2e-2 };
+    let scale = values.data.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    for (i, (m, w)) in model.iter().zip(&written.data).enumerate() {
+        if w.is_nan() || m.is_nan() {
+            prop_assert!(w.is_nan() && m.is_nan(), "element {i}: model {m}, formula {w} ({case:?}, blocks {blocks:?})");
+            continue;
+        }
+        prop_assert!((m - w).abs() <= tol * scale, "element {i}: model {m}, formula {w} ({case:?}, blocks {blocks:?})");
+    }
+    Ok(())
+}
+
+/// `PROPTEST_CASES` overrides the case counts (for deeper runs by hand).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
+
+    #[test]
+    fn written_attention_becomes_one_attention_kernel(case in arb_attention(), seed in any::<u64>()) {
+        check_rewrite(&case, seed, TargetModel::cpu_host())?;
+    }
+
+    #[test]
+    fn the_online_softmax_agrees_with_the_formula(case in arb_attention(), seed in any::<u64>(), bq in 1usize..20, bk in 1usize..40) {
+        check_online(&case, seed, (bq, bk))?;
+    }
+}
+
+#[test]
+fn gpu_targets_keep_attention_as_separate_kernels_until_they_have_an_attention_kernel() {
+    let g = AttentionCase::causal(16, 16, 8).graph().unwrap();
+    let out = optimize(&g, &OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
+    assert!(out.program.launches.iter().all(|l| l.kernel.class != KernelClass::Attention), "{}", out.report);
+}
+
+#[test]
+fn explain_names_the_attention_rule() {
+    let g = AttentionCase::causal(16, 24, 8).graph().unwrap();
+    let out = optimize(&g, &OptimizeOptions { explain: true, ..OptimizeOptions::default() }).unwrap();
+    let kernel = out.report.kernels.iter().find(|k| k.class == KernelClass::Attention).expect("an attention kernel");
+    assert!(kernel.rules.iter().any(|r| r == "fuse-attention"), "{}", out.report);
+}
+
