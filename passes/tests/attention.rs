@@ -47,11 +47,13 @@ fn check_online(case: &AttentionCase, seed: u64, blocks: (usize, usize)) -> Resu
     let mut probe = g.clone();
     probe.outputs = vec![a.logits, values, a.normalized_output()];
     let inputs = random_inputs(&g, &Bindings::new(), seed).map_err(fail)?;
-    let [logits, values, written] = run_graph(&probe, &inputs).map_err(fail)?.try_into().map_err(|_| fail("outputs"))?;
+    let [logits, values, written] =
+        run_graph(&probe, &inputs).map_err(fail)?.try_into().map_err(|_| fail("outputs"))?;
     let r = logits.shape.len();
     let (queries, keys, width) = (logits.shape[r - 2], logits.shape[r - 1], values.shape[r - 1]);
     let rows = logits.data.len() / keys.max(1);
-    let model = online_softmax_product(&logits.data, &values.data, (rows, queries, keys, width), blocks, a.mask.as_ref());
+    let model =
+        online_softmax_product(&logits.data, &values.data, (rows, queries, keys, width), blocks, a.mask.as_ref());
     // The formula may round p (and the product) to f16/bf16; the model keeps f64.
     let tol = if case.dtype == DType::F32 { 1e-5 } else { 2e-2 };
     let scale = values.data.iter().fold(1.0f64, |m, v| m.max(v.abs()));
@@ -98,4 +100,3 @@ fn explain_names_the_attention_rule() {
     let kernel = out.report.kernels.iter().find(|k| k.class == KernelClass::Attention).expect("an attention kernel");
     assert!(kernel.rules.iter().any(|r| r == "fuse-attention"), "{}", out.report);
 }
-

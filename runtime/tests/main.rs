@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod attention;
 mod common;
 mod cuda;
 mod cuda_rows;

@@ -154,7 +154,8 @@ impl AttentionCase {
             }
         }
         let fill = g.constant(self.fill, DType::F32)?;
-        let keep_where = |g: &mut Graph, keep: NodeId, s: NodeId| g.push(Op::Select { cond: keep, on_true: s, on_false: fill });
+        let keep_where =
+            |g: &mut Graph, keep: NodeId, s: NodeId| g.push(Op::Select { cond: keep, on_true: s, on_false: fill });
         match self.mask {
             MaskForm::None => {}
             MaskForm::Causal | MaskForm::Window(_) => {
@@ -232,9 +233,15 @@ pub fn arb_attention() -> impl Strategy<Value = AttentionCase> {
         (5.0f64..30.0).prop_map(ScoreForm::SoftCap),
         Just(ScoreForm::BiasTensor),
     ];
-    let mask = prop_oneof![Just(MaskForm::None), Just(MaskForm::Causal), (1u64..9).prop_map(MaskForm::Window), Just(MaskForm::Tensor)];
+    let mask = prop_oneof![
+        Just(MaskForm::None),
+        Just(MaskForm::Causal),
+        (1u64..9).prop_map(MaskForm::Window),
+        Just(MaskForm::Tensor)
+    ];
     let dtype = prop_oneof![3 => Just(DType::F32), 1 => Just(DType::F16), 1 => Just(DType::BF16)];
-    let batch = prop_oneof![Just(vec![]), (1u64..3).prop_map(|b| vec![b]), (1u64..3, 1u64..3).prop_map(|(a, b)| vec![a, b])];
+    let batch =
+        prop_oneof![Just(vec![]), (1u64..3).prop_map(|b| vec![b]), (1u64..3, 1u64..3).prop_map(|(a, b)| vec![a, b])];
     let heads = prop_oneof![Just((1u64, 1u64)), Just((2, 2)), Just((4, 2)), Just((4, 1)), Just((3, 3))];
     (batch, heads, lens.clone(), lens, dims.clone(), dims, dtype, score, mask, any::<bool>(), any::<bool>()).prop_map(
         |(batch, (heads, kv_heads), q_len, kv_len, head_dim, value_dim, dtype, score, mask, finite, divide_after)| {
@@ -287,7 +294,8 @@ pub fn online_softmax_product(
             }
             let end = (start + block).min(keys);
             let x = &logits[r * keys + start..r * keys + end];
-            let block_max = x.iter().fold(f64::NEG_INFINITY, |a, &b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) });
+            let block_max =
+                x.iter().fold(f64::NEG_INFINITY, |a, &b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) });
             let m_new = if m.is_nan() || block_max.is_nan() { f64::NAN } else { m.max(block_max) };
             let safe = if m_new == f64::NEG_INFINITY { 0.0 } else { m_new };
             let alpha = (m - safe).exp();

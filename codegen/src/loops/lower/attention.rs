@@ -84,7 +84,12 @@ impl Lowerer<'_> {
                 self.mat[x.index()] = Some(self.scratch(x)?);
             }
             let forced = matches!(node.op, Op::Reduce { .. } | Op::MatMul(..) | Op::Concat { .. });
-            let c = 1 + node.op.operands().iter().map(|o| if self.mat[o.index()].is_some() { 1 } else { cost[o.index()] }).sum::<usize>();
+            let c = 1 + node
+                .op
+                .operands()
+                .iter()
+                .map(|o| if self.mat[o.index()].is_some() { 1 } else { cost[o.index()] })
+                .sum::<usize>();
             if (forced || c > max_inline_cost) && self.mat[i].is_none() {
                 self.mat[i] = Some(self.scratch(NodeId(i as u32))?);
             } else {
@@ -105,9 +110,7 @@ impl Lowerer<'_> {
                 let n = NodeId(i as u32);
                 let stmt = match &self.g.nodes[i].op {
                     Op::Input { .. } => continue,
-                    Op::Reduce { op, input, axes, keepdim } => {
-                        self.reduce_nest(n, buf, *op, *input, axes, *keepdim)?
-                    }
+                    Op::Reduce { op, input, axes, keepdim } => self.reduce_nest(n, buf, *op, *input, axes, *keepdim)?,
                     Op::MatMul(x, y) => self.matmul_nest(n, buf, *x, *y)?,
                     Op::Concat { inputs, axis } => self.concat_nests(n, buf, inputs, *axis)?,
                     _ => self.pointwise_nest(n, buf, |l, idx| l.op_expr(n, idx))?,
@@ -218,8 +221,10 @@ impl Lowerer<'_> {
         let m_old = load(self, m_buf, qi.clone());
         let m_new_value = bin(self, BinaryOp::Max, m_old, block_max_value);
         let m_new = load(self, new_m, qi.clone());
-        let is_empty = self.arena.intern(Expr::Compare { op: CompareOp::Eq, operand: DType::F32, lhs: m_new, rhs: neg_inf });
-        let safe_value = self.arena.intern(Expr::Select { dtype: DType::F32, cond: is_empty, on_true: zero, on_false: m_new });
+        let is_empty =
+            self.arena.intern(Expr::Compare { op: CompareOp::Eq, operand: DType::F32, lhs: m_new, rhs: neg_inf });
+        let safe_value =
+            self.arena.intern(Expr::Select { dtype: DType::F32, cond: is_empty, on_true: zero, on_false: m_new });
         let m_safe = load(self, safe_m, qi.clone());
         let shifted = bin(self, BinaryOp::Sub, x, m_safe);
         let p = exp(self, shifted);
@@ -313,7 +318,8 @@ impl Lowerer<'_> {
         let out_buf = self.mat[out.index()].ok_or_else(|| self.bad("the output has no buffer"))?;
         let mut out_idx = batch.clone();
         out_idx.extend([i.clone(), Index::var(ev)]);
-        let result = if self.views.contains_key(&out) { self.expr_at(out, &out_idx)? } else { self.op_expr(out, &out_idx)? };
+        let result =
+            if self.views.contains_key(&out) { self.expr_at(out, &out_idx)? } else { self.op_expr(out, &out_idx)? };
         let finish = vec![Stmt::Loop {
             var: queries.inner,
             extent: queries.inner_extent(),
@@ -326,11 +332,7 @@ impl Lowerer<'_> {
                 Stmt::Loop {
                     var: ev,
                     extent: Extent::Const(width),
-                    body: vec![Stmt::Store {
-                        buf: out_buf,
-                        index: Index::flatten(&out_idx, &out_dims),
-                        value: result,
-                    }],
+                    body: vec![Stmt::Store { buf: out_buf, index: Index::flatten(&out_idx, &out_dims), value: result }],
                 },
             ],
         }];
@@ -338,7 +340,8 @@ impl Lowerer<'_> {
         let mut query_block = init;
         query_block.push(Stmt::Loop { var: keys.outer, extent: Extent::Const(t_len.div_ceil(bk)), body: key_block });
         query_block.extend(finish);
-        let nest = vec![Stmt::Loop { var: queries.outer, extent: Extent::Const(s_len.div_ceil(bq)), body: query_block }];
+        let nest =
+            vec![Stmt::Loop { var: queries.outer, extent: Extent::Const(s_len.div_ceil(bq)), body: query_block }];
         Ok(wrap_loops(&batch_vars, &batch_dims, nest))
     }
 
@@ -371,7 +374,8 @@ impl Lowerer<'_> {
         let ends = |s: &Strip| (s.start(), s.start().add_const(as_i64(s.block) - 1));
         let (q0, q1) = ends(queries);
         let (k0, k1) = ends(keys);
-        let pick = |c: i64, lo: &Index, hi: &Index, high: bool| if (c >= 0) == high { hi.scale(c) } else { lo.scale(c) };
+        let pick =
+            |c: i64, lo: &Index, hi: &Index, high: bool| if (c >= 0) == high { hi.scale(c) } else { lo.scale(c) };
         let hi = pick(atom.query, &q0, &q1, true).add(&pick(atom.key, &k0, &k1, true)).add_const(atom.offset);
         let lo = pick(atom.query, &q0, &q1, false).add(&pick(atom.key, &k0, &k1, false)).add_const(atom.offset);
         let zero = self.arena.constant(DType::I32, 0.0);
@@ -393,7 +397,12 @@ impl Lowerer<'_> {
                 let lo_nonzero = cmp(self, CompareOp::Ne, lo);
                 let hi_nonzero = cmp(self, CompareOp::Ne, hi);
                 let yes = self.arena.constant(DType::Bool, 1.0);
-                self.arena.intern(Expr::Select { dtype: DType::Bool, cond: lo_nonzero, on_true: yes, on_false: hi_nonzero })
+                self.arena.intern(Expr::Select {
+                    dtype: DType::Bool,
+                    cond: lo_nonzero,
+                    on_true: yes,
+                    on_false: hi_nonzero,
+                })
             }
         }
     }
