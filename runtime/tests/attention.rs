@@ -31,11 +31,15 @@ fn tolerance(case: &AttentionCase) -> Tolerance {
 }
 
 fn devices() -> Vec<(&'static str, &'static CpuDevice)> {
+    use std::sync::OnceLock;
+    static LOOPS: OnceLock<CpuDevice> = OnceLock::new();
+    let loops = LOOPS.get_or_init(|| {
+        CpuDevice::with_options(tcc_codegen::LowerOptions { gemm: None, ..Default::default() }, 0).unwrap()
+    });
     #[allow(unused_mut)]
-    let mut out = vec![("cranelift", device())];
+    let mut out = vec![("cranelift, register tiles", device()), ("cranelift, loops", loops)];
     #[cfg(feature = "llvm")]
     {
-        use std::sync::OnceLock;
         static LLVM: OnceLock<CpuDevice> = OnceLock::new();
         out.push(("llvm", LLVM.get_or_init(|| CpuDevice::with_llvm(0).unwrap())));
     }

@@ -3,14 +3,14 @@
 //!
 //! For each batch entry and each block of `bq` queries, the keys are visited a block of `bk` at a
 //! time; for each query of the block:
-//! 1. the scores of the key block, `q · k` (a vector reduction over the head dimension), into a
-//!    call-local block buffer `S` (in the scores' dtype, rounded as the written program rounds);
+//! 1. the scores of the key block, `q kᵀ`, into a call-local f32 block buffer `S`: register tiles
+//!    of the GEMM micro-kernel over packed panels (or, without tiles, a dot product per score);
 //! 2. the logits `f(S)` (the graph's own score function inlined: scale, bias, positions, mask)
 //!    into a block buffer `X`, and their maximum;
 //! 3. the new running maximum `m'` (with `-inf` read as 0, so a block whose logits are all masked
 //!    adds nothing and no `-inf - -inf` appears), `p = exp(x - m')` in place of `X` with its sum;
-//! 4. the running sum and output rescaled by `exp(m - m')`, and `o += p v` (vectors along the
-//!    value dimension).
+//! 4. the running sum and output rescaled by `exp(m - m')`; then for the whole block `o += p v`
+//!    (register tiles again, or a vector loop along the value dimension per key).
 //!
 //! At the end the output is divided by the running sum and the graph's epilogue (a cast, a
 //! residual) applied as it is stored. A row whose every logit is `-inf` ends with `0 / 0`, NaN, as
@@ -23,7 +23,17 @@ use tcc_ir::{BinaryOp, CompareOp, DType, NodeId, Op, UnaryOp};
 
 use super::{Lowerer, View, broadcast_index, numel, wrap_loops};
 use crate::error::CodegenError;
-use crate::loops::ir::{BufDecl, BufKind, Combine, Expr, ExprId, Extent, Index, Stmt, VarId};
+use crate::loops::ir::{BufDecl, BufId, BufKind, Combine, Expr, ExprId, Extent, Index, MicroKernel, Stmt, VarId};
+
+/// The three operands of the products, each a node and its batch index (broadcast to the
+/// domain's batch axes), and the head and value dimensions.
+struct Operands {
+    q: (NodeId, Vec<Index>),
+    k: (NodeId, Vec<Index>),
+    v: (NodeId, Vec<Index>),
+    depth: u64,
+    width: u64,
+}
 
 /// The positions of one block: `block * var_outer + var_inner`.
 struct Strip {
@@ -125,7 +135,7 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    fn attention_nest(&mut self, a: &Attention, [bq, bk]: [u32; 2]) -> Result<Vec<Stmt>, CodegenError> {
+    fn attention_nest(&mut self, a: &Attention, blocks: [u32; 2]) -> Result<Vec<Stmt>, CodegenError> {
         let g = self.g;
         let Op::MatMul(q, k) = g.nodes[a.scores.index()].op else {
             return Err(self.bad("attention scores are not a product"));
@@ -143,20 +153,28 @@ impl Lowerer<'_> {
         let (s_len, t_len) = (domain[r - 2], domain[r - 1]);
         let depth = q_dims[q_dims.len() - 1];
         let width = out_dims[r - 1];
-        let (bq, bk) = (u64::from(bq.max(1)).min(s_len.max(1)), u64::from(bk.max(1)).min(t_len.max(1)));
+        // Register tiles for the two products (blocks rounded to whole tiles), or plain loops.
+        let tiles = self.gemm.map(|t| (u64::from(t.mr.max(1)), u64::from(t.nr.max(1)), t));
+        let round = |x: u64, m: u64| x.max(1).div_ceil(m) * m;
+        let (bq, bk) = {
+            let (bq, bk) = (u64::from(blocks[0]).min(s_len.max(1)), u64::from(blocks[1]).min(t_len.max(1)));
+            match tiles {
+                Some((mr, nr, _)) => (round(bq, mr), round(bk, nr)),
+                None => (bq.max(1), bk.max(1)),
+            }
+        };
         let batch_dims = domain[..r - 2].to_vec();
         let batch_vars: Vec<VarId> = batch_dims.iter().map(|_| self.new_var()).collect();
         let batch: Vec<Index> = batch_vars.iter().map(|&x| Index::var(x)).collect();
         let queries = Strip { outer: self.new_var(), inner: self.new_var(), block: bq, total: s_len };
         let keys = Strip { outer: self.new_var(), inner: self.new_var(), block: bk, total: t_len };
-        let (dv, ev) = (self.new_var(), self.new_var());
+        let ev = self.new_var();
         let (i, j) = (queries.position(), keys.position());
         let (qi, jl) = (Index::var(queries.inner), Index::var(keys.inner));
 
         // Call-local block buffers.
         let local = |l: &mut Self, dtype: DType, len: u64| l.push_buf(BufDecl { dtype, len, kind: BufKind::Local });
-        let scores_dtype = self.dtype(a.scores)?;
-        let s_buf = local(self, scores_dtype, bq * bk);
+        let s_buf = local(self, DType::F32, bq * bk);
         let x_buf = local(self, DType::F32, bq * bk);
         let o_buf = local(self, DType::F32, bq * width.max(1));
         let m_buf = local(self, DType::F32, bq);
@@ -185,27 +203,22 @@ impl Lowerer<'_> {
         let load = |l: &mut Self, buf, index: Index| l.arena.intern(Expr::Load { buf, index });
         let bin = |l: &mut Self, op, lhs, rhs| l.arena.intern(Expr::Binary { op, dtype: DType::F32, lhs, rhs });
         let exp = |l: &mut Self, arg| l.arena.intern(Expr::Unary { op: UnaryOp::Exp, dtype: DType::F32, arg });
-
-        // 1. Scores: q · k over the head dimension.
-        let mut q_idx = broadcast_index(&batch, &q_dims[..q_dims.len() - 2], &batch_dims);
-        q_idx.extend([i.clone(), Index::var(dv)]);
-        let mut k_idx = broadcast_index(&batch, &k_dims[..k_dims.len() - 2], &batch_dims);
-        k_idx.extend([Index::var(dv), j.clone()]);
-        let qe = self.expr_at(q, &q_idx)?;
-        let ke = self.expr_at(k, &k_idx)?;
-        let product = bin(self, BinaryOp::Mul, qe, ke);
-        let dot = self.new_acc(DType::F32);
         let zero = f32c(self, 0.0);
-        let dot_value = self.arena.intern(Expr::Acc(dot));
-        let scores = vec![
-            Stmt::AccInit { acc: dot, value: zero },
-            Stmt::Loop {
-                var: dv,
-                extent: Extent::Const(depth),
-                body: vec![Stmt::AccUpdate { acc: dot, combine: Combine::Add, value: product }],
-            },
-            Stmt::Store { buf: s_buf, index: block_at.clone(), value: dot_value },
-        ];
+        let operands = Operands {
+            q: (q, broadcast_index(&batch, &q_dims[..q_dims.len() - 2], &batch_dims)),
+            k: (k, broadcast_index(&batch, &k_dims[..k_dims.len() - 2], &batch_dims)),
+            v: (v, broadcast_index(&batch, &v_dims[..v_dims.len() - 2], &batch_dims)),
+            depth,
+            width,
+        };
+
+        // 1. Scores into S, and 5. o += p v, as register tiles or as loops.
+        let (pack_queries, scores, values) = match tiles {
+            Some((mr, nr, t)) => {
+                self.tiled_products(&operands, (&queries, &keys), (s_buf, x_buf, o_buf), (mr, nr, t))?
+            }
+            None => self.looped_products(&operands, (&queries, &keys, ev), (s_buf, x_buf, o_buf))?,
+        };
 
         // 2. Logits and their block maximum.
         let mut at = batch.clone();
@@ -231,7 +244,7 @@ impl Lowerer<'_> {
         let block_sum = self.new_acc(DType::F32);
         let block_sum_value = self.arena.intern(Expr::Acc(block_sum));
 
-        // 4. Rescale and accumulate.
+        // 4. Rescale the running sum and output.
         let drop = bin(self, BinaryOp::Sub, m_old, m_safe);
         let alpha = exp(self, drop);
         let l_old = load(self, l_buf, qi.clone());
@@ -239,18 +252,11 @@ impl Lowerer<'_> {
         let l_new = bin(self, BinaryOp::Add, l_scaled, block_sum_value);
         let o = load(self, o_buf, row_at.clone());
         let o_scaled = bin(self, BinaryOp::Mul, o, alpha);
-        let mut v_idx = broadcast_index(&batch, &v_dims[..v_dims.len() - 2], &batch_dims);
-        v_idx.extend([j.clone(), Index::var(ev)]);
-        let ve = self.expr_at(v, &v_idx)?;
-        let ve = self.to_f32(v, ve)?;
-        let weighted = bin(self, BinaryOp::Mul, x, ve);
-        let o_acc = bin(self, BinaryOp::Add, o, weighted);
 
-        let per_query = vec![Stmt::Loop {
+        let softmax = vec![Stmt::Loop {
             var: queries.inner,
             extent: queries.inner_extent(),
             body: vec![
-                Stmt::Loop { var: keys.inner, extent: keys.inner_extent(), body: scores },
                 Stmt::Loop {
                     var: keys.inner,
                     extent: keys.inner_extent(),
@@ -281,24 +287,19 @@ impl Lowerer<'_> {
                     body: vec![Stmt::Store { buf: o_buf, index: row_at.clone(), value: o_scaled }],
                 },
                 Stmt::Store { buf: m_buf, index: qi.clone(), value: m_new },
-                Stmt::Loop {
-                    var: keys.inner,
-                    extent: keys.inner_extent(),
-                    body: vec![Stmt::Loop {
-                        var: ev,
-                        extent: Extent::Const(width),
-                        body: vec![Stmt::Store { buf: o_buf, index: row_at.clone(), value: o_acc }],
-                    }],
-                },
             ],
         }];
+        let mut per_block = scores;
+        per_block.extend(softmax);
+        per_block.extend(values);
         let key_block = match self.live_block(a, &queries, &keys) {
-            Some(cond) => vec![Stmt::If { cond, body: per_query }],
-            None => per_query,
+            Some(cond) => vec![Stmt::If { cond, body: per_block }],
+            None => per_block,
         };
 
         // Start and finish of a query block.
-        let init = vec![Stmt::Loop {
+        let mut init = pack_queries;
+        init.push(Stmt::Loop {
             var: queries.inner,
             extent: queries.inner_extent(),
             body: vec![
@@ -310,7 +311,7 @@ impl Lowerer<'_> {
                     body: vec![Stmt::Store { buf: o_buf, index: row_at.clone(), value: zero }],
                 },
             ],
-        }];
+        });
         let l_final = load(self, l_buf, qi.clone());
         let o_final = load(self, o_buf, row_at.clone());
         let normalized = bin(self, BinaryOp::Div, o_final, l_final);
@@ -343,6 +344,230 @@ impl Lowerer<'_> {
         let nest =
             vec![Stmt::Loop { var: queries.outer, extent: Extent::Const(s_len.div_ceil(bq)), body: query_block }];
         Ok(wrap_loops(&batch_vars, &batch_dims, nest))
+    }
+
+    /// The products as plain loops: each score a dot product over the head dimension (a vector
+    /// reduction), and `o += p v` a vector loop along the value dimension per key.
+    fn looped_products(
+        &mut self,
+        ops: &Operands,
+        (queries, keys, ev): (&Strip, &Strip, VarId),
+        (s_buf, x_buf, o_buf): (BufId, BufId, BufId),
+    ) -> Result<(Vec<Stmt>, Vec<Stmt>, Vec<Stmt>), CodegenError> {
+        let (i, j) = (queries.position(), keys.position());
+        let (qi, jl) = (Index::var(queries.inner), Index::var(keys.inner));
+        let block_at = qi.scale(as_i64(keys.block)).add(&jl);
+        let row_at = qi.scale(as_i64(ops.width)).add(&Index::var(ev));
+        let dv = self.new_var();
+        let qe = self.operand(&ops.q, [i.clone(), Index::var(dv)])?;
+        let ke = self.operand(&ops.k, [Index::var(dv), j.clone()])?;
+        let product = self.arena.intern(Expr::Binary { op: BinaryOp::Mul, dtype: DType::F32, lhs: qe, rhs: ke });
+        let dot = self.new_acc(DType::F32);
+        let zero = self.arena.constant(DType::F32, 0.0);
+        let dot_value = self.arena.intern(Expr::Acc(dot));
+        let scores = vec![Stmt::Loop {
+            var: queries.inner,
+            extent: queries.inner_extent(),
+            body: vec![Stmt::Loop {
+                var: keys.inner,
+                extent: keys.inner_extent(),
+                body: vec![
+                    Stmt::AccInit { acc: dot, value: zero },
+                    Stmt::Loop {
+                        var: dv,
+                        extent: Extent::Const(ops.depth),
+                        body: vec![Stmt::AccUpdate { acc: dot, combine: Combine::Add, value: product }],
+                    },
+                    Stmt::Store { buf: s_buf, index: block_at.clone(), value: dot_value },
+                ],
+            }],
+        }];
+        let ve = self.operand(&ops.v, [j, Index::var(ev)])?;
+        let p = self.arena.intern(Expr::Load { buf: x_buf, index: block_at });
+        let o = self.arena.intern(Expr::Load { buf: o_buf, index: row_at.clone() });
+        let weighted = self.arena.intern(Expr::Binary { op: BinaryOp::Mul, dtype: DType::F32, lhs: p, rhs: ve });
+        let o_acc = self.arena.intern(Expr::Binary { op: BinaryOp::Add, dtype: DType::F32, lhs: o, rhs: weighted });
+        let values = vec![Stmt::Loop {
+            var: queries.inner,
+            extent: queries.inner_extent(),
+            body: vec![Stmt::Loop {
+                var: keys.inner,
+                extent: keys.inner_extent(),
+                body: vec![Stmt::Loop {
+                    var: ev,
+                    extent: Extent::Const(ops.width),
+                    body: vec![Stmt::Store { buf: o_buf, index: row_at, value: o_acc }],
+                }],
+            }],
+        }];
+        Ok((Vec::new(), scores, values))
+    }
+
+    /// The products as register tiles over packed panels (the GEMM micro-kernel): the query block
+    /// packed once per query block (its prologue, a scale, applied as it packs), each key block's
+    /// `kᵀ` and `v` packed once per query block, `S = Q Kᵀ` overwritten and `O += P V`
+    /// accumulated tile by tile. Blocks are whole tiles (`bq` a multiple of `mr`, `bk` of `nr`).
+    fn tiled_products(
+        &mut self,
+        ops: &Operands,
+        (queries, keys): (&Strip, &Strip),
+        (s_buf, x_buf, o_buf): (BufId, BufId, BufId),
+        (mr, nr, t): (u64, u64, crate::loops::GemmTiles),
+    ) -> Result<(Vec<Stmt>, Vec<Stmt>, Vec<Stmt>), CodegenError> {
+        let (bq, bk, depth, width) = (queries.block, keys.block, ops.depth, ops.width);
+        let local = |l: &mut Self, len: u64| l.push_buf(BufDecl { dtype: DType::F32, len, kind: BufKind::Local });
+        let q_panels = local(self, bq * depth.max(1));
+        let k_panels = local(self, bk.div_ceil(nr) * nr * depth.max(1));
+        let p_panels = local(self, bq * bk);
+        let v_panels = local(self, width.div_ceil(nr) * nr * bk);
+        let (ir, ii, pp) = (self.new_var(), self.new_var(), self.new_var());
+        let (jp, jj) = (self.new_var(), self.new_var());
+        let (it, jt) = (self.new_var(), self.new_var());
+        let tiles_per = |b: u64, m: u64| as_i64(b / m);
+        // Query tile `it` of the block starts at row `(qb * bq/mr + it) * mr`.
+        let q_tile = Index::var(queries.outer).scale(tiles_per(bq, mr)).add(&Index::var(ir));
+        let q_row = q_tile.scale(as_i64(mr)).add(&Index::var(ii));
+        let real_rows = |tile: Index| Extent::Tail { total: queries.total, block: mr, outer: tile };
+
+        // Q panels: qa[ir*depth*mr + p*mr + ii] = q[i0 + ir*mr + ii, p].
+        let qv = self.operand(&ops.q, [q_row, Index::var(pp)])?;
+        let qv = self.to_f32(ops.q.0, qv)?;
+        let qa_at =
+            Index::var(ir).scale(as_i64(depth * mr)).add(&Index::var(pp).scale(as_i64(mr))).add(&Index::var(ii));
+        let pack_queries = vec![Stmt::Loop {
+            var: ir,
+            extent: Extent::Const(bq / mr),
+            body: vec![Stmt::Loop {
+                var: ii,
+                extent: real_rows(q_tile.clone()),
+                body: vec![Stmt::Loop {
+                    var: pp,
+                    extent: Extent::Const(depth),
+                    body: vec![Stmt::Store { buf: q_panels, index: qa_at, value: qv }],
+                }],
+            }],
+        }];
+
+        // Kᵀ panels: kb[jp*depth*nr + p*nr + jj] = kᵀ[p, j0 + jp*nr + jj].
+        let k_tile = Index::var(keys.outer).scale(tiles_per(bk, nr)).add(&Index::var(jp));
+        let key = k_tile.scale(as_i64(nr)).add(&Index::var(jj));
+        let kv = self.operand(&ops.k, [Index::var(pp), key])?;
+        let kv = self.to_f32(ops.k.0, kv)?;
+        let kb_at =
+            Index::var(jp).scale(as_i64(depth * nr)).add(&Index::var(pp).scale(as_i64(nr))).add(&Index::var(jj));
+        let real_keys = |tile: Index| Extent::Tail { total: keys.total, block: nr, outer: tile };
+        let pack_keys = Stmt::Loop {
+            var: jp,
+            extent: Extent::Const(bk / nr),
+            body: vec![Stmt::Loop {
+                var: jj,
+                extent: real_keys(k_tile.clone()),
+                body: vec![Stmt::Loop {
+                    var: pp,
+                    extent: Extent::Const(depth),
+                    body: vec![Stmt::Store { buf: k_panels, index: kb_at, value: kv }],
+                }],
+            }],
+        };
+        let it_tile = Index::var(queries.outer).scale(tiles_per(bq, mr)).add(&Index::var(it));
+        let jt_tile = Index::var(keys.outer).scale(tiles_per(bk, nr)).add(&Index::var(jt));
+        let score_tile = Stmt::MicroKernel(Box::new(MicroKernel {
+            mr: t.mr,
+            nr: t.nr,
+            a: q_panels,
+            a_at: Index::var(it).scale(as_i64(depth * mr)),
+            b: k_panels,
+            b_at: Index::var(jt).scale(as_i64(depth * nr)),
+            depth: Extent::Const(depth),
+            c: s_buf,
+            c_row: Index::var(it).scale(as_i64(mr)),
+            c_col: Index::var(jt).scale(as_i64(nr)),
+            ldc: as_i64(bk),
+            bound: (Index::constant(0), bq),
+            rows: real_rows(it_tile.clone()),
+            cols: real_keys(jt_tile),
+            first: Index::constant(0),
+        }));
+        let scores = vec![
+            pack_keys,
+            Stmt::Loop {
+                var: jt,
+                extent: Extent::Const(bk / nr),
+                body: vec![Stmt::Loop { var: it, extent: Extent::Const(bq / mr), body: vec![score_tile] }],
+            },
+        ];
+
+        // P panels from X: pa[ir*bk*mr + p*mr + ii] = x[(ir*mr + ii)*bk + p]; V panels:
+        // vb[jp*bk*nr + p*nr + jj] = v[j0 + p, jp*nr + jj].
+        let keys_here = keys.inner_extent();
+        let x_at = Index::var(ir).scale(as_i64(mr)).add(&Index::var(ii)).scale(as_i64(bk)).add(&Index::var(pp));
+        let xv = self.arena.intern(Expr::Load { buf: x_buf, index: x_at });
+        let pa_at = Index::var(ir).scale(as_i64(bk * mr)).add(&Index::var(pp).scale(as_i64(mr))).add(&Index::var(ii));
+        let pack_probs = Stmt::Loop {
+            var: ir,
+            extent: Extent::Const(bq / mr),
+            body: vec![Stmt::Loop {
+                var: ii,
+                extent: real_rows(q_tile),
+                body: vec![Stmt::Loop {
+                    var: pp,
+                    extent: keys_here.clone(),
+                    body: vec![Stmt::Store { buf: p_panels, index: pa_at, value: xv }],
+                }],
+            }],
+        };
+        let column = Index::var(jp).scale(as_i64(nr)).add(&Index::var(jj));
+        let vv = self.operand(&ops.v, [keys.start().add(&Index::var(pp)), column])?;
+        let vv = self.to_f32(ops.v.0, vv)?;
+        let vb_at = Index::var(jp).scale(as_i64(bk * nr)).add(&Index::var(pp).scale(as_i64(nr))).add(&Index::var(jj));
+        let real_columns = |tile: Index| Extent::Tail { total: width, block: nr, outer: tile };
+        let pack_values = Stmt::Loop {
+            var: jp,
+            extent: Extent::Const(width.div_ceil(nr)),
+            body: vec![Stmt::Loop {
+                var: pp,
+                extent: keys_here.clone(),
+                body: vec![Stmt::Loop {
+                    var: jj,
+                    extent: real_columns(Index::var(jp)),
+                    body: vec![Stmt::Store { buf: v_panels, index: vb_at, value: vv }],
+                }],
+            }],
+        };
+        let value_tile = Stmt::MicroKernel(Box::new(MicroKernel {
+            mr: t.mr,
+            nr: t.nr,
+            a: p_panels,
+            a_at: Index::var(it).scale(as_i64(bk * mr)),
+            b: v_panels,
+            b_at: Index::var(jt).scale(as_i64(bk * nr)),
+            depth: keys_here,
+            c: o_buf,
+            c_row: Index::var(it).scale(as_i64(mr)),
+            c_col: Index::var(jt).scale(as_i64(nr)),
+            ldc: as_i64(width),
+            bound: (Index::constant(0), bq),
+            rows: real_rows(it_tile),
+            cols: real_columns(Index::var(jt)),
+            first: Index::constant(1),
+        }));
+        let values = vec![
+            pack_probs,
+            pack_values,
+            Stmt::Loop {
+                var: jt,
+                extent: Extent::Const(width.div_ceil(nr)),
+                body: vec![Stmt::Loop { var: it, extent: Extent::Const(bq / mr), body: vec![value_tile] }],
+            },
+        ];
+        Ok((pack_queries, scores, values))
+    }
+
+    /// The value of operand `(node, batch index)` at its last two indices.
+    fn operand(&mut self, (node, batch): &(NodeId, Vec<Index>), last: [Index; 2]) -> Result<ExprId, CodegenError> {
+        let mut idx = batch.clone();
+        idx.extend(last);
+        self.expr_at(*node, &idx)
     }
 
     /// `e` (the value of node `n`) as f32, the dtype the online softmax runs in.
