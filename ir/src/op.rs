@@ -236,7 +236,9 @@ pub enum Op {
     },
     /// A scalar constant (shape `[]`) of the node's dtype; broadcasts like any tensor.
     Constant {
-        /// The value, already representable in the node's dtype.
+        /// The value, already representable in the node's dtype. In serde formats a non-finite
+        /// value is text (`"inf"`, `"-inf"`, `"nan(0x..)"`), since JSON has no number for it.
+        #[serde(with = "any_f64")]
         value: f64,
     },
     /// The positions `0, 1, ..., n-1` as an `i32[n]` vector (the node's type says `n`, a constant
@@ -392,5 +394,62 @@ pub struct TensorType {
 impl fmt::Display for TensorType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}{}", self.dtype, self.shape)
+    }
+}
+
+/// Serde for an f64 that may be infinite or NaN: a number when finite, else its IR text form
+/// (`inf`, `-inf`, `nan(0x<bits>)`), so that a graph with a `-inf` mask fill survives JSON.
+mod any_f64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            s.serialize_f64(*v)
+        } else if v.is_nan() {
+            s.serialize_str(&format!("nan(0x{:x})", v.to_bits()))
+        } else if *v > 0.0 {
+            s.serialize_str("inf")
+        } else {
+            s.serialize_str("-inf")
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrText {
+        Number(f64),
+        Text(String),
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        match NumberOrText::deserialize(d)? {
+            NumberOrText::Number(v) => Ok(v),
+            NumberOrText::Text(t) => match t.as_str() {
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                "nan" => Ok(f64::NAN),
+                _ => t
+                    .strip_prefix("nan(0x")
+                    .and_then(|h| h.strip_suffix(')'))
+                    .and_then(|h| u64::from_str_radix(h, 16).ok())
+                    .map(f64::from_bits)
+                    .filter(|v| v.is_nan())
+                    .ok_or_else(|| serde::de::Error::custom(format!("not a number: {t:?}"))),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod serde_tests {
+    use super::Op;
+
+    #[test]
+    fn non_finite_constants_survive_json() {
+        for value in [f64::NEG_INFINITY, f64::INFINITY, f64::from_bits(0x7ff8_0000_0000_0001), -0.0, 1.5] {
+            let text = serde_json::to_string(&Op::Constant { value }).unwrap();
+            let Op::Constant { value: back } = serde_json::from_str(&text).unwrap() else { panic!("{text}") };
+            assert_eq!(back.to_bits(), value.to_bits(), "{text}");
+        }
     }
 }

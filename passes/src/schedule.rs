@@ -208,7 +208,7 @@ fn warpgroup_schedule(base: Schedule, (m, n, batch): (u64, u64, u64), cores: u64
 }
 
 /// The CPU attention kernel's query x key blocks, best guess first.
-const CPU_ATTENTION_BLOCKS: [(u32, u32); 4] = [(16, 64), (32, 64), (16, 128), (8, 32)];
+const CPU_ATTENTION_BLOCKS: [(u32, u32); 5] = [(64, 64), (32, 64), (64, 128), (128, 64), (16, 64)];
 
 /// The candidates for `body` on `target`, best-guess first, deterministic.
 pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec<Schedule> {

@@ -149,16 +149,20 @@ fn the_scores_never_get_a_buffer_and_masked_key_blocks_are_skipped() {
     let g = c.graph().unwrap();
     let options = LowerOptions { attention: Some([16, 64]), ..LowerOptions::default() };
     let k = lower_graph("attn", &g, &Bindings::new(), &options).unwrap();
-    let scores = 300 * 300;
+    let scores = 2 * 4 * 300 * 300; // batch x heads x queries x keys
     let scratch = k.bufs.iter().filter(|b| b.kind == BufKind::Scratch);
     assert!(scratch.clone().all(|b| b.len < scores), "a buffer as large as the scores: {:?}", k.bufs);
     let locals: Vec<u64> = k.bufs.iter().filter(|b| b.kind == BufKind::Local).map(|b| b.len).collect();
     assert!(locals.contains(&(16 * 64)), "no block buffer: {locals:?}");
-    let mut conditionals = 0;
+    let (mut conditionals, mut tiles) = (0, 0);
     for phase in &k.phases {
         for s in &phase.body {
-            s.for_each_root(&mut |st| conditionals += usize::from(matches!(st, Stmt::If { .. })));
+            s.for_each_root(&mut |st| {
+                conditionals += usize::from(matches!(st, Stmt::If { .. }));
+                tiles += usize::from(matches!(st, Stmt::MicroKernel(_)));
+            });
         }
     }
     assert_eq!(conditionals, 1, "the causal mask skips key blocks");
+    assert_eq!(tiles, 2, "both products as register tiles");
 }

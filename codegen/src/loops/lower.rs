@@ -96,6 +96,7 @@ pub fn lower_graph(
     let mut lowerer = Lowerer::new(name, graph, bindings)?;
     match options.attention.filter(|_| !options.materialize_all).and_then(|b| Some((Attention::find(graph)?, b))) {
         Some((a, blocks)) => {
+            lowerer.gemm = options.gemm;
             lowerer.plan_attention(&a, options.max_inline_cost)?;
             lowerer.build_attention(&a, blocks)?;
         }

@@ -33,6 +33,9 @@ struct Operands {
     v: (NodeId, Vec<Index>),
     depth: u64,
     width: u64,
+    /// The domain's batch axes and the attention nest's flat index of its batch entry.
+    batch_dims: Vec<u64>,
+    batch_flat: Index,
 }
 
 /// The positions of one block: `block * var_outer + var_inner`.
@@ -210,6 +213,8 @@ impl Lowerer<'_> {
             v: (v, broadcast_index(&batch, &v_dims[..v_dims.len() - 2], &batch_dims)),
             depth,
             width,
+            batch_dims: batch_dims.clone(),
+            batch_flat: Index::flatten(&batch, &batch_dims),
         };
 
         // 1. Scores into S, and 5. o += p v, as register tiles or as loops.
@@ -417,11 +422,8 @@ impl Lowerer<'_> {
         let (bq, bk, depth, width) = (queries.block, keys.block, ops.depth, ops.width);
         let local = |l: &mut Self, len: u64| l.push_buf(BufDecl { dtype: DType::F32, len, kind: BufKind::Local });
         let q_panels = local(self, bq * depth.max(1));
-        let k_panels = local(self, bk.div_ceil(nr) * nr * depth.max(1));
         let p_panels = local(self, bq * bk);
-        let v_panels = local(self, width.div_ceil(nr) * nr * bk);
         let (ir, ii, pp) = (self.new_var(), self.new_var(), self.new_var());
-        let (jp, jj) = (self.new_var(), self.new_var());
         let (it, jt) = (self.new_var(), self.new_var());
         let tiles_per = |b: u64, m: u64| as_i64(b / m);
         // Query tile `it` of the block starts at row `(qb * bq/mr + it) * mr`.
@@ -448,27 +450,10 @@ impl Lowerer<'_> {
             }],
         }];
 
-        // Kᵀ panels: kb[jp*depth*nr + p*nr + jj] = kᵀ[p, j0 + jp*nr + jj].
-        let k_tile = Index::var(keys.outer).scale(tiles_per(bk, nr)).add(&Index::var(jp));
-        let key = k_tile.scale(as_i64(nr)).add(&Index::var(jj));
-        let kv = self.operand(&ops.k, [Index::var(pp), key])?;
-        let kv = self.to_f32(ops.k.0, kv)?;
-        let kb_at =
-            Index::var(jp).scale(as_i64(depth * nr)).add(&Index::var(pp).scale(as_i64(nr))).add(&Index::var(jj));
+        // K and V packed whole per batch entry, in a nest of their own before this one.
+        let (k_panels, v_panels, k_stride, v_stride) = self.packed_keys_and_values(ops, keys.total, nr)?;
+        let batch_at = |stride: u64| ops.batch_flat.scale(as_i64(stride));
         let real_keys = |tile: Index| Extent::Tail { total: keys.total, block: nr, outer: tile };
-        let pack_keys = Stmt::Loop {
-            var: jp,
-            extent: Extent::Const(bk / nr),
-            body: vec![Stmt::Loop {
-                var: jj,
-                extent: real_keys(k_tile.clone()),
-                body: vec![Stmt::Loop {
-                    var: pp,
-                    extent: Extent::Const(depth),
-                    body: vec![Stmt::Store { buf: k_panels, index: kb_at, value: kv }],
-                }],
-            }],
-        };
         let it_tile = Index::var(queries.outer).scale(tiles_per(bq, mr)).add(&Index::var(it));
         let jt_tile = Index::var(keys.outer).scale(tiles_per(bk, nr)).add(&Index::var(jt));
         let score_tile = Stmt::MicroKernel(Box::new(MicroKernel {
@@ -477,7 +462,7 @@ impl Lowerer<'_> {
             a: q_panels,
             a_at: Index::var(it).scale(as_i64(depth * mr)),
             b: k_panels,
-            b_at: Index::var(jt).scale(as_i64(depth * nr)),
+            b_at: batch_at(k_stride).add(&jt_tile.scale(as_i64(depth * nr))),
             depth: Extent::Const(depth),
             c: s_buf,
             c_row: Index::var(it).scale(as_i64(mr)),
@@ -488,14 +473,11 @@ impl Lowerer<'_> {
             cols: real_keys(jt_tile),
             first: Index::constant(0),
         }));
-        let scores = vec![
-            pack_keys,
-            Stmt::Loop {
-                var: jt,
-                extent: Extent::Const(bk / nr),
-                body: vec![Stmt::Loop { var: it, extent: Extent::Const(bq / mr), body: vec![score_tile] }],
-            },
-        ];
+        let scores = vec![Stmt::Loop {
+            var: jt,
+            extent: Extent::Const(bk / nr),
+            body: vec![Stmt::Loop { var: it, extent: Extent::Const(bq / mr), body: vec![score_tile] }],
+        }];
 
         // P panels from X: pa[ir*bk*mr + p*mr + ii] = x[(ir*mr + ii)*bk + p]; V panels:
         // vb[jp*bk*nr + p*nr + jj] = v[j0 + p, jp*nr + jj].
@@ -516,31 +498,16 @@ impl Lowerer<'_> {
                 }],
             }],
         };
-        let column = Index::var(jp).scale(as_i64(nr)).add(&Index::var(jj));
-        let vv = self.operand(&ops.v, [keys.start().add(&Index::var(pp)), column])?;
-        let vv = self.to_f32(ops.v.0, vv)?;
-        let vb_at = Index::var(jp).scale(as_i64(bk * nr)).add(&Index::var(pp).scale(as_i64(nr))).add(&Index::var(jj));
         let real_columns = |tile: Index| Extent::Tail { total: width, block: nr, outer: tile };
-        let pack_values = Stmt::Loop {
-            var: jp,
-            extent: Extent::Const(width.div_ceil(nr)),
-            body: vec![Stmt::Loop {
-                var: pp,
-                extent: keys_here.clone(),
-                body: vec![Stmt::Loop {
-                    var: jj,
-                    extent: real_columns(Index::var(jp)),
-                    body: vec![Stmt::Store { buf: v_panels, index: vb_at, value: vv }],
-                }],
-            }],
-        };
         let value_tile = Stmt::MicroKernel(Box::new(MicroKernel {
             mr: t.mr,
             nr: t.nr,
             a: p_panels,
             a_at: Index::var(it).scale(as_i64(bk * mr)),
             b: v_panels,
-            b_at: Index::var(jt).scale(as_i64(bk * nr)),
+            b_at: batch_at(v_stride)
+                .add(&Index::var(jt).scale(as_i64(keys.total * nr)))
+                .add(&keys.start().scale(as_i64(nr))),
             depth: keys_here,
             c: o_buf,
             c_row: Index::var(it).scale(as_i64(mr)),
@@ -553,7 +520,6 @@ impl Lowerer<'_> {
         }));
         let values = vec![
             pack_probs,
-            pack_values,
             Stmt::Loop {
                 var: jt,
                 extent: Extent::Const(width.div_ceil(nr)),
@@ -561,6 +527,59 @@ impl Lowerer<'_> {
             },
         ];
         Ok((pack_queries, scores, values))
+    }
+
+    /// Kᵀ and V of every batch entry packed into B panels of `nr` columns, in a nest of its own
+    /// (rows: batch entries and panels) ahead of the attention nest: per entry, the `ceil(T/nr)`
+    /// panels of `kᵀ` (`depth x nr` each), then V's `ceil(width/nr)` panels (`T x nr` each).
+    /// Returns the two scratch buffers and their lengths per batch entry.
+    fn packed_keys_and_values(
+        &mut self,
+        ops: &Operands,
+        keys: u64,
+        nr: u64,
+    ) -> Result<(BufId, BufId, u64, u64), CodegenError> {
+        let (depth, width) = (ops.depth, ops.width);
+        let k_stride = keys.div_ceil(nr) * depth * nr;
+        let v_stride = width.div_ceil(nr) * keys * nr;
+        let entries = numel(&ops.batch_dims);
+        let scratch = |l: &mut Self, len: u64| l.push_buf(BufDecl { dtype: DType::F32, len, kind: BufKind::Scratch });
+        let k_panels = scratch(self, entries.saturating_mul(k_stride).max(1));
+        let v_panels = scratch(self, entries.saturating_mul(v_stride).max(1));
+        for (operand, panels, stride, (outer, inner)) in
+            [(&ops.k, k_panels, k_stride, (keys, depth)), (&ops.v, v_panels, v_stride, (width, keys))]
+        {
+            let batch_vars: Vec<VarId> = ops.batch_dims.iter().map(|_| self.new_var()).collect();
+            let batch: Vec<Index> = batch_vars.iter().map(|&x| Index::var(x)).collect();
+            let (jp, p, jj) = (self.new_var(), self.new_var(), self.new_var());
+            let column = Index::var(jp).scale(as_i64(nr)).add(&Index::var(jj));
+            let dims = self.shape(operand.0)?.to_vec();
+            let mut idx = broadcast_index(&batch, &dims[..dims.len().saturating_sub(2)], &ops.batch_dims);
+            // Kᵀ is [depth, keys]: panel columns are keys; V is [keys, width]: columns are width.
+            idx.extend([Index::var(p), column]);
+            let value = self.expr_at(operand.0, &idx)?;
+            let value = self.to_f32(operand.0, value)?;
+            let at = Index::flatten(&batch, &ops.batch_dims)
+                .scale(as_i64(stride))
+                .add(&Index::var(jp).scale(as_i64(inner * nr)))
+                .add(&Index::var(p).scale(as_i64(nr)))
+                .add(&Index::var(jj));
+            let nest = vec![Stmt::Loop {
+                var: jp,
+                extent: Extent::Const(outer.div_ceil(nr)),
+                body: vec![Stmt::Loop {
+                    var: p,
+                    extent: Extent::Const(inner),
+                    body: vec![Stmt::Loop {
+                        var: jj,
+                        extent: Extent::Tail { total: outer, block: nr, outer: Index::var(jp) },
+                        body: vec![Stmt::Store { buf: panels, index: at, value }],
+                    }],
+                }],
+            }];
+            self.body.push(wrap_loops(&batch_vars, &ops.batch_dims, nest));
+        }
+        Ok((k_panels, v_panels, k_stride, v_stride))
     }
 
     /// The value of operand `(node, batch index)` at its last two indices.
