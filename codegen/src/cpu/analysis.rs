@@ -152,8 +152,8 @@ pub(crate) fn vectorizable(
         let vector = match k.expr(e) {
             Some(Expr::Load { buf, index }) => index.coef(var) == 1 && vector_memory(*buf),
             Some(Expr::Binary { op: BinaryOp::Div, dtype: DType::I32, .. }) => support.int_division,
-            // Positions that move with the vector variable have no vector form (yet).
-            Some(Expr::Position(_)) => false,
+            // Positions are the lane-0 position plus a constant vector of steps.
+            Some(Expr::Position(_)) => true,
             Some(_) => true,
             None => false,
         };

@@ -600,9 +600,21 @@ impl<'k, 'f> Emitter<'k, 'f> {
             }
             Expr::Load { buf, index } => self.load(buf, &index),
             Expr::Position(index) => {
+                // In a vector loop the variable holds lane 0's value; lane `l` adds `l * coef`.
                 let wide = self.index_value(&index);
                 let v = self.b.ins().ireduce(types::I32, wide);
-                Ok(if vector { self.splat(DType::I32, v) } else { v })
+                let step = match self.mode {
+                    Mode::Vector(var) if vector => index.coef(var),
+                    _ => return Ok(if vector { self.splat(DType::I32, v) } else { v }),
+                };
+                let base = self.splat(DType::I32, v);
+                let zero = self.b.ins().iconst(types::I32, 0);
+                let mut steps = self.b.ins().splat(types::I32X4, zero);
+                for lane in 1..4u8 {
+                    let x = self.b.ins().iconst(types::I32, step.wrapping_mul(i64::from(lane)));
+                    steps = self.b.ins().insertlane(steps, x, lane);
+                }
+                Ok(self.b.ins().iadd(base, steps))
             }
             Expr::Acc(a) => {
                 let var = self.acc_var(a)?;

@@ -512,9 +512,20 @@ impl<'k> Emitter<'k> {
             }
             Expr::Load { buf, index } => self.load(buf, &index),
             Expr::Position(index) => {
+                // In a vector loop the variable holds lane 0's value; lane `l` adds `l * coef`.
                 let wide = self.index_value(&index);
                 let v = self.f.conv("trunc", &wide, Ty::scalar(Elem::I32));
-                Ok(self.f.splat(&v, lanes))
+                let base = self.f.splat(&v, lanes);
+                match self.mode {
+                    Mode::Vector(var, n) if index.coef(var) != 0 => {
+                        let step = index.coef(var);
+                        let items: Vec<String> =
+                            (0..i64::from(n)).map(|l| format!("i32 {}", step.wrapping_mul(l) as i32)).collect();
+                        let steps = V { ty: Ty::new(Elem::I32, n), text: format!("<{}>", items.join(", ")) };
+                        Ok(self.f.add(&base, &steps))
+                    }
+                    _ => Ok(base),
+                }
             }
             Expr::Acc(a) => {
                 let slot = self.acc_slot(a)?;
