@@ -187,7 +187,9 @@ impl Workload {
                 other => match other.strip_prefix("window:").map(str::parse::<u64>) {
                     Some(Ok(w)) if w >= 1 => Mask::Window(w),
                     _ => {
-                        return Err(self.invalid(format!("unknown mask `{other}` (none, causal, window:W with W >= 1)")));
+                        return Err(
+                            self.invalid(format!("unknown mask `{other}` (none, causal, window:W with W >= 1)"))
+                        );
                     }
                 },
             },
