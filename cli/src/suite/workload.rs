@@ -206,7 +206,7 @@ impl Workload {
                 },
             },
         };
-        if a.heads == 0 || a.kv_heads == 0 || a.heads % a.kv_heads != 0 {
+        if a.heads == 0 || a.kv_heads == 0 || !a.heads.is_multiple_of(a.kv_heads) {
             return Err(
                 self.invalid(format!("heads ({}) must be a positive multiple of kv_heads ({})", a.heads, a.kv_heads))
             );
