@@ -272,6 +272,48 @@ fn bench_writes_rows_and_a_report() {
 }
 
 #[test]
+fn bench_times_attention_workloads_and_checks_them_against_the_interpreter() {
+    let dir = tempfile::tempdir().unwrap();
+    let workloads = dir.path().join("w.json");
+    // Every mask and score transform of the suite's attention kind at small sizes: grouped heads,
+    // fewer queries than keys (the last positions), one query (decode), each dtype.
+    let attention = |name: &str, dtype: &str, sizes: [u32; 6], mask: &str, score: &str| {
+        let [b, h, kv_heads, q, kv, d] = sizes;
+        format!(
+            r#"{{"name": "{name}", "kind": "attention", "dtype": "{dtype}", "batch": {b}, "heads": {h},
+                "kv_heads": {kv_heads}, "q_len": {q}, "kv_len": {kv}, "head_dim": {d}, "mask": "{mask}", "score": "{score}"}}"#
+        )
+    };
+    let cases = [
+        attention("tiny_attn", "f32", [2, 2, 2, 9, 9, 8], "none", "none"),
+        attention("tiny_attn_causal_f16", "f16", [1, 2, 2, 17, 17, 16], "causal", "none"),
+        attention("tiny_attn_gqa_causal", "f32", [1, 4, 2, 5, 11, 8], "causal", "none"),
+        attention("tiny_attn_window_bf16", "bf16", [1, 2, 1, 12, 12, 8], "window:4", "none"),
+        attention("tiny_attn_alibi_causal", "f32", [1, 4, 4, 6, 6, 8], "causal", "alibi"),
+        attention("tiny_attn_softcap_bf16", "bf16", [1, 2, 2, 7, 7, 8], "none", "softcap:30"),
+        attention("tiny_attn_decode", "f32", [2, 4, 1, 1, 13, 8], "causal", "none"),
+    ];
+    std::fs::write(&workloads, format!(r#"{{"cpu": [{}], "gpu": []}}"#, cases.join(",\n"))).unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    let out =
+        tcc(&["bench", "--workloads", workloads.to_str().unwrap(), "--suite", "cpu", "--out", rows.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(&rows).unwrap();
+    assert_eq!(written.lines().count(), cases.len(), "{written}");
+    for line in written.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        let name = row["workload"].as_str().unwrap();
+        assert!(row["impl"].as_str().unwrap().starts_with("tcc:cpu:"), "{line}");
+        for field in ["median_ms", "gflops", "gbps", "first_call_s"] {
+            assert!(row[field].as_f64().unwrap() > 0.0, "{field}: {line}");
+        }
+        // The f64 interpreter ran the same program: f32 agrees closely, f16/bf16 within rounding.
+        let tolerance = if name.contains("f16") { 2e-2 } else { 1e-5 };
+        assert!(row["max_rel_err"].as_f64().unwrap() < tolerance, "{line}");
+    }
+}
+
+#[test]
 fn a_directory_and_sizes_over_the_limit_are_invalid_input() {
     let out = tcc(&["check", "examples"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));

@@ -5,6 +5,7 @@
 
 mod cli;
 mod common;
+mod decoder_layer;
 mod faults;
 mod pipeline;
 mod plan;

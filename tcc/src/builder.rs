@@ -109,6 +109,14 @@ impl Builder {
         self.record("constant", result)
     }
 
+    /// The positions `0, 1, ..., len-1` as an `i32[len]` vector (`iota(len)` in the DSL): masks
+    /// and biases written as math of positions, e.g. a causal mask
+    /// `iota(S).reshape([S, 1]) >= iota(S)`.
+    pub fn iota(&self, len: impl IntoDim) -> Tensor {
+        let result = self.state.borrow_mut().graph.iota(len.into_dim());
+        self.record("iota", result)
+    }
+
     /// Finishes the function with `outputs`, returning the graph or the first error.
     pub fn finish(self, outputs: &[Tensor]) -> Result<Graph, BuilderError> {
         let mut state = self.state.borrow_mut();
@@ -385,6 +393,21 @@ mod tests {
         assert_eq!(err.op, "add");
         let text = err.to_string();
         assert!(text.contains("[4, 5]") && text.contains("[3]"), "{text}");
+    }
+
+    #[test]
+    fn iota_gives_positions_for_masks() {
+        let b = Builder::new("mask");
+        let s = b.iota("S");
+        assert_eq!(s.ty().map(|t| t.to_string()), Some("i32[S]".to_string()));
+        let keep = s.reshape(dims!["S", 1]).compare(&b.iota("S"), CompareOp::Ge);
+        assert_eq!(keep.ty().map(|t| t.to_string()), Some("bool[S, S]".to_string()));
+        let x = b.input("x", DType::F32, dims!["S", "S"]);
+        let y = keep.select(&x, &b.constant(f64::NEG_INFINITY, DType::F32));
+        let g = b.finish(&[y]).unwrap();
+        let input = tcc_ir::interp::Tensor::new(DType::F32, vec![2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+        let out = tcc_ir::interp::run_graph(&g, &[input]).unwrap();
+        assert_eq!(out[0].data, vec![1.0, f64::NEG_INFINITY, 3.0, 4.0]);
     }
 
     #[test]

@@ -108,6 +108,9 @@ pub fn bench_with_baseline(
     } else if workload.kind == "gemm" {
         let got = first.first().map(HostTensor::to_interp);
         got.map(|g| sampled_rows_error(workload, &inputs, &g)).transpose()?.map(|e| round_sig(e, 3))
+    } else if workload.kind == "attention" {
+        let got = first.first().map(HostTensor::to_interp);
+        got.map(|g| sampled_queries_error(workload, &inputs, &g)).transpose()?.map(|e| round_sig(e, 3))
     } else {
         None
     };
@@ -154,6 +157,48 @@ fn sampled_rows_error(workload: &Workload, inputs: &[Tensor], got: &Tensor) -> R
     let Some(want) = want.first() else { return Ok(f64::NAN) };
     let got_rows: Vec<f64> = rows.iter().flat_map(|&r| got.data[r * n..(r + 1) * n].iter().copied()).collect();
     let got = Tensor::new(got.dtype, vec![rows.len(), n], got_rows).map_err(|e| interp(e.to_string()))?;
+    Ok(relative_norm_error(&got, want))
+}
+
+/// `||got - want|| / ||want||` over the last few queries of the first sequence of an attention
+/// workload (every head), the reference computed by the f64 interpreter on those queries against
+/// the first sequence's keys and values: queries are the last `q_len` positions of the sequence,
+/// so the last rows of a shorter workload are the same rows of the whole.
+fn sampled_queries_error(workload: &Workload, inputs: &[Tensor], got: &Tensor) -> Result<f64, BenchError> {
+    let interp = |e: String| BenchError::Engine(EngineError::Interpreter(e));
+    let a = workload.attention()?;
+    let (Some(q), Some(k), Some(v)) = (inputs.first(), inputs.get(1), inputs.get(2)) else { return Ok(f64::NAN) };
+    let (heads, q_len, head_dim) = (a.heads as usize, a.q_len as usize, a.head_dim as usize);
+    let rows = SAMPLED_ROWS.min(q_len);
+    // The last `rows` queries of every head of sequence 0, from a `[batch, heads, q_len, d]` tensor.
+    let last_rows = |t: &Tensor| -> Vec<f64> {
+        (0..heads)
+            .flat_map(|h| {
+                let start = (h * q_len + q_len - rows) * head_dim;
+                t.data.get(start..start + rows * head_dim).unwrap_or(&[]).iter().copied()
+            })
+            .collect()
+    };
+    let first_sequence = |t: &Tensor| -> Result<Tensor, BenchError> {
+        let mut shape = t.shape.clone();
+        let per = t.data.len() / shape.first().copied().unwrap_or(1).max(1);
+        if let Some(b) = shape.first_mut() {
+            *b = 1;
+        }
+        Tensor::new(t.dtype, shape, t.data.get(..per).unwrap_or(&[]).to_vec()).map_err(|e| interp(e.to_string()))
+    };
+    let mut small = workload.clone();
+    (small.batch, small.q_len) = (Some(1), Some(rows as u64));
+    let graph = small.graph()?;
+    let shape = vec![1, heads, rows, head_dim];
+    let sub = [
+        Tensor::new(q.dtype, shape.clone(), last_rows(q)).map_err(|e| interp(e.to_string()))?,
+        first_sequence(k)?,
+        first_sequence(v)?,
+    ];
+    let want = tcc_ir::interp::run_graph_with_limit(&graph, &sub, u64::MAX).map_err(|e| interp(e.to_string()))?;
+    let Some(want) = want.first() else { return Ok(f64::NAN) };
+    let got = Tensor::new(got.dtype, shape, last_rows(got)).map_err(|e| interp(e.to_string()))?;
     Ok(relative_norm_error(&got, want))
 }
 
@@ -206,6 +251,7 @@ mod tests {
             b_layout: None,
             rows: Some(7),
             cols: Some(33),
+            ..Workload::default()
         };
         let row =
             bench_workload(&engine, &pipeline, &w, Timing { min_reps: 3, max_reps: 3, max_seconds: 0.0 }, 1).unwrap();
@@ -216,6 +262,35 @@ mod tests {
         let interp = Engine::open(tcc_ir::Target::Interp).unwrap();
         let untuned = Pipeline::untuned(tcc_ir::Target::Interp);
         assert!(matches!(bench_workload(&interp, &untuned, &w, Timing::default(), 1), Err(BenchError::NotCompiled(_))));
+    }
+
+    #[test]
+    fn sampled_queries_check_the_last_rows_of_the_first_sequence() {
+        let w = Workload {
+            name: "tiny_gqa_window".into(),
+            kind: "attention".into(),
+            dtype: "f32".into(),
+            batch: Some(2),
+            heads: Some(4),
+            kv_heads: Some(2),
+            q_len: Some(6),
+            kv_len: Some(9),
+            head_dim: Some(8),
+            mask: Some("window:5".into()),
+            score: Some("alibi".into()),
+            ..Workload::default()
+        };
+        let graph = w.graph().unwrap();
+        let inputs = crate::inputs::random_inputs(&graph, &tcc_ir::Bindings::new(), 3, u64::MAX).unwrap();
+        let whole = tcc_ir::interp::run_graph(&graph, &inputs).unwrap().swap_remove(0);
+        assert!(sampled_queries_error(&w, &inputs, &whole).unwrap() < 1e-12);
+        // A wrong value in the last query of head 3 of sequence 0 is seen; one in sequence 1 is not.
+        let mut wrong = whole.clone();
+        wrong.data[(3 * 6 + 5) * 8 + 2] += 1.0;
+        assert!(sampled_queries_error(&w, &inputs, &wrong).unwrap() > 1e-3);
+        let mut elsewhere = whole;
+        elsewhere.data[4 * 6 * 8 + 5] += 1.0;
+        assert!(sampled_queries_error(&w, &inputs, &elsewhere).unwrap() < 1e-12);
     }
 
     #[test]
