@@ -166,3 +166,24 @@ fn the_scores_never_get_a_buffer_and_masked_key_blocks_are_skipped() {
     assert_eq!(conditionals, 1, "the causal mask skips key blocks");
     assert_eq!(tiles, 2, "both products as register tiles");
 }
+
+#[test]
+fn grouped_heads_read_k_and_v_through_their_reshapes_without_copies() {
+    use tcc_codegen::LowerOptions;
+    use tcc_codegen::loops::{BufKind, lower_graph};
+    let c = AttentionCase { batch: vec![2], heads: 8, kv_heads: 2, ..AttentionCase::causal(40, 70, 16) };
+    let g = c.graph().unwrap();
+    for gemm in [Some(tcc_codegen::GemmTiles::default()), None] {
+        let options = LowerOptions { attention: Some([16, 32]), gemm, ..LowerOptions::default() };
+        let k = lower_graph("attn", &g, &Bindings::new(), &options).unwrap();
+        // The only scratch: K and V packed for the register tiles, once per K/V head (2 x 2 of
+        // them, 70 keys padded to whole panels, 16 wide), not once per query head (2 x 8).
+        let copies: Vec<u64> = k.bufs.iter().filter(|b| b.kind == BufKind::Scratch).map(|b| b.len).collect();
+        let per_kv_head = 2 * 2 * 72 * 16;
+        match gemm {
+            Some(_) => assert!(copies.len() == 2 && copies.iter().all(|&n| n <= per_kv_head), "{copies:?}"),
+            None => assert!(copies.is_empty(), "K or V copied: {copies:?}"),
+        }
+    }
+    check(&c, 4, [16, 32]).unwrap();
+}

@@ -93,18 +93,27 @@ pub fn lower_graph(
     bindings: &Bindings,
     options: &LowerOptions,
 ) -> Result<LoopKernel, CodegenError> {
-    let mut lowerer = Lowerer::new(name, graph, bindings)?;
-    match options.attention.filter(|_| !options.materialize_all).and_then(|b| Some((Attention::find(graph)?, b))) {
-        Some((a, blocks)) => {
+    let attention =
+        options.attention.filter(|_| !options.materialize_all).and_then(|b| Some((Attention::find(graph)?, b)));
+    if let Some((a, blocks)) = attention {
+        // Reshapes read through affine indices first (grouped heads without copies), copied if not.
+        let mut last = None;
+        for copy_reshapes in [false, true] {
+            let mut lowerer = Lowerer::new(name, graph, bindings)?;
             lowerer.gemm = options.gemm;
-            lowerer.plan_attention(&a, options.max_inline_cost)?;
-            lowerer.build_attention(&a, blocks)?;
+            let built = lowerer
+                .plan_attention(&a, options.max_inline_cost, copy_reshapes)
+                .and_then(|()| lowerer.build_attention(&a, blocks));
+            match built {
+                Ok(()) => return Ok(lowerer.finish()),
+                Err(e) => last = Some(e),
+            }
         }
-        None => {
-            lowerer.plan(options)?;
-            lowerer.build()?;
-        }
+        return Err(last.unwrap_or_else(|| CodegenError::malformed(name, "attention lowering")));
     }
+    let mut lowerer = Lowerer::new(name, graph, bindings)?;
+    lowerer.plan(options)?;
+    lowerer.build()?;
     Ok(lowerer.finish())
 }
 
@@ -146,6 +155,11 @@ struct Lowerer<'g> {
     /// Nodes read from a call-local block buffer instead (the attention kernel's scores and
     /// output): take precedence over `mat`.
     views: HashMap<NodeId, View>,
+    /// Trip counts of the loop variables a reshape's index may be re-split over
+    /// ([`Lowerer::reshaped_index`]).
+    var_extents: HashMap<VarId, u64>,
+    /// The inner variables of strip-mined pairs: total, block and the outer index.
+    var_tails: HashMap<VarId, (u64, i64, Index)>,
 }
 
 /// Where a node's elements live in a block buffer: element `idx` is at
@@ -189,6 +203,8 @@ impl<'g> Lowerer<'g> {
             body: Vec::new(),
             gemm: None,
             views: HashMap::new(),
+            var_extents: HashMap::new(),
+            var_tails: HashMap::new(),
         })
     }
 
@@ -791,13 +807,78 @@ impl<'g> Lowerer<'g> {
                         let zeros = vec![Index::constant(0); a_dims.len()];
                         self.expr_at(a, &zeros)?
                     }
-                    None => {
-                        return Err(self.bad(format!("the operand of reshape {n} is not materialized")));
-                    }
+                    None => match self.reshaped_index(idx, &dims, &a_dims) {
+                        Some(a_idx) => self.expr_at(a, &a_idx)?,
+                        None => {
+                            return Err(self.bad(format!("the operand of reshape {n} is not materialized")));
+                        }
+                    },
                 }
             }
         };
         Ok(e)
+    }
+
+    /// The index into a reshape's operand (shape `from`) of the element at `idx` of the reshape
+    /// (shape `to`), when it is affine: the axes both shapes end with pass through, and the leading
+    /// ones are re-split from their flat position, which must be a sum of variables of known
+    /// extent (`var_extents`) whose every term lands in one axis and stays in range there (a head
+    /// axis `hk * G + g` split back into `[hk, g]`, size-1 axes added or removed).
+    fn reshaped_index(&self, idx: &[Index], to: &[u64], from: &[u64]) -> Option<Vec<Index>> {
+        let suffix = to.iter().rev().zip(from.iter().rev()).take_while(|(a, b)| a == b).count();
+        let (lead_to, lead_from) = (&to[..to.len() - suffix], &from[..from.len() - suffix]);
+        let flat = Index::flatten(idx.get(..lead_to.len())?, lead_to);
+        let mut strides = vec![1i64; lead_from.len()];
+        for k in (0..lead_from.len().saturating_sub(1)).rev() {
+            strides[k] = strides[k + 1].checked_mul(i64::try_from(lead_from[k + 1]).ok()?)?;
+        }
+        let mut out = vec![Index::constant(0); lead_from.len()];
+        let mut offset = flat.offset;
+        if offset < 0 {
+            return None;
+        }
+        for (k, &s) in strides.iter().enumerate() {
+            out[k] = out[k].add_const(offset / s);
+            offset %= s;
+        }
+        for &(v, c) in &flat.terms {
+            // The outermost axis whose stride divides the coefficient (size-1 axes never).
+            let k = (0..lead_from.len()).find(|&k| lead_from[k] > 1 && c % strides[k] == 0 && c >= strides[k])?;
+            out[k] = out[k].add(&Index::var(v).scale(c / strides[k]));
+        }
+        for (k, index) in out.iter().enumerate() {
+            let (lo, hi) = self.index_range(index)?;
+            if lo < 0 || hi >= i128::from(lead_from[k]) {
+                return None;
+            }
+        }
+        out.extend(idx.get(lead_to.len()..)?.iter().cloned());
+        Some(out)
+    }
+
+    /// The smallest and largest value of `index` over the loops' ranges (`var_extents`), a
+    /// strip-mined pair `block * outer + inner` (`var_tails`) counted as one position below its
+    /// total; `None` if a variable's range is unknown.
+    fn index_range(&self, index: &Index) -> Option<(i128, i128)> {
+        let (mut lo, mut hi) = (i128::from(index.offset), i128::from(index.offset));
+        let mut add = |span: i128| if span < 0 { lo += span } else { hi += span };
+        let mut counted: Vec<VarId> = Vec::new();
+        for &(v, c) in &index.terms {
+            if let Some((total, block, outer)) = self.var_tails.get(&v)
+                && outer.offset == 0
+                && outer.terms.iter().all(|&(o, oc)| !counted.contains(&o) && index.coef(o) == oc * block * c)
+            {
+                counted.push(v);
+                counted.extend(outer.terms.iter().map(|t| t.0));
+                add(i128::from(c) * i128::from(total.saturating_sub(1)));
+            }
+        }
+        for &(v, c) in &index.terms {
+            if !counted.contains(&v) {
+                add(i128::from(c) * i128::from(self.var_extents.get(&v)?.checked_sub(1)?));
+            }
+        }
+        Some((lo, hi))
     }
 
     /// Operand `a` of a node of shape `dims`, at the broadcast of `idx`.

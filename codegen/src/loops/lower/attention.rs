@@ -33,9 +33,9 @@ struct Operands {
     v: (NodeId, Vec<Index>),
     depth: u64,
     width: u64,
-    /// The domain's batch axes and the attention nest's flat index of its batch entry.
+    /// The domain's batch axes and the attention nest's batch loops (one per part of an axis).
     batch_dims: Vec<u64>,
-    batch_flat: Index,
+    parts: Vec<(VarId, u64)>,
 }
 
 /// The positions of one block: `block * var_outer + var_inner`.
@@ -67,7 +67,16 @@ fn as_i64(n: u64) -> i64 {
 impl Lowerer<'_> {
     /// Plans buffers for the attention `a`: parameters, the output, and what the prologue must
     /// materialize (reshape operands, costly values); nothing after the scores gets a buffer.
-    pub(super) fn plan_attention(&mut self, a: &Attention, max_inline_cost: usize) -> Result<(), CodegenError> {
+    ///
+    /// With `copy_reshapes` off, a reshape's operand is not materialized: its reads must resolve
+    /// to affine indices ([`Lowerer::reshaped_index`]), or the lowering fails and is redone with
+    /// it on.
+    pub(super) fn plan_attention(
+        &mut self,
+        a: &Attention,
+        max_inline_cost: usize,
+        copy_reshapes: bool,
+    ) -> Result<(), CodegenError> {
         let g = self.g;
         for (i, node) in g.nodes.iter().enumerate() {
             if let Op::Input { index } = node.op {
@@ -91,6 +100,7 @@ impl Lowerer<'_> {
                 continue;
             }
             if let Op::Reshape(x) = node.op
+                && copy_reshapes
                 && self.mat.get(x.index()).is_some_and(Option::is_none)
                 && numel(self.shape(x)?) > 1
             {
@@ -167,10 +177,9 @@ impl Lowerer<'_> {
             }
         };
         let batch_dims = domain[..r - 2].to_vec();
-        let batch_vars: Vec<VarId> = batch_dims.iter().map(|_| self.new_var()).collect();
-        let batch: Vec<Index> = batch_vars.iter().map(|&x| Index::var(x)).collect();
-        let queries = Strip { outer: self.new_var(), inner: self.new_var(), block: bq, total: s_len };
-        let keys = Strip { outer: self.new_var(), inner: self.new_var(), block: bk, total: t_len };
+        let (batch_loops, batch) = self.batch_loops(&batch_dims);
+        let queries = self.strip(bq, s_len);
+        let keys = self.strip(bk, t_len);
         let ev = self.new_var();
         let (i, j) = (queries.position(), keys.position());
         let (qi, jl) = (Index::var(queries.inner), Index::var(keys.inner));
@@ -214,7 +223,7 @@ impl Lowerer<'_> {
             depth,
             width,
             batch_dims: batch_dims.clone(),
-            batch_flat: Index::flatten(&batch, &batch_dims),
+            parts: batch_loops.clone(),
         };
 
         // 1. Scores into S, and 5. o += p v, as register tiles or as loops.
@@ -348,7 +357,55 @@ impl Lowerer<'_> {
         query_block.extend(finish);
         let nest =
             vec![Stmt::Loop { var: queries.outer, extent: Extent::Const(s_len.div_ceil(bq)), body: query_block }];
-        Ok(wrap_loops(&batch_vars, &batch_dims, nest))
+        let (vars, extents): (Vec<VarId>, Vec<u64>) = batch_loops.into_iter().unzip();
+        Ok(wrap_loops(&vars, &extents, nest))
+    }
+
+    /// A strip-mined loop pair over `total` positions in blocks of `block`, with the ranges
+    /// [`Lowerer::reshaped_index`] needs.
+    fn strip(&mut self, block: u64, total: u64) -> Strip {
+        let (outer, inner) = (self.new_var(), self.new_var());
+        self.var_extents.insert(outer, total.div_ceil(block.max(1)));
+        self.var_extents.insert(inner, block);
+        self.var_tails.insert(inner, (total, as_i64(block), Index::var(outer)));
+        Strip { outer, inner, block, total }
+    }
+
+    /// The loops over the domain's batch axes and each axis's index. An axis that a reshape in
+    /// the graph merges from several (the query heads of grouped-query attention, `[.., Hkv, G]`
+    /// read as `[.., H]`) gets one loop per part, so that reading K and V through that reshape
+    /// is an affine index of the parts ([`Lowerer::reshaped_index`]) and they are never copied.
+    fn batch_loops(&mut self, batch_dims: &[u64]) -> (Vec<(VarId, u64)>, Vec<Index>) {
+        let mut parts: Vec<Vec<u64>> = batch_dims.iter().map(|&d| vec![d]).collect();
+        for (i, node) in self.g.nodes.iter().enumerate() {
+            let Op::Reshape(x) = node.op else { continue };
+            let (Some(to), Some(from)) = (self.shapes.get(i), self.shapes.get(x.index())) else { continue };
+            let suffix = to.iter().rev().zip(from.iter().rev()).take_while(|(a, b)| a == b).count();
+            let (lead_to, lead_from) = (&to[..to.len() - suffix], &from[..from.len() - suffix]);
+            if lead_to != batch_dims {
+                continue;
+            }
+            if let Some(groups) = merge_groups(lead_from, lead_to) {
+                for (axis, group) in groups.into_iter().enumerate() {
+                    if group.len() > 1 && parts[axis].len() == 1 {
+                        parts[axis] = group;
+                    }
+                }
+            }
+        }
+        let mut loops = Vec::new();
+        let mut index = Vec::with_capacity(batch_dims.len());
+        for sizes in parts {
+            let mut at = Index::constant(0);
+            for &size in &sizes {
+                let v = self.new_var();
+                self.var_extents.insert(v, size);
+                loops.push((v, size));
+                at = at.scale(as_i64(size)).add(&Index::var(v));
+            }
+            index.push(at);
+        }
+        (loops, index)
     }
 
     /// The products as plain loops: each score a dot product over the head dimension (a vector
@@ -451,8 +508,7 @@ impl Lowerer<'_> {
         }];
 
         // K and V packed whole per batch entry, in a nest of their own before this one.
-        let (k_panels, v_panels, k_stride, v_stride) = self.packed_keys_and_values(ops, keys.total, nr)?;
-        let batch_at = |stride: u64| ops.batch_flat.scale(as_i64(stride));
+        let [(k_panels, k_entry), (v_panels, v_entry)] = self.packed_keys_and_values(ops, keys.total, nr)?;
         let real_keys = |tile: Index| Extent::Tail { total: keys.total, block: nr, outer: tile };
         let it_tile = Index::var(queries.outer).scale(tiles_per(bq, mr)).add(&Index::var(it));
         let jt_tile = Index::var(keys.outer).scale(tiles_per(bk, nr)).add(&Index::var(jt));
@@ -462,7 +518,7 @@ impl Lowerer<'_> {
             a: q_panels,
             a_at: Index::var(it).scale(as_i64(depth * mr)),
             b: k_panels,
-            b_at: batch_at(k_stride).add(&jt_tile.scale(as_i64(depth * nr))),
+            b_at: k_entry.add(&jt_tile.scale(as_i64(depth * nr))),
             depth: Extent::Const(depth),
             c: s_buf,
             c_row: Index::var(it).scale(as_i64(mr)),
@@ -505,9 +561,7 @@ impl Lowerer<'_> {
             a: p_panels,
             a_at: Index::var(it).scale(as_i64(bk * mr)),
             b: v_panels,
-            b_at: batch_at(v_stride)
-                .add(&Index::var(jt).scale(as_i64(keys.total * nr)))
-                .add(&keys.start().scale(as_i64(nr))),
+            b_at: v_entry.add(&Index::var(jt).scale(as_i64(keys.total * nr))).add(&keys.start().scale(as_i64(nr))),
             depth: keys_here,
             c: o_buf,
             c_row: Index::var(it).scale(as_i64(mr)),
@@ -529,28 +583,23 @@ impl Lowerer<'_> {
         Ok((pack_queries, scores, values))
     }
 
-    /// Kᵀ and V of every batch entry packed into B panels of `nr` columns, in a nest of its own
-    /// (rows: batch entries and panels) ahead of the attention nest: per entry, the `ceil(T/nr)`
-    /// panels of `kᵀ` (`depth x nr` each), then V's `ceil(width/nr)` panels (`T x nr` each).
-    /// Returns the two scratch buffers and their lengths per batch entry.
+    /// Kᵀ and V packed into B panels of `nr` columns, in a nest of their own (rows: batch entries
+    /// and panels) ahead of the attention nest: per entry, the `ceil(T/nr)` panels of `kᵀ`
+    /// (`depth x nr` each), then V's `ceil(width/nr)` panels (`T x nr` each). An entry is a value
+    /// of the batch loops the operand depends on: K and V shared by a group of query heads are
+    /// packed once for the group. Returns, for K then V, the scratch buffer and the attention
+    /// nest's index of its entry's first panel.
     fn packed_keys_and_values(
         &mut self,
         ops: &Operands,
         keys: u64,
         nr: u64,
-    ) -> Result<(BufId, BufId, u64, u64), CodegenError> {
+    ) -> Result<[(BufId, Index); 2], CodegenError> {
         let (depth, width) = (ops.depth, ops.width);
-        let k_stride = keys.div_ceil(nr) * depth * nr;
-        let v_stride = width.div_ceil(nr) * keys * nr;
-        let entries = numel(&ops.batch_dims);
-        let scratch = |l: &mut Self, len: u64| l.push_buf(BufDecl { dtype: DType::F32, len, kind: BufKind::Scratch });
-        let k_panels = scratch(self, entries.saturating_mul(k_stride).max(1));
-        let v_panels = scratch(self, entries.saturating_mul(v_stride).max(1));
-        for (operand, panels, stride, (outer, inner)) in
-            [(&ops.k, k_panels, k_stride, (keys, depth)), (&ops.v, v_panels, v_stride, (width, keys))]
-        {
-            let batch_vars: Vec<VarId> = ops.batch_dims.iter().map(|_| self.new_var()).collect();
-            let batch: Vec<Index> = batch_vars.iter().map(|&x| Index::var(x)).collect();
+        let mut out = Vec::with_capacity(2);
+        for (operand, (outer, inner)) in [(&ops.k, (keys, depth)), (&ops.v, (width, keys))] {
+            let stride = outer.div_ceil(nr) * inner * nr;
+            let (batch_loops, batch) = self.batch_loops(&ops.batch_dims);
             let (jp, p, jj) = (self.new_var(), self.new_var(), self.new_var());
             let column = Index::var(jp).scale(as_i64(nr)).add(&Index::var(jj));
             let dims = self.shape(operand.0)?.to_vec();
@@ -559,7 +608,22 @@ impl Lowerer<'_> {
             idx.extend([Index::var(p), column]);
             let value = self.expr_at(operand.0, &idx)?;
             let value = self.to_f32(operand.0, value)?;
-            let at = Index::flatten(&batch, &ops.batch_dims)
+            // The batch loops the value reads with, and the attention nest's loops in their place.
+            let used: Vec<bool> = batch_loops.iter().map(|&(v, _)| self.depends_on(value, v)).collect();
+            let mut entry = Index::constant(0);
+            let mut nest_entry = Index::constant(0);
+            let mut entries = 1u64;
+            for ((&(v, n), &(nest_v, _)), _) in batch_loops.iter().zip(&ops.parts).zip(&used).filter(|(_, u)| **u) {
+                entry = entry.scale(as_i64(n)).add(&Index::var(v));
+                nest_entry = nest_entry.scale(as_i64(n)).add(&Index::var(nest_v));
+                entries = entries.saturating_mul(n);
+            }
+            let panels = self.push_buf(BufDecl {
+                dtype: DType::F32,
+                len: entries.saturating_mul(stride).max(1),
+                kind: BufKind::Scratch,
+            });
+            let at = entry
                 .scale(as_i64(stride))
                 .add(&Index::var(jp).scale(as_i64(inner * nr)))
                 .add(&Index::var(p).scale(as_i64(nr)))
@@ -577,9 +641,32 @@ impl Lowerer<'_> {
                     }],
                 }],
             }];
-            self.body.push(wrap_loops(&batch_vars, &ops.batch_dims, nest));
+            let (vars, extents): (Vec<VarId>, Vec<u64>) =
+                batch_loops.into_iter().zip(&used).filter(|(_, u)| **u).map(|(l, _)| l).unzip();
+            self.body.push(wrap_loops(&vars, &extents, nest));
+            out.push((panels, nest_entry.scale(as_i64(stride))));
         }
-        Ok((k_panels, v_panels, k_stride, v_stride))
+        let [k, v]: [(BufId, Index); 2] = out.try_into().map_err(|_| self.bad("packing"))?;
+        Ok([k, v])
+    }
+
+    /// Whether expression `e` reads at an index that moves with `v`.
+    fn depends_on(&self, e: ExprId, v: VarId) -> bool {
+        let mut stack = vec![e];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(x) = stack.pop() {
+            if !seen.insert(x) {
+                continue;
+            }
+            match self.arena.get(x) {
+                Some(Expr::Load { index, .. } | Expr::Position(index)) if index.coef(v) != 0 => return true,
+                Some(Expr::Unary { arg, .. } | Expr::Cast { arg, .. }) => stack.push(*arg),
+                Some(Expr::Binary { lhs, rhs, .. } | Expr::Compare { lhs, rhs, .. }) => stack.extend([*lhs, *rhs]),
+                Some(Expr::Select { cond, on_true, on_false, .. }) => stack.extend([*cond, *on_true, *on_false]),
+                _ => {}
+            }
+        }
+        false
     }
 
     /// The value of operand `(node, batch index)` at its last two indices.
@@ -650,6 +737,27 @@ impl Lowerer<'_> {
             }
         }
     }
+}
+
+/// For each axis of `to`, the sizes (above 1) of the axes of `from` a reshape merges into it, or
+/// `None` when the reshape does not merge whole consecutive axes.
+fn merge_groups(from: &[u64], to: &[u64]) -> Option<Vec<Vec<u64>>> {
+    let mut groups = Vec::with_capacity(to.len());
+    let mut rest = from.iter().copied().filter(|&d| d > 1).peekable();
+    for &size in to {
+        let mut group = Vec::new();
+        let mut product = 1u64;
+        while product < size {
+            let d = rest.next()?;
+            product = product.checked_mul(d)?;
+            group.push(d);
+        }
+        if product != size {
+            return None;
+        }
+        groups.push(group);
+    }
+    rest.next().is_none().then_some(groups)
 }
 
 /// Which nodes depend on `from` (itself included).
