@@ -14,8 +14,8 @@
 //! optimizer that fuse differently are different kernels; the alternatives' schedules for this
 //! same kernel join the proposals.
 
-use tcc_autotune::search::{HardwareLimits, Knobs};
-use tcc_autotune::{Candidate, SearchSpace};
+use crate::search::{HardwareLimits, Knobs};
+use crate::{Candidate, SearchSpace};
 use tcc_codegen::ptx::wgmma::wgmma_schedule_space;
 use tcc_codegen::ptx::{BLayout, GpuArch, MatmulProblem, matmul_schedule_space, simt_schedule_runs};
 use tcc_ir::{Bindings, DType, Kernel, KernelClass, Op, Schedule, Tier};
@@ -343,7 +343,7 @@ pub fn space_for(
         Target::Cpu(CpuTier::Cranelift) => cpu_space(kernel, proposals, bindings, host_threads),
         Target::Cpu(CpuTier::Llvm) => llvm_cpu_space(kernel, proposals, bindings, host_threads),
         Target::Gpu(arch) => gpu_space(kernel, proposals, bindings, arch, sm_count, max_len),
-        // The interpreter has no schedules; `tuning_target` refuses it before a space is asked for.
+        // The interpreter has no schedules; `tcc::target::tuning_target` refuses it before a space is asked for.
         Target::Interp => SearchSpace::new(Vec::new()),
     }
 }

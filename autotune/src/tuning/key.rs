@@ -2,8 +2,8 @@
 //! [`DeviceKey`], and a kernel's [`CacheKey`] (its fingerprint without the schedule, bound shapes,
 //! dtypes, target and device).
 
-use tcc_autotune::{CacheKey, DeviceKey};
-use tcc_ir::target::{CpuTier, Target, TargetSpec};
+use crate::{CacheKey, DeviceKey};
+use tcc_ir::target::{CpuTier, Target};
 use tcc_ir::{Bindings, Kernel, Schedule};
 
 use super::TuningError;
@@ -15,21 +15,6 @@ pub fn driver(target: Target) -> &'static str {
         Target::Cpu(CpuTier::Llvm) => "llvm 19 x86",
         Target::Gpu(_) => "llvm 19 nvptx",
         Target::Interp => "interp",
-    }
-}
-
-/// The target a `--target` request tunes ([`crate::target::resolve`]); the interpreter has
-/// nothing to tune, and a GPU target needs a local GPU that runs its code.
-pub fn tuning_target(spec: TargetSpec) -> Result<Target, TuningError> {
-    let target = crate::target::resolve(spec).map_err(TuningError::from)?;
-    crate::target::require_code_generator(target).map_err(TuningError::from)?;
-    match target {
-        Target::Interp => Err(TuningError::NotTunable(target.name().to_string())),
-        Target::Gpu(arch) => {
-            crate::target::local_gpu(arch).map_err(TuningError::from)?;
-            Ok(target)
-        }
-        Target::Cpu(_) => Ok(target),
     }
 }
 

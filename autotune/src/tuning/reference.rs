@@ -20,7 +20,7 @@ use tcc_ir::{Bindings, DType, Kernel, Op};
 use tcc_runtime::HostTensor;
 
 use super::TuningError;
-use crate::inputs::sample;
+use tcc_runtime::inputs::sample;
 
 const MAGIC: &[u8; 8] = b"TCCREF2\n";
 

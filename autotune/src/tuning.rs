@@ -16,7 +16,6 @@
 //!  winner -> cache record (and the lockfile with `tcc tune --lock`)
 //! ```
 
-mod bench;
 pub mod gpu;
 mod key;
 mod reference;
@@ -27,26 +26,24 @@ pub mod worker;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tcc_autotune::cache::LockChoice;
-use tcc_autotune::{
-    Benchmarker, Candidate, Plan, SearchSpace, Strategy, TunerOptions, plan, revalidate, tune_and_record,
-};
-use tcc_ir::target::{Target, TargetSpec};
+use crate::cache::LockChoice;
+use crate::{Benchmarker, Candidate, Plan, SearchSpace, Strategy, TunerOptions, plan, revalidate, tune_and_record};
+use tcc_ir::target::Target;
 use tcc_ir::{Bindings, Kernel, Program, Schedule, ScheduleSource};
 
-pub use bench::{Worker, WorkerBenchmarker};
+pub use crate::search::{Worker, WorkerBenchmarker};
 // The autotuner's types this module's API takes and returns.
-pub use key::{driver, host_device, kernel_key, tuning_target};
+pub use crate::cache::{LockEntry, SqliteStore};
+pub use crate::search::WorkerCommand;
+pub use crate::search::worker::Timing;
+pub use crate::{
+    Budget, CacheKey, CacheRecord, CacheStore, DeviceKey, HitKind, Layered, Lockfile, Lookup, Outcome, TuneReport,
+};
+pub use key::{driver, host_device, kernel_key};
 pub use reference::{INTERP_MAX_WORK, Reference, SPOT_CHECKS, allowance, compare, interp_work, spot_check, tolerance};
 pub use space::{
     GpuPrune, cpu_space, gpu_knob_space, gpu_knobs, gpu_space, llvm_cpu_space, matmul_dims, matmul_problem,
     simt_admits, space_for, thread_choices, variations,
-};
-pub use tcc_autotune::cache::{LockEntry, SqliteStore};
-pub use tcc_autotune::search::WorkerCommand;
-pub use tcc_autotune::search::worker::Timing;
-pub use tcc_autotune::{
-    Budget, CacheKey, CacheRecord, CacheStore, DeviceKey, HitKind, Layered, Lockfile, Lookup, Outcome, TuneReport,
 };
 
 /// Largest tensor the reference computation allocates (as the interpreter's f64 values).
@@ -72,7 +69,7 @@ pub enum TuningError {
     MemoryLimit(String),
     /// The lockfile could not be read or written.
     #[error(transparent)]
-    Lockfile(#[from] tcc_autotune::cache::LockfileError),
+    Lockfile(#[from] crate::cache::LockfileError),
     /// The environment failed (a temporary directory, the worker executable).
     #[error("{0}")]
     Environment(String),
@@ -94,18 +91,9 @@ impl TuningError {
                 | TuningError::NoBenchmarker(_)
                 | TuningError::Unbound(_)
                 | TuningError::MemoryLimit(_)
-                | TuningError::Lockfile(tcc_autotune::cache::LockfileError::NoHeader)
-                | TuningError::Lockfile(tcc_autotune::cache::LockfileError::BadLine { .. })
+                | TuningError::Lockfile(crate::cache::LockfileError::NoHeader)
+                | TuningError::Lockfile(crate::cache::LockfileError::BadLine { .. })
         )
-    }
-}
-
-impl From<crate::target::TargetUnavailable> for TuningError {
-    fn from(e: crate::target::TargetUnavailable) -> TuningError {
-        match e {
-            crate::target::TargetUnavailable::NeedsLlvm(_) => TuningError::NoBenchmarker(e.to_string()),
-            _ => TuningError::NoDevice(e.to_string()),
-        }
     }
 }
 
@@ -200,12 +188,6 @@ pub struct Tuning {
 }
 
 impl Tuning {
-    /// Tuning for the `--target` name `target` (see [`tuning_target`]) with `cache`, measuring in
-    /// workers started by `worker` (the `tcc` binary with the argument `worker`).
-    pub fn new(cache: Layered, target: TargetSpec, worker: WorkerCommand) -> Result<Tuning, TuningError> {
-        Tuning::for_target(cache, tuning_target(target)?, worker)
-    }
-
     /// Tuning for `target`; records are keyed by this host's CPU, or for the GPU by the local
     /// GPU (opened once to read what it is).
     pub fn for_target(cache: Layered, target: Target, worker: WorkerCommand) -> Result<Tuning, TuningError> {
@@ -237,12 +219,6 @@ impl Tuning {
             interp_limit: INTERP_MAX_WORK,
             scratch,
         })
-    }
-
-    /// [`Tuning::new`] with the default cache ([`open_cache`]).
-    pub fn open_default(target: TargetSpec, worker: WorkerCommand) -> Result<Tuning, TuningError> {
-        let target = tuning_target(target)?;
-        Tuning::for_target(open_cache()?, target, worker)
     }
 
     /// Starts no worker: [`Tuning::apply`] then uses only locked and fresh cached schedules (a
@@ -567,8 +543,7 @@ impl Tuning {
             (_, Lookup::Miss) => {}
         }
         if options.retune
-            && let Err(e) =
-                tcc_autotune::search::Journal::clear(self.cache.local(), &tcc_autotune::journal_session(&key))
+            && let Err(e) = crate::search::Journal::clear(self.cache.local(), &crate::journal_session(&key))
         {
             tracing::warn!("cannot clear the tuning journal before re-tuning: {e}");
         }
@@ -613,7 +588,7 @@ pub fn open_cache() -> Result<Layered, TuningError> {
     match Layered::open_default() {
         Ok(cache) => Ok(cache),
         Err(e) => {
-            tcc_autotune::cache::warn_once(&format!("cannot open the tuning cache, going on without it: {e}"));
+            crate::cache::warn_once(&format!("cannot open the tuning cache, going on without it: {e}"));
             let store = SqliteStore::in_memory()
                 .map_err(|e| TuningError::Environment(format!("cannot open an in-memory tuning cache: {e}")))?;
             Ok(Layered::new(store))
@@ -626,7 +601,7 @@ pub fn open_cache() -> Result<Layered, TuningError> {
 /// repair`) before anything is measured, since its results could not be recorded. The whole file
 /// is checked ([`SqliteStore::check`]).
 pub fn open_cache_for_recording() -> Result<Layered, TuningError> {
-    use tcc_autotune::cache::StoreError;
+    use crate::cache::StoreError;
     match Layered::open_default() {
         Err(e @ StoreError::Damaged { .. }) => Err(TuningError::CacheDamaged(e.to_string())),
         Ok(cache) => match cache.local().check() {
@@ -666,7 +641,7 @@ pub fn worker_command() -> Result<WorkerCommand, TuningError> {
 /// locked or cached winner, with the default cache and records keyed by `device`: see
 /// [`Tuning::apply`]. In the `tcc` binary records measured elsewhere are checked in `tcc worker`
 /// processes; in another program they are left unused ([`Tuning::without_validation`]). The
-/// pipeline's second step ([`crate::pipeline::Pipeline::choose_schedules`]).
+/// pipeline's second step (`tcc::pipeline::Pipeline::choose_schedules`).
 pub fn apply_cached_schedules_on(
     program: &mut Program,
     bindings: &Bindings,

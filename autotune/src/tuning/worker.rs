@@ -9,26 +9,18 @@
 //! A hang, a crash or a fault here kills this process only; the tuner reports the candidate as
 //! failed and goes on.
 
-use std::io::{BufRead, Read, Write};
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tcc_autotune::Outcome;
-use tcc_autotune::search::worker::{
-    Check, MAX_REQUEST_BYTES, PROTOCOL, RESULT_MARKER, Timing, WorkerRequest, validate_then_time,
-};
+use crate::Outcome;
+pub use crate::search::worker::{COMPILED_MARKER, GO, WorkerError};
+use crate::search::worker::{Check, Timing, validate_then_time};
 use tcc_ir::{Bindings, Kernel, Launch, Program, Schedule, ValueRef};
 use tcc_runtime::{CompiledProgram, CpuDevice, HostTensor};
 
 use super::reference::{Reference, allowance, compare};
 use tcc_ir::target::{CpuTier, Target};
-
-/// The line a worker prints once its candidate is compiled; it then waits for [`GO`].
-pub const COMPILED_MARKER: &str = "TCC-WORKER-COMPILED";
-
-/// The line that tells a compiled worker to validate and time.
-pub const GO: &str = "go";
 
 /// What the tuner sends a worker besides the candidate.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -45,17 +37,6 @@ pub struct Payload {
     /// with the inputs, as a complete reference file at this path.
     #[serde(default)]
     pub produce: Option<PathBuf>,
-}
-
-/// Why a worker could not serve a request.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
-    /// The request was not a valid request (garbage, another protocol, a bad payload).
-    #[error("bad worker request: {0}")]
-    BadRequest(String),
-    /// Reading standard input or writing standard output failed.
-    #[error("worker I/O: {0}")]
-    Io(#[from] std::io::Error),
 }
 
 /// A one-launch program running `kernel` on the program's parameters, writing one buffer per
@@ -105,12 +86,12 @@ pub fn compile(payload: &Payload, schedule: &Schedule) -> Result<Compiled, Strin
     let device = match target {
         // The cranelift tier honours `threads` when it runs; the LLVM tier plans its row blocks for it.
         Target::Cpu(CpuTier::Cranelift) => {
-            crate::pipeline::cpu_device(CpuTier::Cranelift, 0, true).map_err(|e| e.to_string())?
+            CpuDevice::for_tier(CpuTier::Cranelift, 0, true).map_err(|e| e.to_string())?
         }
         #[cfg(feature = "llvm")]
         Target::Cpu(CpuTier::Llvm) => {
             let threads = usize::try_from(schedule.threads).unwrap_or(0);
-            crate::pipeline::cpu_device(CpuTier::Llvm, threads, true).map_err(|e| e.to_string())?
+            CpuDevice::for_tier(CpuTier::Llvm, threads, true).map_err(|e| e.to_string())?
         }
         #[cfg(feature = "llvm")]
         Target::Gpu(arch) => return super::gpu::compile(&kernel, &payload.bindings, arch).map(Compiled::Gpu),
@@ -176,63 +157,27 @@ fn check(payload: &Payload, reference: &Reference, outputs: Vec<HostTensor>) -> 
     }
 }
 
-/// Serves one request: reads it from `input`, compiles, announces [`COMPILED_MARKER`] on `output`,
-/// waits for [`GO`], measures and writes the result line. A compile or measurement failure is a
-/// result (`Ok`); a request that cannot be understood is an error (after a result line saying so).
-/// If the input ends instead of saying `go`, nothing is measured.
-pub fn serve(mut input: impl BufRead, mut output: impl Write) -> Result<(), WorkerError> {
-    let mut line = String::new();
-    (&mut input).take(MAX_REQUEST_BYTES).read_line(&mut line)?;
-    let parsed = parse_request(&line);
-    let (request, payload) = match parsed {
-        Ok(p) => p,
-        Err(e) => {
-            write_result(&mut output, &Outcome::Failed { detail: e.to_string() })?;
-            return Err(e);
-        }
-    };
-    let compiled = catch_unwind(AssertUnwindSafe(|| compile(&payload, &request.candidate.schedule)))
-        .unwrap_or_else(|_| Err("the compiler panicked".to_string()));
-    let compiled = match compiled {
-        Ok(c) => c,
-        Err(detail) => return write_result(&mut output, &Outcome::Failed { detail: format!("compile: {detail}") }),
-    };
-    writeln!(output, "{COMPILED_MARKER}")?;
-    output.flush()?;
-    let mut go = String::new();
-    (&mut input).take(64).read_line(&mut go)?;
-    if go.trim() != GO {
-        return Ok(());
-    }
-    let outcome = match Reference::read(&payload.reference) {
-        Ok(reference) => catch_unwind(AssertUnwindSafe(|| measure(&compiled, &payload, &reference, &request.timing)))
-            .unwrap_or_else(|_| Outcome::Failed { detail: "the worker panicked while measuring".into() }),
-        Err(e) => Outcome::Failed { detail: format!("reference: {e}") },
-    };
-    write_result(&mut output, &outcome)
-}
-
-fn parse_request(line: &str) -> Result<(WorkerRequest, Payload), WorkerError> {
-    let request: WorkerRequest = serde_json::from_str(line).map_err(|e| WorkerError::BadRequest(e.to_string()))?;
-    if request.protocol != PROTOCOL {
-        return Err(WorkerError::BadRequest(format!("protocol {}, this worker speaks {PROTOCOL}", request.protocol)));
-    }
-    let payload: Payload = serde_json::from_value(request.payload.clone())
-        .map_err(|e| WorkerError::BadRequest(format!("payload: {e}")))?;
-    Ok((request, payload))
-}
-
-fn write_result(output: &mut impl Write, outcome: &Outcome) -> Result<(), WorkerError> {
-    let json = serde_json::to_string(outcome).map_err(std::io::Error::other)?;
-    writeln!(output, "{RESULT_MARKER}{json}")?;
-    output.flush()?;
-    Ok(())
+/// Serves one request of the tuner ([`crate::search::worker::serve`] with a [`Payload`]): compiles
+/// the kernel under the candidate's schedule, then, after `go`, validates it against the reference
+/// file and times it.
+pub fn serve(input: impl BufRead, output: impl Write) -> Result<(), WorkerError> {
+    crate::search::worker::serve(
+        input,
+        output,
+        |request| serde_json::from_value::<Payload>(request.payload.clone()).map_err(|e| format!("payload: {e}")),
+        |request, payload| compile(payload, &request.candidate.schedule),
+        |request, payload, compiled| match Reference::read(&payload.reference) {
+            Ok(reference) => measure(compiled, payload, &reference, &request.timing),
+            Err(e) => Outcome::Failed { detail: format!("reference: {e}") },
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tcc_autotune::Candidate;
+    use crate::Candidate;
+    use crate::search::worker::{PROTOCOL, WorkerRequest};
     use tcc_ir::{BinaryOp, DType, Graph, KernelClass, Op, Shape, TensorType, Tier};
 
     fn payload(dir: &std::path::Path) -> Payload {
@@ -272,7 +217,7 @@ mod tests {
         serve(format!("{line}\n{GO}\n").as_bytes(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with(COMPILED_MARKER), "{text}");
-        assert!(matches!(tcc_autotune::search::worker::parse_result(&text), Some(Outcome::Ok { .. })), "{text}");
+        assert!(matches!(crate::search::worker::parse_result(&text), Some(Outcome::Ok { .. })), "{text}");
 
         // Without `go`, nothing is measured.
         let mut out = Vec::new();
@@ -289,13 +234,13 @@ mod tests {
         let ptx = request(&p, Schedule::default_for(Tier::Ptx));
         let mut out = Vec::new();
         serve(format!("{ptx}\n{GO}\n").as_bytes(), &mut out).unwrap();
-        let outcome = tcc_autotune::search::worker::parse_result(&String::from_utf8(out).unwrap());
+        let outcome = crate::search::worker::parse_result(&String::from_utf8(out).unwrap());
         assert!(matches!(outcome, Some(Outcome::Failed { ref detail }) if detail.contains("tier ptx")), "{outcome:?}");
         // A reference file that went missing is a failed measurement, not a crash.
         std::fs::remove_file(&p.reference).unwrap();
         let mut out = Vec::new();
         serve(format!("{}\n{GO}\n", request(&p, p.kernel.schedule)).as_bytes(), &mut out).unwrap();
-        let outcome = tcc_autotune::search::worker::parse_result(&String::from_utf8(out).unwrap());
+        let outcome = crate::search::worker::parse_result(&String::from_utf8(out).unwrap());
         assert!(
             matches!(outcome, Some(Outcome::Failed { ref detail }) if detail.starts_with("reference")),
             "{outcome:?}"

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use tcc_autotune::{Benchmarker, Budget, Outcome, Strategy, TuneReport, Tuner, TunerOptions};
+use crate::{Benchmarker, Budget, Outcome, Strategy, TuneReport, Tuner, TunerOptions};
 use tcc_ir::{Bindings, Kernel, Schedule};
 
 use super::{Tuning, TuningError};
@@ -189,7 +189,7 @@ pub fn markdown(results: &[StudyResult]) -> String {
 
 /// The fastest of `times` validated measurements of `schedule`, or `None` if none validated.
 fn remeasure<B: Benchmarker>(bench: &B, schedule: &Schedule, times: u32) -> Option<u64> {
-    let candidate = tcc_autotune::Candidate { variant: 0, schedule: *schedule, cost: 0.0 };
+    let candidate = crate::Candidate { variant: 0, schedule: *schedule, cost: 0.0 };
     (0..times.max(1))
         .filter_map(|_| {
             let artifact = bench.compile(&candidate).ok()?;

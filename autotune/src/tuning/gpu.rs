@@ -3,7 +3,7 @@
 //! contract §8 says: CUDA events, warm-up, the L2 cache flushed before every timed repetition
 //! (a buffer twice its size is overwritten), the median of at least [`MIN_GPU_REPEATS`].
 
-use tcc_autotune::DeviceKey;
+use crate::DeviceKey;
 use tcc_runtime::cuda::{CudaDevice, DeviceInfo};
 
 use super::TuningError;
@@ -34,8 +34,8 @@ pub use measure::{compile, measure};
 
 #[cfg(feature = "llvm")]
 mod measure {
-    use tcc_autotune::Outcome;
-    use tcc_autotune::search::worker::{Check, Timing};
+    use crate::Outcome;
+    use crate::search::worker::{Check, Timing};
     use tcc_codegen::ptx::{GpuArch, PtxKernel};
     use tcc_ir::{Bindings, Kernel};
     use tcc_runtime::HostTensor;
