@@ -5,18 +5,28 @@ use std::io::Write;
 use std::time::Duration;
 
 use tcc_autotune::cache::{Layered, SqliteStore};
-use tcc_autotune::search::worker::{Check, serve_stdio, validate_then_time};
+use tcc_autotune::search::worker::{Check, serve, validate_then_time};
 use tcc_autotune::search::{Outcome, Strategy, Trial, Tuner, TunerOptions};
 use tcc_autotune::tune_and_record;
 
 use crate::common::{DB_ENV, FakeBench, ROLE_ENV, bowl, cpu, grid_space, key};
 
-/// Worker behaviour by `tile_m`: 16 wrong, 32 crashes, 128 hangs, 256 exits without a result;
-/// anything else validates and runs for `tile_n` × 100 µs.
+/// Worker behaviour by `tile_m`, once compiled: 16 wrong, 32 crashes, 128 hangs, 256 exits
+/// without a result; anything else validates and runs for `tile_n` × 100 µs. Before compiling:
+/// 512 hangs, 1024 fails to compile.
 fn worker() {
-    let served = serve_stdio(|req| {
-        let s = req.candidate.schedule;
-        match s.tile_m {
+    let served = serve(
+        std::io::stdin().lock(),
+        std::io::stdout().lock(),
+        |_| Ok(()),
+        |req, ()| match req.candidate.schedule.tile_m {
+            512 => loop {
+                std::thread::sleep(Duration::from_secs(1));
+            },
+            1024 => Err("no such tile".to_string()),
+            _ => Ok(req.candidate.schedule),
+        },
+        |req, (), s| match s.tile_m {
             16 => validate_then_time(&req.timing, || Ok(Check::Wrong("max abs error 0.5".into())), || Ok(())),
             32 => std::process::abort(),
             128 => loop {
@@ -34,8 +44,8 @@ fn worker() {
                     Ok(())
                 },
             ),
-        }
-    });
+        },
+    );
     served.unwrap();
 }
 

@@ -4,7 +4,7 @@
 //! ([`tcc_autotune::Layered::winner`]). A kernel without one is named and the command exits 2
 //! (the caches, not the plan, lack something: contract §4) without writing the lockfile.
 
-use tcc::tuning::{Layered, LockEntry, Lockfile, Tuning, worker_command};
+use tcc_autotune::tuning::{Layered, LockEntry, Lockfile, Tuning, worker_command};
 
 use super::args::LockPlanArgs;
 use super::atomic::write_output;

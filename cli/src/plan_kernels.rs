@@ -3,8 +3,9 @@
 //! order of its key without the device (so shards on machines of one kind agree), each with an
 //! estimate of its tuning time that shards balance their work by.
 
-use tcc::tuning::{CacheKey, Tuning, tuning_target};
+use tcc::target::tuning_target;
 use tcc_autotune::cache::KeyHash;
+use tcc_autotune::tuning::{CacheKey, Tuning};
 use tcc_ir::target::{Target, TargetSpec};
 use tcc_ir::{Bindings, Kernel, Schedule};
 

@@ -5,7 +5,7 @@
 //!
 //! `tcc tune --study --target T [--suite gpu] [--workload NAMES] --out DIR`: the tuner's own
 //! benchmark on the suite's workloads (guided search vs exhaustive sweep, see
-//! `tcc::tuning::study`).
+//! `tcc_autotune::tuning::study`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -21,9 +21,10 @@ use super::atomic::write_output;
 use super::error::CliError;
 use super::load::{bind, load, select_fn};
 use tcc::pipeline::{KernelPlan, Pipeline, PlanOptions};
-use tcc::tuning::study::{StudyOptions, StudyResult, markdown, trials_jsonl};
-use tcc::tuning::{
-    Decision, KernelTuning, TuneOptions, Tuning, TuningError, open_cache_for_recording, tuning_target, worker_command,
+use tcc::target::tuning_target;
+use tcc_autotune::tuning::study::{StudyOptions, StudyResult, markdown, trials_jsonl};
+use tcc_autotune::tuning::{
+    Decision, KernelTuning, TuneOptions, Tuning, TuningError, open_cache_for_recording, worker_command,
 };
 
 /// Runs `tcc tune`.
@@ -225,7 +226,7 @@ fn study(args: &TuneArgs) -> Result<(), CliError> {
 
 /// An empty in-memory cache: a study neither reads nor writes the user's.
 fn tcc_autotune_memory_cache() -> Result<tcc_autotune::Layered, CliError> {
-    tcc::tuning::SqliteStore::in_memory()
+    tcc_autotune::tuning::SqliteStore::in_memory()
         .map(tcc_autotune::Layered::new)
         .map_err(|e| CliError::Environment(format!("cannot open an in-memory cache: {e}")))
 }

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use serde_json::json;
-use tcc::tuning::{Decision, TuneOptions, Tuning, open_cache_for_recording, worker_command};
 use tcc_autotune::cache::Shared;
 use tcc_autotune::shard::{Shard, ShardSource};
+use tcc_autotune::tuning::{Decision, TuneOptions, Tuning, open_cache_for_recording, worker_command};
 use tcc_ir::ScheduleSource;
 
 use super::args::TuneArgs;

@@ -298,7 +298,7 @@ fn llc_accepts(file: &Path, flags: &[&str]) {
 #[test]
 fn a_lockfile_decides_gpu_schedules_without_the_gpu() {
     use tcc::ir::Target;
-    use tcc::tuning::{LockEntry, Lockfile};
+    use tcc_autotune::tuning::{LockEntry, Lockfile};
     if tcc::target::local_gpu(tcc::ir::GpuArch::Sm90a).is_ok() {
         eprintln!("an sm_90a GPU is here: its own records would apply; this test is for machines without one");
         return;
@@ -322,7 +322,7 @@ fn a_lockfile_decides_gpu_schedules_without_the_gpu() {
         swizzle: 8,
         tma: true,
     };
-    let elsewhere = tcc::tuning::DeviceKey {
+    let elsewhere = tcc_autotune::tuning::DeviceKey {
         name: "NVIDIA H100 80GB HBM3".into(),
         arch: "sm_90a".into(),
         compute_capability: Some((9, 0)),
@@ -331,7 +331,7 @@ fn a_lockfile_decides_gpu_schedules_without_the_gpu() {
     let mut lock = Lockfile::new();
     for launch in &program.launches {
         assert_ne!(launch.kernel.schedule, w.encode());
-        let key = tcc::tuning::kernel_key(&launch.kernel, &bindings, target, &elsewhere).unwrap();
+        let key = tcc_autotune::tuning::kernel_key(&launch.kernel, &bindings, target, &elsewhere).unwrap();
         lock.insert(LockEntry { key, variant: 0, schedule: w.encode(), schedule_format: 1, time_ns: 1000 });
     }
     let path = dir.path().join("tcc.lock");

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tcc::tuning::{CacheStore, SqliteStore};
+use tcc_autotune::tuning::{CacheStore, SqliteStore};
 
 use crate::common::{root, tcc_isolated, text};
 

@@ -1,4 +1,4 @@
-//! `tcc tune`, `tcc cache`, `tcc worker` and cached schedules (`tcc::tuning`): on the CPU, with
+//! `tcc tune`, `tcc cache`, `tcc worker` and cached schedules (`tcc_autotune::tuning`): on the CPU, with
 //! tiny shapes and small budgets, each test with its own cache directory (`TCC_CACHE_DIR`).
 
 // Test helpers outside `#[test]` functions unwrap too.
@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use tcc::ir::ScheduleSource;
 use tcc::pipeline::{Pipeline, PlanOptions};
-use tcc::tuning::{CacheStore, Layered, Lockfile, Lookup, SqliteStore, Tuning, WorkerCommand};
+use tcc_autotune::tuning::{CacheStore, Layered, Lockfile, Lookup, SqliteStore, Tuning, WorkerCommand};
 
 use crate::common::{root, tcc_isolated, text};
 
@@ -47,7 +47,8 @@ fn tuning(cache: &Path) -> Tuning {
         args: vec!["worker".into()],
         env: Vec::new(),
     };
-    Tuning::new(Layered::new(store), tcc::ir::TargetSpec::BestCpu, worker).unwrap()
+    let target = tcc::target::tuning_target(tcc::ir::TargetSpec::BestCpu).unwrap();
+    Tuning::for_target(Layered::new(store), target, worker).unwrap()
 }
 
 #[test]

@@ -7,8 +7,9 @@
 
 use std::path::PathBuf;
 
+use tcc::ir::target::{CpuTier, Target};
 use tcc::ir::{Bindings, DType, Graph, Kernel, KernelClass, Op, Schedule, Shape, TensorType, Tier};
-use tcc::tuning::{Layered, SqliteStore, Tuning, WorkerCommand};
+use tcc_autotune::tuning::{Layered, SqliteStore, Tuning, WorkerCommand};
 use tcc_autotune::{Benchmarker, Candidate, Outcome};
 
 use crate::common::{root, tcc_isolated as tcc, text};
@@ -49,12 +50,13 @@ fn gpu_and_llvm_targets_fail_clearly_where_they_cannot_run() {
 fn a_kernel_too_large_for_the_interpreter_is_checked_against_a_known_good_kernel() {
     let cache = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&cache.path().join("tuning.sqlite3")).unwrap();
-    let tuning =
-        Tuning::new(Layered::new(store), "cpu:cranelift".parse().unwrap(), worker()).unwrap().with_interp_limit(0);
+    let tuning = Tuning::for_target(Layered::new(store), Target::Cpu(CpuTier::Cranelift), worker())
+        .unwrap()
+        .with_interp_limit(0);
     let kernel = gemm(16, 32, 24);
     let path = cache.path().join("k.ref");
-    assert_eq!(tuning.known_good(&kernel, &Bindings::new(), &path).unwrap(), tcc::tuning::SPOT_CHECKS);
-    let reference = tcc::tuning::Reference::read(&path).unwrap();
+    assert_eq!(tuning.known_good(&kernel, &Bindings::new(), &path).unwrap(), tcc_autotune::tuning::SPOT_CHECKS);
+    let reference = tcc_autotune::tuning::Reference::read(&path).unwrap();
     assert_eq!(reference.inputs.len(), 2);
     assert_eq!(reference.expected[0].shape(), &[16, 32]);
 
@@ -63,10 +65,10 @@ fn a_kernel_too_large_for_the_interpreter_is_checked_against_a_known_good_kernel
     let c = Candidate { variant: 0, schedule: Schedule { tile_m: 16, ..kernel.schedule }, cost: 0.0 };
     let w = bench.compile(&c).unwrap();
     assert!(matches!(bench.measure(&c, &w), Outcome::Ok { .. }));
-    let options = tcc::tuning::TuneOptions {
-        budget: tcc::tuning::Budget::trials(3),
+    let options = tcc_autotune::tuning::TuneOptions {
+        budget: tcc_autotune::tuning::Budget::trials(3),
         progress: false,
-        ..tcc::tuning::TuneOptions::default()
+        ..tcc_autotune::tuning::TuneOptions::default()
     };
     let tuned = tuning.tune_kernel(&kernel, &[kernel.schedule], &Bindings::new(), &options).unwrap();
     assert_eq!(tuned.decision.source, tcc::ir::ScheduleSource::Tuned);
@@ -159,7 +161,7 @@ fn with_a_warm_cache_compiling_runs_no_trials_and_writes_the_same_bytes() {
     let optimized = pipeline.optimize(module.function("mlp").unwrap(), &bindings, Default::default()).unwrap();
     let mut program = optimized.program;
     let store = SqliteStore::open(&cache.path().join("tuning.sqlite3")).unwrap();
-    let tuning = Tuning::new(Layered::new(store), "cpu:cranelift".parse().unwrap(), worker()).unwrap();
+    let tuning = Tuning::for_target(Layered::new(store), Target::Cpu(CpuTier::Cranelift), worker()).unwrap();
     for _ in 0..2 {
         let report = tuning.apply(&mut program, &bindings).unwrap();
         assert_eq!(report.trials, 0, "{}", report.summary());

@@ -15,7 +15,8 @@
 //!
 //! With feature `llvm` the same loop kernels also go to `cpu::llvm` (wide vectors, an AVX-512
 //! GEMM micro-kernel), and `ptx` lowers kernels to PTX for sm_80/sm_90a: pointwise and row stages,
-//! and the tensor-core (`mma.sync`) GEMM family in `ptx::mma` (see ARCHITECTURE.md).
+//! the tensor-core (`mma.sync`) GEMM in `ptx::mma` and the sm_90a warpgroup GEMM in `ptx::wgmma`
+//! (their module docs hold the GEMM detail).
 
 #![warn(missing_docs)]
 

@@ -13,6 +13,7 @@ pub mod cpu;
 /// The CUDA runtime: devices, module cache, buffers, streams, events and program launches.
 pub mod cuda;
 pub mod error;
+pub mod inputs;
 pub mod tensor;
 
 pub use cpu::{CompiledProgram, CpuDevice};

@@ -146,9 +146,9 @@ impl Device {
         crate::target::require_code_generator(target).map_err(|e| unavailable(e.to_string()))?;
         match target {
             Target::Interp => Ok(Device::interp()),
-            Target::Cpu(tier) => {
-                crate::pipeline::cpu_device(tier, 0, false).map(Device::from).map_err(|e| unavailable(e.to_string()))
-            }
+            Target::Cpu(tier) => tcc_runtime::CpuDevice::for_tier(tier, 0, false)
+                .map(Device::from)
+                .map_err(|e| unavailable(e.to_string())),
             Target::Gpu(arch) => {
                 let device = Device::cuda(0)?;
                 match device.target() {

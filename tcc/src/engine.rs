@@ -56,7 +56,7 @@ pub enum Engine {
         device: CpuDevice,
         /// On `cpu:llvm`, the device for programs with locked, cached or borrowed schedules: its
         /// matmuls take their register and cache tiles from the schedule, as the tuner measured
-        /// them (see [`crate::pipeline::cpu_device`]). Opened on first use: most runs have none.
+        /// them (see [`tcc_runtime::CpuDevice::for_tier`]). Opened on first use: most runs have none.
         tuned: std::sync::OnceLock<Result<CpuDevice, String>>,
     },
     /// The local CUDA GPU through the PTX backend (feature `llvm`).
@@ -87,7 +87,8 @@ impl Engine {
         match target {
             Target::Interp => Ok(Engine::Interp),
             Target::Cpu(tier) => {
-                let device = crate::pipeline::cpu_device(tier, 0, false).map_err(|e| device_error(e.to_string()))?;
+                let device =
+                    tcc_runtime::CpuDevice::for_tier(tier, 0, false).map_err(|e| device_error(e.to_string()))?;
                 Ok(Engine::Cpu { target, device, tuned: std::sync::OnceLock::new() })
             }
             #[cfg(feature = "llvm")]
@@ -176,7 +177,7 @@ impl Engine {
                 let any_tuned = plan.kernels.iter().any(|k| k.source != ScheduleSource::Default);
                 let device = match target {
                     Target::Cpu(tier @ tcc_ir::CpuTier::Llvm) if any_tuned => tuned
-                        .get_or_init(|| crate::pipeline::cpu_device(*tier, 0, true).map_err(|e| e.to_string()))
+                        .get_or_init(|| tcc_runtime::CpuDevice::for_tier(*tier, 0, true).map_err(|e| e.to_string()))
                         .as_ref()
                         .map_err(|e| compile_error(e.clone()))?,
                     _ => device,

@@ -11,16 +11,20 @@ pub mod builder;
 pub mod device;
 pub mod engine;
 pub mod error;
-pub mod inputs;
 pub mod kernel;
 pub mod memory;
 pub mod pipeline;
 pub mod target;
-pub mod tuning;
 
+/// The autotuner wired to every tunable target (crate `tcc-autotune`): the tuning cache and
+/// lockfile the pipeline reads, and what `tcc tune` measures with.
+pub use tcc_autotune::tuning;
 pub use tcc_frontend as frontend;
 pub use tcc_ir as ir;
 pub use tcc_ir::{DType, Dim, Graph, Module, Shape};
+/// Random input values (crate `tcc-runtime`): one sampler for `tcc run`, the benchmarks and the
+/// tuner.
+pub use tcc_runtime::inputs;
 
 pub use device::{Device, DeviceKind, DeviceTensor};
 pub use error::Error;

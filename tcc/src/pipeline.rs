@@ -294,33 +294,6 @@ fn plans(program: &Program, report: &ApplyReport, target: Target) -> Vec<KernelP
         .collect()
 }
 
-/// A CPU device compiling with `tier` on `threads` threads (0 = every core). On the LLVM tier with
-/// `schedule_tiles`, matmuls take their register and cache tiles from each kernel's schedule (what
-/// the tuner measures and records); without, from the backend's defaults for the host (what the
-/// optimizer's own schedules run with). The one place a CPU device is made for a tier.
-pub fn cpu_device(
-    tier: tcc_ir::CpuTier,
-    threads: usize,
-    schedule_tiles: bool,
-) -> Result<tcc_runtime::CpuDevice, tcc_runtime::RuntimeError> {
-    match tier {
-        tcc_ir::CpuTier::Cranelift => tcc_runtime::CpuDevice::with_threads(threads),
-        #[cfg(feature = "llvm")]
-        tcc_ir::CpuTier::Llvm => {
-            let device = tcc_runtime::CpuDevice::with_threads(threads)?;
-            let llvm =
-                tcc_codegen::LlvmCpuBackend::new()?.with_threads(device.threads()).with_schedule_tiles(schedule_tiles);
-            Ok(device.with_llvm_backend(llvm))
-        }
-        #[cfg(not(feature = "llvm"))]
-        tcc_ir::CpuTier::Llvm => {
-            // Unreachable through `crate::target::resolve`, which refuses `cpu:llvm` without LLVM.
-            let _ = schedule_tiles;
-            Err(tcc_runtime::RuntimeError::Internal("the LLVM CPU tier needs the `llvm` feature".into()))
-        }
-    }
-}
-
 /// The lockfile `setting` names, read.
 fn read_lock(setting: &LockSetting) -> Result<Option<Lockfile>, PipelineError> {
     match setting {

@@ -3,6 +3,7 @@
 //! [`TargetSpec`]'s job (`tcc_ir::target`); this module only knows the build's features and the
 //! local GPU.
 
+use tcc_autotune::tuning::TuningError;
 use tcc_ir::target::{GpuArch, Target, TargetSpec};
 
 /// The environment variable the library reads when a caller names no target.
@@ -64,6 +65,30 @@ pub fn require_code_generator(target: Target) -> Result<(), TargetUnavailable> {
 pub fn from_env() -> Option<Result<TargetSpec, String>> {
     let text = std::env::var(TARGET_ENV).ok().filter(|t| !t.trim().is_empty())?;
     Some(text.parse::<TargetSpec>().map_err(|e| format!("{TARGET_ENV}: {e}")))
+}
+
+/// The target a `--target` request tunes ([`resolve`]); the interpreter has nothing to tune, and
+/// a GPU target needs a local GPU that runs its code.
+pub fn tuning_target(spec: TargetSpec) -> Result<Target, TuningError> {
+    let target = resolve(spec)?;
+    require_code_generator(target)?;
+    match target {
+        Target::Interp => Err(TuningError::NotTunable(target.name().to_string())),
+        Target::Gpu(arch) => {
+            local_gpu(arch)?;
+            Ok(target)
+        }
+        Target::Cpu(_) => Ok(target),
+    }
+}
+
+impl From<TargetUnavailable> for TuningError {
+    fn from(e: TargetUnavailable) -> TuningError {
+        match e {
+            TargetUnavailable::NeedsLlvm(_) => TuningError::NoBenchmarker(e.to_string()),
+            _ => TuningError::NoDevice(e.to_string()),
+        }
+    }
 }
 
 /// The local GPU (device 0), checked to run code for `arch`.

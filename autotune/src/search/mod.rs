@@ -1,5 +1,5 @@
 //! The search: candidates, strategies, budgets, the tuner, the journal and out-of-process
-//! measurement.
+//! measurement (the one benchmarker, [`WorkerBenchmarker`], and the worker protocol).
 
 mod bench;
 mod budget;
@@ -17,6 +17,6 @@ pub use candidate::{
     Candidate, CostModel, HardwareLimits, Knobs, MAX_ENUMERATED, NEIGHBOR_KNOBS, SearchSpace, SpaceError,
 };
 pub use journal::{Journal, MemoryJournal};
-pub use process::{Precompile, ProcessBenchmarker, WorkerCommand};
+pub use process::{Worker, WorkerBenchmarker, WorkerCommand};
 pub use strategy::{AUTO_EXHAUSTIVE_MAX, Strategy};
 pub use tuner::{Counts, TuneReport, Tuner, TunerOptions};

@@ -1,8 +1,11 @@
-//! The worker side of out-of-process measurement: a child process reads one [`WorkerRequest`]
-//! (a JSON line on standard input), validates then times the candidate, and prints one result
-//! line. The `tcc` binary's hidden `tcc worker` subcommand is meant to call [`serve_stdio`].
+//! The protocol of out-of-process measurement, and its worker side: a child process reads one
+//! [`WorkerRequest`] (a JSON line on standard input), compiles the candidate and prints
+//! [`COMPILED_MARKER`], waits for [`GO`], validates then times it, and prints one result line.
+//! [`serve`] is that loop; the `tcc` binary's hidden `tcc worker` subcommand serves it with
+//! [`crate::tuning::worker`]'s compile and measure, the parent side is
+//! [`WorkerBenchmarker`](crate::search::WorkerBenchmarker).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
@@ -11,6 +14,12 @@ use crate::search::candidate::Candidate;
 
 /// The prefix of the result line on the worker's standard output (other output is ignored).
 pub const RESULT_MARKER: &str = "TCC-WORKER-RESULT ";
+
+/// The line a worker prints once its candidate is compiled; it then waits for [`GO`].
+pub const COMPILED_MARKER: &str = "TCC-WORKER-COMPILED";
+
+/// The line that tells a compiled worker to validate and time.
+pub const GO: &str = "go";
 
 /// Version of the request format.
 pub const PROTOCOL: u32 = 1;
@@ -90,29 +99,70 @@ pub fn validate_then_time(
     Outcome::from_duration(times[times.len() / 2])
 }
 
-/// Reads one request from `input`, calls `handler` (a panic becomes a failure), and writes the
-/// result line to `output`.
-pub fn serve(
-    input: impl Read,
-    mut output: impl Write,
-    handler: impl FnOnce(&WorkerRequest) -> Outcome,
-) -> std::io::Result<()> {
-    let mut line = String::new();
-    BufReader::new(input.take(MAX_REQUEST_BYTES)).read_line(&mut line)?;
-    let outcome = match serde_json::from_str::<WorkerRequest>(&line) {
-        Ok(req) if req.protocol == PROTOCOL => catch_unwind(AssertUnwindSafe(|| handler(&req)))
-            .unwrap_or_else(|_| Outcome::Failed { detail: "the worker panicked".into() }),
-        Ok(req) => Outcome::Failed { detail: format!("worker speaks protocol {PROTOCOL}, got {}", req.protocol) },
-        Err(e) => Outcome::Failed { detail: format!("bad worker request: {e}") },
-    };
-    let json = serde_json::to_string(&outcome).map_err(std::io::Error::other)?;
-    writeln!(output, "{RESULT_MARKER}{json}")?;
-    output.flush()
+/// Why a worker could not serve a request.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The request was not a valid request (garbage, another protocol, a bad payload).
+    #[error("bad worker request: {0}")]
+    BadRequest(String),
+    /// Reading standard input or writing standard output failed.
+    #[error("worker I/O: {0}")]
+    Io(#[from] std::io::Error),
 }
 
-/// [`serve`] on standard input and output.
-pub fn serve_stdio(handler: impl FnOnce(&WorkerRequest) -> Outcome) -> std::io::Result<()> {
-    serve(std::io::stdin().lock(), std::io::stdout().lock(), handler)
+/// Serves one request: reads it from `input`, decodes its payload (`parse`), compiles
+/// (`compile`), announces [`COMPILED_MARKER`] on `output`, waits for [`GO`], measures (`measure`)
+/// and writes the result line. A compile or measurement failure, or a panic in either, is a
+/// result (`Ok`); a request that cannot be understood is an error (after a result line saying
+/// so). If the input ends instead of saying `go`, nothing is measured.
+pub fn serve<P, C>(
+    mut input: impl BufRead,
+    mut output: impl Write,
+    parse: impl FnOnce(&WorkerRequest) -> Result<P, String>,
+    compile: impl FnOnce(&WorkerRequest, &P) -> Result<C, String>,
+    measure: impl FnOnce(&WorkerRequest, &P, &C) -> Outcome,
+) -> Result<(), WorkerError> {
+    let mut line = String::new();
+    (&mut input).take(MAX_REQUEST_BYTES).read_line(&mut line)?;
+    let parsed = parse_request(&line).and_then(|r| parse(&r).map(|p| (r, p)).map_err(WorkerError::BadRequest));
+    let (request, payload) = match parsed {
+        Ok(p) => p,
+        Err(e) => {
+            write_result(&mut output, &Outcome::Failed { detail: e.to_string() })?;
+            return Err(e);
+        }
+    };
+    let compiled = catch_unwind(AssertUnwindSafe(|| compile(&request, &payload)))
+        .unwrap_or_else(|_| Err("the compiler panicked".to_string()));
+    let compiled = match compiled {
+        Ok(c) => c,
+        Err(detail) => return write_result(&mut output, &Outcome::Failed { detail: format!("compile: {detail}") }),
+    };
+    writeln!(output, "{COMPILED_MARKER}")?;
+    output.flush()?;
+    let mut go = String::new();
+    (&mut input).take(64).read_line(&mut go)?;
+    if go.trim() != GO {
+        return Ok(());
+    }
+    let outcome = catch_unwind(AssertUnwindSafe(|| measure(&request, &payload, &compiled)))
+        .unwrap_or_else(|_| Outcome::Failed { detail: "the worker panicked while measuring".into() });
+    write_result(&mut output, &outcome)
+}
+
+fn parse_request(line: &str) -> Result<WorkerRequest, WorkerError> {
+    let request: WorkerRequest = serde_json::from_str(line).map_err(|e| WorkerError::BadRequest(e.to_string()))?;
+    if request.protocol != PROTOCOL {
+        return Err(WorkerError::BadRequest(format!("protocol {}, this worker speaks {PROTOCOL}", request.protocol)));
+    }
+    Ok(request)
+}
+
+fn write_result(output: &mut impl Write, outcome: &Outcome) -> Result<(), WorkerError> {
+    let json = serde_json::to_string(outcome).map_err(std::io::Error::other)?;
+    writeln!(output, "{RESULT_MARKER}{json}")?;
+    output.flush()?;
+    Ok(())
 }
 
 /// Finds the last result line in a worker's standard output.
@@ -142,28 +192,53 @@ mod tests {
 
     #[test]
     fn serve_round_trip() {
-        let input = format!("{}\n", serde_json::to_string(&request()).unwrap());
+        let input = format!("{}\n{GO}\n", serde_json::to_string(&request()).unwrap());
         let mut out = Vec::new();
-        serve(input.as_bytes(), &mut out, |r| {
-            assert_eq!(r.seed, 9);
-            Outcome::Ok { time_ns: 42 }
-        })
+        serve(
+            input.as_bytes(),
+            &mut out,
+            |r| Ok(r.payload.clone()),
+            |r, payload| {
+                assert_eq!(payload["k"], 1);
+                Ok(r.seed)
+            },
+            |_, _, &seed| {
+                assert_eq!(seed, 9);
+                Outcome::Ok { time_ns: 42 }
+            },
+        )
         .unwrap();
         let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with(COMPILED_MARKER), "{text}");
         assert_eq!(parse_result(&format!("noise\n{text}more noise\n")), Some(Outcome::Ok { time_ns: 42 }));
     }
 
     #[test]
     fn bad_requests_and_panics_fail_cleanly() {
+        let ok = |_: &WorkerRequest| Ok(());
         let mut out = Vec::new();
-        serve("garbage\n".as_bytes(), &mut out, |_| Outcome::Ok { time_ns: 1 }).unwrap();
+        let served = serve("garbage\n".as_bytes(), &mut out, ok, |_, _| Ok(()), |_, _, _| Outcome::Ok { time_ns: 1 });
+        assert!(matches!(served, Err(WorkerError::BadRequest(_))));
         assert!(matches!(parse_result(&String::from_utf8(out).unwrap()), Some(Outcome::Failed { .. })));
-        let input = format!("{}\n", serde_json::to_string(&request()).unwrap());
+        let input = format!("{}\n{GO}\n", serde_json::to_string(&request()).unwrap());
         let mut out = Vec::new();
-        serve(input.as_bytes(), &mut out, |_| panic!("boom")).unwrap();
+        serve(input.as_bytes(), &mut out, ok, |_, _| Ok(()), |_, _, _| panic!("boom")).unwrap();
         assert_eq!(
             parse_result(&String::from_utf8(out).unwrap()),
-            Some(Outcome::Failed { detail: "the worker panicked".into() })
+            Some(Outcome::Failed { detail: "the worker panicked while measuring".into() })
+        );
+        let mut out = Vec::new();
+        serve(
+            input.as_bytes(),
+            &mut out,
+            ok,
+            |_, _| -> Result<(), String> { panic!("boom") },
+            |_, _, _| Outcome::Ok { time_ns: 1 },
+        )
+        .unwrap();
+        assert_eq!(
+            parse_result(&String::from_utf8(out).unwrap()),
+            Some(Outcome::Failed { detail: "compile: the compiler panicked".into() })
         );
     }
 

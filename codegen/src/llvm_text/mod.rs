@@ -20,6 +20,6 @@ mod func;
 #[cfg(feature = "llvm")]
 mod typed;
 
-pub(crate) use func::Func;
+pub(crate) use func::{Func, Loop};
 #[cfg(feature = "llvm")]
 pub(crate) use typed::{Elem, FPred, IPred, Ty, TypedFunc, V};

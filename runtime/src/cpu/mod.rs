@@ -66,6 +66,30 @@ impl CpuDevice {
         CpuDevice::with_backend(CraneliftBackend::new()?, threads)
     }
 
+    /// A device compiling with `tier` on `threads` threads (0 = every core). On the LLVM tier with
+    /// `schedule_tiles`, matmuls take their register and cache tiles from each kernel's schedule
+    /// (what the tuner measures and records); without, from the backend's defaults for the host
+    /// (what the optimizer's own schedules run with). The one place a CPU device is made for a tier.
+    pub fn for_tier(tier: tcc_ir::CpuTier, threads: usize, schedule_tiles: bool) -> Result<CpuDevice, RuntimeError> {
+        match tier {
+            tcc_ir::CpuTier::Cranelift => CpuDevice::with_threads(threads),
+            #[cfg(feature = "llvm")]
+            tcc_ir::CpuTier::Llvm => {
+                let device = CpuDevice::with_threads(threads)?;
+                let llvm = tcc_codegen::LlvmCpuBackend::new()?
+                    .with_threads(device.threads())
+                    .with_schedule_tiles(schedule_tiles);
+                Ok(device.with_llvm_backend(llvm))
+            }
+            #[cfg(not(feature = "llvm"))]
+            tcc_ir::CpuTier::Llvm => {
+                // Unreachable through `tcc::target::resolve`, which refuses `cpu:llvm` without LLVM.
+                let _ = schedule_tiles;
+                Err(RuntimeError::Internal("the LLVM CPU tier needs the `llvm` feature".into()))
+            }
+        }
+    }
+
     /// A device compiling with the given lowering options (tests use `materialize_all`).
     pub fn with_options(options: LowerOptions, threads: usize) -> Result<CpuDevice, RuntimeError> {
         CpuDevice::with_backend(CraneliftBackend::with_options(options)?, threads)

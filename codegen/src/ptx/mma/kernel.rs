@@ -21,6 +21,7 @@ use super::super::plan::{Out, Src};
 use super::config::{BLayout, MmaConfig};
 use super::epilogue;
 use super::{MemRef, Operand};
+use crate::llvm_text::Loop;
 use crate::ptx::error::PtxError;
 
 /// One product to compute, as both tensor-core main loops (`mma.sync` and wgmma) read it:
@@ -127,6 +128,32 @@ fn copy_plan(em: &mut Em, tid: &str, rows: u32, row_chunks: u32, threads: u32) -
     CopyPlan { chunks }
 }
 
+/// The first row and column of the tile of linear index `tile_lin` (i32) among `tiles_m x
+/// tiles_n` tiles of `bm x bn`, in swizzled order: `swizzle` tile rows form a group, and
+/// consecutive blocks walk down M inside a band of columns (shared by both tensor-core main loops).
+pub(crate) fn swizzled_tile(
+    em: &mut Em,
+    tile_lin: &str,
+    (tiles_m, tiles_n): (u64, u64),
+    swizzle: u32,
+    (bm, bn): (u64, u64),
+) -> (String, String) {
+    let gsz = u64::from(swizzle).min(tiles_m);
+    let group_tiles = gsz * tiles_n;
+    let group = em.f.v(format!("udiv i32 {tile_lin}, {group_tiles}"));
+    let first_m = em.f.v(format!("mul i32 {group}, {gsz}"));
+    let left = em.f.v(format!("sub i32 {tiles_m}, {first_m}"));
+    let small = em.f.v(format!("icmp ult i32 {left}, {gsz}"));
+    let gh = em.f.v(format!("select i1 {small}, i32 {left}, i32 {gsz}"));
+    let within = em.f.v(format!("urem i32 {tile_lin}, {group_tiles}"));
+    let wm_ = em.f.v(format!("urem i32 {within}, {gh}"));
+    let tm = em.f.v(format!("add i32 {first_m}, {wm_}"));
+    let tn = em.f.v(format!("udiv i32 {within}, {gh}"));
+    let row0 = em.f.v(format!("mul i32 {tm}, {bm}"));
+    let col0 = em.f.v(format!("mul i32 {tn}, {bn}"));
+    (row0, col0)
+}
+
 /// Issues one `cp.async` of 16 bytes (zero-filled when `ok` is false, from a valid address).
 pub(crate) fn cp_async(em: &mut Em, smem: &str, soff: &str, base: &str, st: &str, goff: &str, ok: &str) {
     let sp = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {smem}, i32 {soff}"));
@@ -150,203 +177,299 @@ fn ring_sync(em: &mut Em, c: &MmaConfig) {
 }
 
 /// Emits the tensor-core kernel body into `em`; returns nothing (the caller adds the entry).
+/// The steps, in order: [`MmaKernel::prologue`] (thread layout, copy plans, fragment
+/// addresses), then per output tile of the grid-stride loop [`MmaKernel::tile_begin`],
+/// [`MmaKernel::fill_ring`] (the pipeline's prologue), [`MmaKernel::main_loop`] (the k loop) and
+/// [`MmaKernel::epilogue`].
 pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Result<(), PtxError> {
-    let c = g.c;
-    let threads = c.threads();
-    let st = math::stype(g.p.dtype);
-    let smem = format!("@{smem_sym}");
-    let (bm, bn, bk) = (u64::from(c.bm), u64::from(c.bn), u64::from(c.bk));
-    let tiles_m = g.p.m.div_ceil(bm);
-    let tiles_n = g.p.n.div_ceil(bn);
-    let tiles = tiles_m * tiles_n;
-    let splits = u64::from(c.split_k);
-    let total = tiles * splits * g.p.batch;
-    let k_tiles = g.p.k.div_ceil(bk);
-    let per_split = k_tiles.div_ceil(splits);
-    let a_tile_bytes = bm * bk * 2;
-    let stage_bytes = (bm + bn) * bk * 2;
-    let kw = u64::from(c.kw);
-    if c.kw > 1 && c.group_warps() != 1 {
-        return Err(PtxError::Unsupported {
-            target: em.caps.name,
-            what: "a k split inside a block whose tile is more than one warp tile".into(),
-        });
-    }
-
-    let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
-    let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
-    let nctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.nctaid.x", &[]);
-    let lane = em.f.v(format!("and i32 {tid}, 31"));
-    let warp = em.f.v(format!("lshr i32 {tid}, 5"));
-    // The threads sharing a ring: the block, or with a k split inside the block one warp, whose
-    // ring starts at `ring` and which runs every `kw`-th k-tile from its `kgroup`-th on.
-    let (kgroup, gtid, wig, ring) = if c.kw > 1 {
-        let ring = em.f.v(format!("mul i32 {warp}, {}", c.ring_region_bytes()));
-        (warp.clone(), lane.clone(), "0".to_string(), ring)
-    } else {
-        ("0".to_string(), tid.clone(), warp.clone(), "0".to_string())
-    };
-    let gthreads = c.group_threads();
-    debug_assert_eq!(gthreads * c.kw, threads);
-    let wn_count = c.bn / c.wn;
-    let warp_m = em.f.v(format!("udiv i32 {wig}, {wn_count}"));
-    let warp_n = em.f.v(format!("urem i32 {wig}, {wn_count}"));
-    let a_base = base_ptr(em, g.p.a.mem);
-    let b_base = base_ptr(em, g.p.b.mem);
-
-    // Copy plans (per thread, loop invariant).
-    let a_chunks = c.bk / 8;
-    let a_copy = copy_plan(em, &gtid, c.bm, a_chunks, gthreads);
-    let (b_rows, b_chunks) = match g.p.b_layout {
-        BLayout::KN => (c.bk, c.bn / 8),
-        BLayout::NK => (c.bn, c.bk / 8),
-    };
-    let b_copy = copy_plan(em, &gtid, b_rows, b_chunks, gthreads);
-
-    // Fragment addresses (byte offsets within a stage), per k16 step.
-    let l16 = em.f.v(format!("and i32 {lane}, 15"));
-    let hi = em.f.v(format!("lshr i32 {lane}, 4"));
-    let sa = swz(em, &l16, a_chunks);
-    let wrow = em.f.v(format!("mul i32 {warp_m}, {}", c.wm));
-    let arow = em.f.v(format!("add i32 {wrow}, {l16}"));
-    let arow_b = em.f.v(format!("mul i32 {arow}, {}", bk * 2));
-    let mut a_frag_off = Vec::new();
-    for kk in 0..c.bk / 16 {
-        let ch = em.f.v(format!("add i32 {hi}, {}", kk * 2));
-        let phys = em.f.v(format!("xor i32 {ch}, {sa}"));
-        let pb = em.f.v(format!("shl i32 {phys}, 4"));
-        a_frag_off.push(em.f.v(format!("add i32 {arow_b}, {pb}")));
-    }
-    let wcol = em.f.v(format!("mul i32 {warp_n}, {}", c.wn));
-    let mut b_frag_off = Vec::new();
-    match g.p.b_layout {
-        BLayout::KN => {
-            // .trans: lanes supply k rows kk*16 + lane%16, chunk (wcol + nj*16)/8 + lane/16.
-            let sb = swz(em, &l16, b_chunks);
-            let wch = em.f.v(format!("lshr i32 {wcol}, 3"));
-            let ch0 = em.f.v(format!("add i32 {wch}, {hi}"));
-            for kk in 0..c.bk / 16 {
-                let krow = em.f.v(format!("add i32 {l16}, {}", kk * 16));
-                let rb = em.f.v(format!("mul i32 {krow}, {}", bn * 2));
-                let mut per_nj = Vec::new();
-                for nj in 0..c.wn / 16 {
-                    let ch = em.f.v(format!("add i32 {ch0}, {}", nj * 2));
-                    let phys = em.f.v(format!("xor i32 {ch}, {sb}"));
-                    let pb = em.f.v(format!("shl i32 {phys}, 4"));
-                    per_nj.push(em.f.v(format!("add i32 {rb}, {pb}")));
-                }
-                b_frag_off.push(per_nj);
-            }
-        }
-        BLayout::NK => {
-            // Lanes supply n rows (lane%8) + 8*(lane/16), chunk kk*2 + (lane/8)%2.
-            let l8 = em.f.v(format!("and i32 {lane}, 7"));
-            let h8 = em.f.v(format!("shl i32 {hi}, 3"));
-            let nloc = em.f.v(format!("or i32 {l8}, {h8}"));
-            let sb = swz(em, &nloc, b_chunks);
-            let nrow = em.f.v(format!("add i32 {wcol}, {nloc}"));
-            let kh = em.f.v(format!("lshr i32 {lane}, 3"));
-            let kh = em.f.v(format!("and i32 {kh}, 1"));
-            for kk in 0..c.bk / 16 {
-                let ch = em.f.v(format!("add i32 {kh}, {}", kk * 2));
-                let phys = em.f.v(format!("xor i32 {ch}, {sb}"));
-                let pb = em.f.v(format!("shl i32 {phys}, 4"));
-                let mut per_nj = Vec::new();
-                for nj in 0..c.wn / 16 {
-                    let r = em.f.v(format!("add i32 {nrow}, {}", nj * 16));
-                    let rb = em.f.v(format!("mul i32 {r}, {}", bk * 2));
-                    per_nj.push(em.f.v(format!("add i32 {rb}, {pb}")));
-                }
-                b_frag_off.push(per_nj);
-            }
-        }
-    }
-
-    // Grid-stride loop over (batch, split, tile).
+    let k = MmaKernel::prologue(em, g, smem_sym)?;
     let saved = em.save();
-    let tl = em.f.loop_begin("i32", &ctaid, &total.to_string(), &[]);
-    let t = tl.i.clone();
-    let tile_lin = em.f.v(format!("urem i32 {t}, {tiles}"));
-    let rest = em.f.v(format!("udiv i32 {t}, {tiles}"));
-    let split = em.f.v(format!("urem i32 {rest}, {splits}"));
-    let bidx = em.f.v(format!("udiv i32 {rest}, {splits}"));
-    // Group `swizzle` tile rows: consecutive blocks walk down M inside a band of columns.
-    let gsz = u64::from(c.swizzle).min(tiles_m);
-    let group_tiles = gsz * tiles_n;
-    let group = em.f.v(format!("udiv i32 {tile_lin}, {group_tiles}"));
-    let first_m = em.f.v(format!("mul i32 {group}, {gsz}"));
-    let left = em.f.v(format!("sub i32 {tiles_m}, {first_m}"));
-    let small = em.f.v(format!("icmp ult i32 {left}, {gsz}"));
-    let gh = em.f.v(format!("select i1 {small}, i32 {left}, i32 {gsz}"));
-    let within = em.f.v(format!("urem i32 {tile_lin}, {group_tiles}"));
-    let wm_ = em.f.v(format!("urem i32 {within}, {gh}"));
-    let tm = em.f.v(format!("add i32 {first_m}, {wm_}"));
-    let tn = em.f.v(format!("udiv i32 {within}, {gh}"));
-    let row0 = em.f.v(format!("mul i32 {tm}, {bm}"));
-    let col0 = em.f.v(format!("mul i32 {tn}, {bn}"));
-    let kt0 = em.f.v(format!("mul i32 {split}, {per_split}"));
-    let kt_end_raw = em.f.v(format!("add i32 {kt0}, {per_split}"));
-    let over = em.f.v(format!("icmp ugt i32 {kt_end_raw}, {k_tiles}"));
-    let kt_end = em.f.v(format!("select i1 {over}, i32 {k_tiles}, i32 {kt_end_raw}"));
-    let empty = em.f.v(format!("icmp ugt i32 {kt0}, {kt_end}"));
-    let kt0 = em.f.v(format!("select i1 {empty}, i32 {kt_end}, i32 {kt0}"));
-    let ntiles = em.f.v(format!("sub i32 {kt_end}, {kt0}"));
-    // This ring's share: k-tiles kt0 + kgroup + j * kw for j < my_tiles.
-    let (kt_first, my_tiles) = if c.kw > 1 {
-        let first = em.f.v(format!("add i32 {kt0}, {kgroup}"));
-        let up = em.f.v(format!("add i32 {ntiles}, {}", kw - 1));
-        let up = em.f.v(format!("sub i32 {up}, {kgroup}"));
-        (first, em.f.v(format!("udiv i32 {up}, {kw}")))
-    } else {
-        (kt0.clone(), ntiles.clone())
-    };
-    let b64 = ext64(em, &bidx);
+    let tile = k.tile_begin(em);
+    k.fill_ring(em, &tile);
+    let acc = k.main_loop(em, &tile);
+    k.epilogue(em, &tile, &acc, epi)?;
+    em.f.loop_end(&tile.tl, &k.nctaid, &[]);
+    em.restore(saved);
+    Ok(())
+}
 
-    // Per-tile global offsets and row validity of each chunk this thread copies.
-    let a_bo = em.f.v(format!("mul i64 {b64}, {}", g.p.a.batch_stride));
-    let mut a_src = Vec::new();
-    for (_, row, ch, _) in &a_copy.chunks {
-        let r = em.f.v(format!("add i32 {row0}, {row}"));
-        let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.p.m));
-        let r64 = ext64(em, &r);
-        let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.a.ld));
-        let ro = em.f.v(format!("add i64 {ro}, {a_bo}"));
-        let c8 = em.f.v(format!("shl i32 {ch}, 3"));
-        let c64 = ext64(em, &c8);
-        let off = em.f.v(format!("add i64 {ro}, {c64}"));
-        a_src.push((off, ok, c8));
-    }
-    let b_bo = em.f.v(format!("mul i64 {b64}, {}", g.p.b.batch_stride));
-    let mut b_src = Vec::new();
-    for (_, row, ch, _) in &b_copy.chunks {
-        let c8 = em.f.v(format!("shl i32 {ch}, 3"));
+/// What every step of the `mma.sync` kernel shares: the product and its tiling, and the
+/// loop-invariant values [`MmaKernel::prologue`] computes once per thread.
+struct MmaKernel<'g, 'a> {
+    g: &'g Gemm<'a>,
+    c: MmaConfig,
+    /// The product's element type in LLVM IR.
+    st: &'static str,
+    /// The dynamic shared memory (`@name`).
+    smem: String,
+    tiles_m: u64,
+    tiles_n: u64,
+    tiles: u64,
+    splits: u64,
+    total: u64,
+    k_tiles: u64,
+    per_split: u64,
+    a_tile_bytes: u64,
+    stage_bytes: u64,
+    kw: u64,
+    tid: String,
+    ctaid: String,
+    nctaid: String,
+    lane: String,
+    warp: String,
+    /// This ring's k group (with a k split inside the block, the warp; else 0).
+    kgroup: String,
+    /// Where this thread's ring starts (bytes).
+    ring: String,
+    /// The warp tile's first row and column within the block tile.
+    wrow: String,
+    wcol: String,
+    a_base: String,
+    b_base: String,
+    a_copy: CopyPlan,
+    b_copy: CopyPlan,
+    /// Byte offsets within a stage of this lane's A fragments, per k16 step.
+    a_frag_off: Vec<String>,
+    /// The same for B, per k16 step and 16 columns.
+    b_frag_off: Vec<Vec<String>>,
+}
+
+/// One output tile of the grid-stride loop: the loop, the tile's place, its k range and the
+/// global sources of the chunks this thread copies.
+struct MmaTile {
+    tl: Loop,
+    row0: String,
+    col0: String,
+    split: String,
+    bidx: String,
+    /// This ring's first k-tile and how many it runs.
+    kt_first: String,
+    my_tiles: String,
+    a_src: Vec<(String, String, String)>,
+    b_src: Vec<(String, String, String)>,
+}
+
+impl<'g, 'a> MmaKernel<'g, 'a> {
+    /// The kernel's prologue: thread, warp and ring ids, the operands' base pointers, the copy
+    /// plans and the fragment addresses (all loop invariant).
+    fn prologue(em: &mut Em, g: &'g Gemm<'a>, smem_sym: &str) -> Result<MmaKernel<'g, 'a>, PtxError> {
+        let c = g.c;
+        let threads = c.threads();
+        let (bm, bn, bk) = (u64::from(c.bm), u64::from(c.bn), u64::from(c.bk));
+        let tiles_m = g.p.m.div_ceil(bm);
+        let tiles_n = g.p.n.div_ceil(bn);
+        let tiles = tiles_m * tiles_n;
+        let splits = u64::from(c.split_k);
+        let k_tiles = g.p.k.div_ceil(bk);
+        if c.kw > 1 && c.group_warps() != 1 {
+            return Err(PtxError::Unsupported {
+                target: em.caps.name,
+                what: "a k split inside a block whose tile is more than one warp tile".into(),
+            });
+        }
+
+        let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
+        let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
+        let nctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.nctaid.x", &[]);
+        let lane = em.f.v(format!("and i32 {tid}, 31"));
+        let warp = em.f.v(format!("lshr i32 {tid}, 5"));
+        // The threads sharing a ring: the block, or with a k split inside the block one warp, whose
+        // ring starts at `ring` and which runs every `kw`-th k-tile from its `kgroup`-th on.
+        let (kgroup, gtid, wig, ring) = if c.kw > 1 {
+            let ring = em.f.v(format!("mul i32 {warp}, {}", c.ring_region_bytes()));
+            (warp.clone(), lane.clone(), "0".to_string(), ring)
+        } else {
+            ("0".to_string(), tid.clone(), warp.clone(), "0".to_string())
+        };
+        let gthreads = c.group_threads();
+        debug_assert_eq!(gthreads * c.kw, threads);
+        let wn_count = c.bn / c.wn;
+        let warp_m = em.f.v(format!("udiv i32 {wig}, {wn_count}"));
+        let warp_n = em.f.v(format!("urem i32 {wig}, {wn_count}"));
+        let a_base = base_ptr(em, g.p.a.mem);
+        let b_base = base_ptr(em, g.p.b.mem);
+
+        // Copy plans (per thread, loop invariant).
+        let a_chunks = c.bk / 8;
+        let a_copy = copy_plan(em, &gtid, c.bm, a_chunks, gthreads);
+        let (b_rows, b_chunks) = match g.p.b_layout {
+            BLayout::KN => (c.bk, c.bn / 8),
+            BLayout::NK => (c.bn, c.bk / 8),
+        };
+        let b_copy = copy_plan(em, &gtid, b_rows, b_chunks, gthreads);
+
+        // Fragment addresses (byte offsets within a stage), per k16 step.
+        let l16 = em.f.v(format!("and i32 {lane}, 15"));
+        let hi = em.f.v(format!("lshr i32 {lane}, 4"));
+        let sa = swz(em, &l16, a_chunks);
+        let wrow = em.f.v(format!("mul i32 {warp_m}, {}", c.wm));
+        let arow = em.f.v(format!("add i32 {wrow}, {l16}"));
+        let arow_b = em.f.v(format!("mul i32 {arow}, {}", bk * 2));
+        let mut a_frag_off = Vec::new();
+        for kk in 0..c.bk / 16 {
+            let ch = em.f.v(format!("add i32 {hi}, {}", kk * 2));
+            let phys = em.f.v(format!("xor i32 {ch}, {sa}"));
+            let pb = em.f.v(format!("shl i32 {phys}, 4"));
+            a_frag_off.push(em.f.v(format!("add i32 {arow_b}, {pb}")));
+        }
+        let wcol = em.f.v(format!("mul i32 {warp_n}, {}", c.wn));
+        let mut b_frag_off = Vec::new();
         match g.p.b_layout {
             BLayout::KN => {
-                // row = k within the tile, chunk = n; validity of n here, of k per k-tile.
-                let col = em.f.v(format!("add i32 {col0}, {c8}"));
-                let ok = em.f.v(format!("icmp ult i32 {col}, {}", g.p.n.div_ceil(8) * 8));
-                let r64 = ext64(em, row);
-                let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.b.ld));
-                let col64 = ext64(em, &col);
-                let off = em.f.v(format!("add i64 {ro}, {col64}"));
-                let off = em.f.v(format!("add i64 {off}, {b_bo}"));
-                b_src.push((off, ok, row.clone()));
+                // .trans: lanes supply k rows kk*16 + lane%16, chunk (wcol + nj*16)/8 + lane/16.
+                let sb = swz(em, &l16, b_chunks);
+                let wch = em.f.v(format!("lshr i32 {wcol}, 3"));
+                let ch0 = em.f.v(format!("add i32 {wch}, {hi}"));
+                for kk in 0..c.bk / 16 {
+                    let krow = em.f.v(format!("add i32 {l16}, {}", kk * 16));
+                    let rb = em.f.v(format!("mul i32 {krow}, {}", bn * 2));
+                    let mut per_nj = Vec::new();
+                    for nj in 0..c.wn / 16 {
+                        let ch = em.f.v(format!("add i32 {ch0}, {}", nj * 2));
+                        let phys = em.f.v(format!("xor i32 {ch}, {sb}"));
+                        let pb = em.f.v(format!("shl i32 {phys}, 4"));
+                        per_nj.push(em.f.v(format!("add i32 {rb}, {pb}")));
+                    }
+                    b_frag_off.push(per_nj);
+                }
             }
             BLayout::NK => {
-                let r = em.f.v(format!("add i32 {col0}, {row}"));
-                let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.p.n));
-                let r64 = ext64(em, &r);
-                let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.b.ld));
-                let ro = em.f.v(format!("add i64 {ro}, {b_bo}"));
-                let c64 = ext64(em, &c8);
-                let off = em.f.v(format!("add i64 {ro}, {c64}"));
-                b_src.push((off, ok, c8));
+                // Lanes supply n rows (lane%8) + 8*(lane/16), chunk kk*2 + (lane/8)%2.
+                let l8 = em.f.v(format!("and i32 {lane}, 7"));
+                let h8 = em.f.v(format!("shl i32 {hi}, 3"));
+                let nloc = em.f.v(format!("or i32 {l8}, {h8}"));
+                let sb = swz(em, &nloc, b_chunks);
+                let nrow = em.f.v(format!("add i32 {wcol}, {nloc}"));
+                let kh = em.f.v(format!("lshr i32 {lane}, 3"));
+                let kh = em.f.v(format!("and i32 {kh}, 1"));
+                for kk in 0..c.bk / 16 {
+                    let ch = em.f.v(format!("add i32 {kh}, {}", kk * 2));
+                    let phys = em.f.v(format!("xor i32 {ch}, {sb}"));
+                    let pb = em.f.v(format!("shl i32 {phys}, 4"));
+                    let mut per_nj = Vec::new();
+                    for nj in 0..c.wn / 16 {
+                        let r = em.f.v(format!("add i32 {nrow}, {}", nj * 16));
+                        let rb = em.f.v(format!("mul i32 {r}, {}", bk * 2));
+                        per_nj.push(em.f.v(format!("add i32 {rb}, {pb}")));
+                    }
+                    b_frag_off.push(per_nj);
+                }
             }
         }
+        Ok(MmaKernel {
+            g,
+            c,
+            st: math::stype(g.p.dtype),
+            smem: format!("@{smem_sym}"),
+            tiles_m,
+            tiles_n,
+            tiles,
+            splits,
+            total: tiles * splits * g.p.batch,
+            k_tiles,
+            per_split: k_tiles.div_ceil(splits),
+            a_tile_bytes: bm * bk * 2,
+            stage_bytes: (bm + bn) * bk * 2,
+            kw: u64::from(c.kw),
+            tid,
+            ctaid,
+            nctaid,
+            lane,
+            warp,
+            kgroup,
+            ring,
+            wrow,
+            wcol,
+            a_base,
+            b_base,
+            a_copy,
+            b_copy,
+            a_frag_off,
+            b_frag_off,
+        })
     }
 
-    // Loads k-tile `kt` into stage `stage` (registers), guarded by `pred` (uniform).
-    let load_tile = |em: &mut Em, j: &str, stage: &str| {
+    /// Opens the grid-stride loop over (batch, split, tile) and computes the tile's place, its k
+    /// range and the global sources of this thread's chunks.
+    fn tile_begin(&self, em: &mut Em) -> MmaTile {
+        let (c, g) = (self.c, self.g);
+        let (bm, bn) = (u64::from(c.bm), u64::from(c.bn));
+        let (tiles, splits, tiles_m, tiles_n) = (self.tiles, self.splits, self.tiles_m, self.tiles_n);
+        let tl = em.f.loop_begin("i32", &self.ctaid, &self.total.to_string(), &[]);
+        let t = tl.i.clone();
+        let tile_lin = em.f.v(format!("urem i32 {t}, {tiles}"));
+        let rest = em.f.v(format!("udiv i32 {t}, {tiles}"));
+        let split = em.f.v(format!("urem i32 {rest}, {splits}"));
+        let bidx = em.f.v(format!("udiv i32 {rest}, {splits}"));
+        let (row0, col0) = swizzled_tile(em, &tile_lin, (tiles_m, tiles_n), c.swizzle, (bm, bn));
+        let (k_tiles, per_split, kw, kgroup) = (self.k_tiles, self.per_split, self.kw, &self.kgroup);
+        let kt0 = em.f.v(format!("mul i32 {split}, {per_split}"));
+        let kt_end_raw = em.f.v(format!("add i32 {kt0}, {per_split}"));
+        let over = em.f.v(format!("icmp ugt i32 {kt_end_raw}, {k_tiles}"));
+        let kt_end = em.f.v(format!("select i1 {over}, i32 {k_tiles}, i32 {kt_end_raw}"));
+        let empty = em.f.v(format!("icmp ugt i32 {kt0}, {kt_end}"));
+        let kt0 = em.f.v(format!("select i1 {empty}, i32 {kt_end}, i32 {kt0}"));
+        let ntiles = em.f.v(format!("sub i32 {kt_end}, {kt0}"));
+        // This ring's share: k-tiles kt0 + kgroup + j * kw for j < my_tiles.
+        let (kt_first, my_tiles) = if c.kw > 1 {
+            let first = em.f.v(format!("add i32 {kt0}, {kgroup}"));
+            let up = em.f.v(format!("add i32 {ntiles}, {}", kw - 1));
+            let up = em.f.v(format!("sub i32 {up}, {kgroup}"));
+            (first, em.f.v(format!("udiv i32 {up}, {kw}")))
+        } else {
+            (kt0.clone(), ntiles.clone())
+        };
+        let b64 = ext64(em, &bidx);
+
+        // Per-tile global offsets and row validity of each chunk this thread copies.
+        let a_bo = em.f.v(format!("mul i64 {b64}, {}", g.p.a.batch_stride));
+        let mut a_src = Vec::new();
+        for (_, row, ch, _) in &self.a_copy.chunks {
+            let r = em.f.v(format!("add i32 {row0}, {row}"));
+            let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.p.m));
+            let r64 = ext64(em, &r);
+            let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.a.ld));
+            let ro = em.f.v(format!("add i64 {ro}, {a_bo}"));
+            let c8 = em.f.v(format!("shl i32 {ch}, 3"));
+            let c64 = ext64(em, &c8);
+            let off = em.f.v(format!("add i64 {ro}, {c64}"));
+            a_src.push((off, ok, c8));
+        }
+        let b_bo = em.f.v(format!("mul i64 {b64}, {}", g.p.b.batch_stride));
+        let mut b_src = Vec::new();
+        for (_, row, ch, _) in &self.b_copy.chunks {
+            let c8 = em.f.v(format!("shl i32 {ch}, 3"));
+            match g.p.b_layout {
+                BLayout::KN => {
+                    // row = k within the tile, chunk = n; validity of n here, of k per k-tile.
+                    let col = em.f.v(format!("add i32 {col0}, {c8}"));
+                    let ok = em.f.v(format!("icmp ult i32 {col}, {}", g.p.n.div_ceil(8) * 8));
+                    let r64 = ext64(em, row);
+                    let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.b.ld));
+                    let col64 = ext64(em, &col);
+                    let off = em.f.v(format!("add i64 {ro}, {col64}"));
+                    let off = em.f.v(format!("add i64 {off}, {b_bo}"));
+                    b_src.push((off, ok, row.clone()));
+                }
+                BLayout::NK => {
+                    let r = em.f.v(format!("add i32 {col0}, {row}"));
+                    let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.p.n));
+                    let r64 = ext64(em, &r);
+                    let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.b.ld));
+                    let ro = em.f.v(format!("add i64 {ro}, {b_bo}"));
+                    let c64 = ext64(em, &c8);
+                    let off = em.f.v(format!("add i64 {ro}, {c64}"));
+                    b_src.push((off, ok, c8));
+                }
+            }
+        }
+        MmaTile { tl, row0, col0, split, bidx, kt_first, my_tiles, a_src, b_src }
+    }
+
+    /// Copies this ring's `j`-th k-tile of `tile` into stage `stage` (both i32) by `cp.async`.
+    fn load_tile(&self, em: &mut Em, tile: &MmaTile, j: &str, stage: &str) {
+        let (c, g, kw, kt_first) = (self.c, self.g, self.kw, &tile.kt_first);
+        let (bk, stage_bytes, a_tile_bytes) = (u64::from(c.bk), self.stage_bytes, self.a_tile_bytes);
         let kt = if c.kw > 1 {
             let jk = em.f.v(format!("mul i32 {j}, {kw}"));
             em.f.v(format!("add i32 {kt_first}, {jk}"))
@@ -354,23 +477,23 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
             em.f.v(format!("add i32 {kt_first}, {j}"))
         };
         let sbase = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
-        let sbase = if c.kw > 1 { em.f.v(format!("add i32 {ring}, {sbase}")) } else { sbase };
+        let sbase = if c.kw > 1 { em.f.v(format!("add i32 {}, {sbase}", self.ring)) } else { sbase };
         let k0 = em.f.v(format!("mul i32 {kt}, {bk}"));
         let k064 = ext64(em, &k0);
-        for ((soff, _, _, guard), (off, ok, c8)) in a_copy.chunks.iter().zip(&a_src) {
+        for ((soff, _, _, guard), (off, ok, c8)) in self.a_copy.chunks.iter().zip(&tile.a_src) {
             let cont = guard.as_ref().map(|gd| em.f.if_begin(gd));
             let kc = em.f.v(format!("add i32 {k0}, {c8}"));
             let kok = em.f.v(format!("icmp ult i32 {kc}, {}", g.p.k));
             let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
             let so = em.f.v(format!("add i32 {sbase}, {soff}"));
             let go = em.f.v(format!("add i64 {off}, {k064}"));
-            cp_async(em, &smem, &so, &a_base, st, &go, &ok2);
+            cp_async(em, &self.smem, &so, &self.a_base, self.st, &go, &ok2);
             if let Some(cont) = cont {
                 em.f.if_end(&cont);
             }
         }
         let bsbase = em.f.v(format!("add i32 {sbase}, {a_tile_bytes}"));
-        for ((soff, _, _, guard), (off, ok, x)) in b_copy.chunks.iter().zip(&b_src) {
+        for ((soff, _, _, guard), (off, ok, x)) in self.b_copy.chunks.iter().zip(&tile.b_src) {
             let cont = guard.as_ref().map(|gd| em.f.if_begin(gd));
             let (go, ok2) = match g.p.b_layout {
                 BLayout::KN => {
@@ -388,33 +511,37 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
                 }
             };
             let so = em.f.v(format!("add i32 {bsbase}, {soff}"));
-            cp_async(em, &smem, &so, &b_base, st, &go, &ok2);
+            cp_async(em, &self.smem, &so, &self.b_base, self.st, &go, &ok2);
             if let Some(cont) = cont {
                 em.f.if_end(&cont);
             }
         }
-    };
-
-    // Prologue: stages 0..S-1.
-    for s in 0..c.stages - 1 {
-        let p = em.f.v(format!("icmp ult i32 {s}, {my_tiles}"));
-        let cont = em.f.if_begin(&p);
-        load_tile(em, &s.to_string(), &s.to_string());
-        em.f.if_end(&cont);
-        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
     }
 
-    em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(c.stages - 2).to_string())]);
-    ring_sync(em, &c);
+    /// The pipeline's prologue: k-tiles 0..S-1 into stages 0..S-1, then waits for the first.
+    fn fill_ring(&self, em: &mut Em, tile: &MmaTile) {
+        let c = self.c;
+        for s in 0..c.stages - 1 {
+            let p = em.f.v(format!("icmp ult i32 {s}, {}", tile.my_tiles));
+            let cont = em.f.if_begin(&p);
+            self.load_tile(em, tile, &s.to_string(), &s.to_string());
+            em.f.if_end(&cont);
+            em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+        }
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(c.stages - 2).to_string())]);
+        ring_sync(em, &c);
+    }
 
-    // Fragments of one k16 step: mi_n x4 loads of A, then (wn/16) x4 loads of B, 4 registers each.
-    let mi_n = (c.wm / 16) as usize;
-    let ni_n = (c.wn / 8) as usize;
-    let nj_n = (c.wn / 16) as usize;
-    let kk_n = (c.bk / 16) as usize;
-    let nfrag = (mi_n + nj_n) * 4;
-    let ldm = |em: &mut Em, off: &str, trans: bool| -> Vec<String> {
-        let p = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {smem}, i32 {off}"));
+    /// Fragments per k16 step: `mi_n` x4 loads of A, then `nj_n` (wn/16) x4 loads of B, 4
+    /// registers each; and `ni_n` (wn/8) `mma.sync` columns.
+    fn fragment_counts(&self) -> (usize, usize, usize) {
+        let c = self.c;
+        ((c.wm / 16) as usize, (c.wn / 8) as usize, (c.wn / 16) as usize)
+    }
+
+    /// One `ldmatrix.x4` (`.trans` when `trans`) at byte offset `off` of the shared memory.
+    fn ldm(&self, em: &mut Em, off: &str, trans: bool) -> Vec<String> {
+        let p = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {}, i32 {off}", self.smem));
         let name = if trans {
             "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16.p3"
         } else {
@@ -422,131 +549,153 @@ pub(crate) fn emit(em: &mut Em, g: &Gemm, smem_sym: &str, epi: &Epilogue) -> Res
         };
         let r = em.f.call("{i32, i32, i32, i32}", name, &[("ptr addrspace(3)", &p)]);
         (0..4).map(|i| em.f.v(format!("extractvalue {{i32, i32, i32, i32}} {r}, {i}"))).collect::<Vec<_>>()
-    };
-    let frags = |em: &mut Em, stage: &str, kk: usize| -> Vec<String> {
+    }
+
+    /// The A and B fragments of k16 step `kk` of stage `stage`.
+    fn frags(&self, em: &mut Em, stage: &str, kk: usize) -> Vec<String> {
+        let (mi_n, _, nj_n) = self.fragment_counts();
+        let (c, stage_bytes, bk) = (self.c, self.stage_bytes, u64::from(self.c.bk));
         let abase = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
-        let abase = if c.kw > 1 { em.f.v(format!("add i32 {ring}, {abase}")) } else { abase };
-        let bbase = em.f.v(format!("add i32 {abase}, {a_tile_bytes}"));
-        let mut out = Vec::with_capacity(nfrag);
+        let abase = if c.kw > 1 { em.f.v(format!("add i32 {}, {abase}", self.ring)) } else { abase };
+        let bbase = em.f.v(format!("add i32 {abase}, {}", self.a_tile_bytes));
+        let mut out = Vec::with_capacity((mi_n + nj_n) * 4);
         for mi in 0..mi_n {
-            let o = em.f.v(format!("add i32 {abase}, {}", a_frag_off[kk]));
+            let o = em.f.v(format!("add i32 {abase}, {}", self.a_frag_off[kk]));
             let o = em.f.v(format!("add i32 {o}, {}", mi as u64 * 16 * bk * 2));
-            out.extend(ldm(em, &o, false));
+            out.extend(self.ldm(em, &o, false));
         }
-        for off in &b_frag_off[kk] {
+        for off in &self.b_frag_off[kk] {
             let o = em.f.v(format!("add i32 {bbase}, {off}"));
-            out.extend(ldm(em, &o, g.p.b_layout == BLayout::KN));
+            out.extend(self.ldm(em, &o, self.g.p.b_layout == BLayout::KN));
         }
         out
-    };
-    let first = frags(em, "0", 0);
-    let mut accs: Vec<(String, String)> = (0..mi_n * ni_n * 4).map(|_| ("float".into(), math::fc(0.0))).collect();
-    accs.extend(first.iter().map(|v| ("i32".to_string(), v.clone())));
-    accs.push(("i32".into(), "0".into()));
-    accs.push(("i32".into(), (c.stages - 1).to_string()));
-    // Main loop: at k16 step 0 the copy of k-tile i+S-1 goes out (into the stage every warp
-    // finished reading before the last barrier); before the last step the next stage is waited
-    // for, so the next tile's first fragments load while the last step's mma run.
-    let kl = em.f.loop_begin("i32", "0", &my_tiles, &accs);
-    let nacc = mi_n * ni_n * 4;
-    let rs = kl.accs[nacc + nfrag].clone();
-    let ws = kl.accs[nacc + nfrag + 1].clone();
-    let mut acc: Vec<String> = kl.accs[..nacc].to_vec();
-    let mut cur: Vec<String> = kl.accs[nacc..nacc + nfrag].to_vec();
-    let bump = |em: &mut Em, v: &str| -> String {
-        let v1 = em.f.v(format!("add i32 {v}, 1"));
-        let wrap = em.f.v(format!("icmp eq i32 {v1}, {}", c.stages));
-        em.f.v(format!("select i1 {wrap}, i32 0, i32 {v1}"))
-    };
-    let rs_next = bump(em, &rs);
-    let ws_next = bump(em, &ws);
-    for kk in 0..kk_n {
-        if kk == 0 {
-            let j = em.f.v(format!("add i32 {}, {}", kl.i, c.stages - 1));
-            let p = em.f.v(format!("icmp ult i32 {j}, {my_tiles}"));
-            let cont = em.f.if_begin(&p);
-            load_tile(em, &j, &ws);
-            em.f.if_end(&cont);
-            em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
-        }
-        let next = if kk + 1 == kk_n {
-            em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(c.stages - 2).to_string())]);
-            ring_sync(em, &c);
-            frags(em, &rs_next, 0)
-        } else {
-            frags(em, &rs, kk + 1)
-        };
-        let bf: Vec<[String; 2]> =
-            (0..ni_n).map(|ni| [cur[mi_n * 4 + ni * 2].clone(), cur[mi_n * 4 + ni * 2 + 1].clone()]).collect();
-        for mi in 0..mi_n {
-            let a = cur[mi * 4..mi * 4 + 4].to_vec();
-            for (ni, b) in bf.iter().enumerate() {
-                let base = (mi * ni_n + ni) * 4;
-                let out = mma(em, g.p.dtype, &a, b, &acc[base..base + 4]);
-                acc[base..base + 4].clone_from_slice(&out);
-            }
-        }
-        cur = next;
     }
-    let mut next = acc;
-    next.extend(cur);
-    next.push(rs_next);
-    next.push(ws_next);
-    em.f.loop_end(&kl, "1", &next);
-    em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
-    let before_sum = em.save();
-    let (acc, only_warp0) = if c.kw > 1 {
-        let (acc, cont) = sum_warps(em, &c, &smem, &warp, &lane, &ring, &kl.accs[..nacc]);
-        (acc, Some(cont))
-    } else {
-        // Every warp is done reading the ring (the staged tile reuses it).
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
-        (kl.accs[..nacc].to_vec(), None)
-    };
-    let frag = epilogue::mma_fragment(em, &lane, (&wrow, &wcol), (mi_n, ni_n), &acc);
 
-    match epi {
-        Epilogue::Partial(off) => {
-            let tile_saved = em.save();
-            let r = em.f.v(format!("add i32 {row0}, {}", frag.row));
-            let cl = em.f.v(format!("add i32 {col0}, {}", frag.col));
-            for (dr, dc, vals) in &frag.pairs {
-                let row = em.f.v(format!("add i32 {r}, {dr}"));
-                let col = em.f.v(format!("add i32 {cl}, {dc}"));
-                partial_store(em, g, *off, &split, &bidx, &row, &col, vals);
-                em.restore(tile_saved.clone());
-            }
-            if let Some(cont) = only_warp0 {
+    /// The main loop over this ring's k-tiles: at k16 step 0 the copy of k-tile i+S-1 goes out
+    /// (into the stage every warp finished reading before the last barrier); before the last step
+    /// the next stage is waited for, so the next tile's first fragments load while the last
+    /// step's mma run. Returns the accumulators after the loop, once every copy has landed.
+    fn main_loop(&self, em: &mut Em, tile: &MmaTile) -> Vec<String> {
+        let (c, g) = (self.c, self.g);
+        let (mi_n, ni_n, nj_n) = self.fragment_counts();
+        let kk_n = (c.bk / 16) as usize;
+        let nfrag = (mi_n + nj_n) * 4;
+        let first = self.frags(em, "0", 0);
+        let mut accs: Vec<(String, String)> = (0..mi_n * ni_n * 4).map(|_| ("float".into(), math::fc(0.0))).collect();
+        accs.extend(first.iter().map(|v| ("i32".to_string(), v.clone())));
+        accs.push(("i32".into(), "0".into()));
+        accs.push(("i32".into(), (c.stages - 1).to_string()));
+        let kl = em.f.loop_begin("i32", "0", &tile.my_tiles, &accs);
+        let nacc = mi_n * ni_n * 4;
+        let rs = kl.accs[nacc + nfrag].clone();
+        let ws = kl.accs[nacc + nfrag + 1].clone();
+        let mut acc: Vec<String> = kl.accs[..nacc].to_vec();
+        let mut cur: Vec<String> = kl.accs[nacc..nacc + nfrag].to_vec();
+        let bump = |em: &mut Em, v: &str| -> String {
+            let v1 = em.f.v(format!("add i32 {v}, 1"));
+            let wrap = em.f.v(format!("icmp eq i32 {v1}, {}", c.stages));
+            em.f.v(format!("select i1 {wrap}, i32 0, i32 {v1}"))
+        };
+        let rs_next = bump(em, &rs);
+        let ws_next = bump(em, &ws);
+        for kk in 0..kk_n {
+            if kk == 0 {
+                let j = em.f.v(format!("add i32 {}, {}", kl.i, c.stages - 1));
+                let p = em.f.v(format!("icmp ult i32 {j}, {}", tile.my_tiles));
+                let cont = em.f.if_begin(&p);
+                self.load_tile(em, tile, &j, &ws);
                 em.f.if_end(&cont);
-                em.restore(before_sum);
-                // Every warp waits until warp 0 has read the sums out of the rings the next tile refills.
-                em.f.call_void("llvm.nvvm.barrier0", &[]);
+                em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
             }
-        }
-        Epilogue::Fused(outs) => {
-            // Staged through shared memory at offset 0: the block's ring (with a k split inside
-            // the block, warp 0's, which it no longer reads; see `MmaConfig::ring_region_bytes`).
-            let st = epilogue::Staging { smem: &smem, base: 0, rows: c.bm, cols: c.bn, dtype: em.dtype(g.p.node) };
-            let at = epilogue::TileAt { row0: &row0, col0: &col0, bidx: &bidx };
-            let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
-            match only_warp0 {
-                None => epilogue::staged(em, &st, &g.p, outs, &at, &frag, (&tid, threads), barrier)?,
-                Some(cont) => {
-                    // Warp 0 holds the sums; every warp takes part in the stores.
-                    epilogue::write_fragment(em, &st, &frag)?;
-                    em.f.if_end(&cont);
-                    em.restore(before_sum);
-                    barrier(em);
-                    epilogue::store_tile(em, &st, &g.p, outs, &at, (&tid, threads))?;
+            let next = if kk + 1 == kk_n {
+                em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(c.stages - 2).to_string())]);
+                ring_sync(em, &c);
+                self.frags(em, &rs_next, 0)
+            } else {
+                self.frags(em, &rs, kk + 1)
+            };
+            let bf: Vec<[String; 2]> =
+                (0..ni_n).map(|ni| [cur[mi_n * 4 + ni * 2].clone(), cur[mi_n * 4 + ni * 2 + 1].clone()]).collect();
+            for mi in 0..mi_n {
+                let a = cur[mi * 4..mi * 4 + 4].to_vec();
+                for (ni, b) in bf.iter().enumerate() {
+                    let base = (mi * ni_n + ni) * 4;
+                    let out = mma(em, g.p.dtype, &a, b, &acc[base..base + 4]);
+                    acc[base..base + 4].clone_from_slice(&out);
                 }
             }
-            // Every thread has read the staged tile before the next tile refills the ring.
-            barrier(em);
+            cur = next;
         }
+        let mut next = acc;
+        next.extend(cur);
+        next.push(rs_next);
+        next.push(ws_next);
+        em.f.loop_end(&kl, "1", &next);
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
+        kl.accs[..nacc].to_vec()
     }
-    em.f.loop_end(&tl, &nctaid, &[]);
-    em.restore(saved);
-    Ok(())
+
+    /// The epilogue of one tile: with a k split inside the block the warps' accumulators are
+    /// summed first; then the fused outputs are staged through shared memory and stored (see
+    /// [`epilogue::staged`]), or f32 partial sums are written for a `matmul-reduce` entry.
+    fn epilogue(&self, em: &mut Em, tile: &MmaTile, acc: &[String], epi: &Epilogue) -> Result<(), PtxError> {
+        let (c, g) = (self.c, self.g);
+        let (mi_n, ni_n, _) = self.fragment_counts();
+        let smem = &self.smem;
+        let (row0, col0) = (&tile.row0, &tile.col0);
+        let before_sum = em.save();
+        let (acc, only_warp0) = if c.kw > 1 {
+            let (acc, cont) = sum_warps(em, &c, smem, &self.warp, &self.lane, &self.ring, acc);
+            (acc, Some(cont))
+        } else {
+            // Every warp is done reading the ring (the staged tile reuses it).
+            em.f.call_void("llvm.nvvm.barrier0", &[]);
+            (acc.to_vec(), None)
+        };
+        let frag = epilogue::mma_fragment(em, &self.lane, (&self.wrow, &self.wcol), (mi_n, ni_n), &acc);
+
+        match epi {
+            Epilogue::Partial(off) => {
+                let tile_saved = em.save();
+                let r = em.f.v(format!("add i32 {row0}, {}", frag.row));
+                let cl = em.f.v(format!("add i32 {col0}, {}", frag.col));
+                for (dr, dc, vals) in &frag.pairs {
+                    let row = em.f.v(format!("add i32 {r}, {dr}"));
+                    let col = em.f.v(format!("add i32 {cl}, {dc}"));
+                    partial_store(em, g, *off, &tile.split, &tile.bidx, &row, &col, vals);
+                    em.restore(tile_saved.clone());
+                }
+                if let Some(cont) = only_warp0 {
+                    em.f.if_end(&cont);
+                    em.restore(before_sum);
+                    // Every warp waits until warp 0 has read the sums out of the rings the next tile refills.
+                    em.f.call_void("llvm.nvvm.barrier0", &[]);
+                }
+            }
+            Epilogue::Fused(outs) => {
+                // Staged through shared memory at offset 0: the block's ring (with a k split inside
+                // the block, warp 0's, which it no longer reads; see `MmaConfig::ring_region_bytes`).
+                let st = epilogue::Staging { smem, base: 0, rows: c.bm, cols: c.bn, dtype: em.dtype(g.p.node) };
+                let at = epilogue::TileAt { row0, col0, bidx: &tile.bidx };
+                let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
+                let threads = (self.tid.as_str(), c.threads());
+                match only_warp0 {
+                    None => epilogue::staged(em, &st, &g.p, outs, &at, &frag, threads, barrier)?,
+                    Some(cont) => {
+                        // Warp 0 holds the sums; every warp takes part in the stores.
+                        epilogue::write_fragment(em, &st, &frag)?;
+                        em.f.if_end(&cont);
+                        em.restore(before_sum);
+                        barrier(em);
+                        epilogue::store_tile(em, &st, &g.p, outs, &at, threads)?;
+                    }
+                }
+                // Every thread has read the staged tile before the next tile refills the ring.
+                barrier(em);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The k split inside a block: warps 1.. write their accumulators `acc` into their own rings

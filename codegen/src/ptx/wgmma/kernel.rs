@@ -32,11 +32,12 @@ use tcc_ir::DType;
 use super::asm;
 use super::config::{BK, WG_M, WgConfig};
 use super::store::{SUBTILE_BYTES, StoreStaging, tma_store_epilogue};
+use crate::llvm_text::Loop;
 use crate::ptx::error::PtxError;
 use crate::ptx::expr::{Em, Ix};
 use crate::ptx::math;
 use crate::ptx::mma::kernel::GemmProduct;
-use crate::ptx::mma::kernel::{base_ptr, cp_async, ext64};
+use crate::ptx::mma::kernel::{base_ptr, cp_async, ext64, swizzled_tile};
 use crate::ptx::mma::{BLayout, MemRef, Operand, epilogue};
 use crate::ptx::plan::{Out, Src};
 use crate::ptx::{TensorMapSpec, TmaBuffer};
@@ -176,126 +177,267 @@ pub(crate) fn tensor_maps(g: &WgGemm, outs: &[Out], out_dtype: DType) -> Vec<Ten
 }
 
 /// Emits the warpgroup GEMM body into `em` (the caller adds the entry with `c.threads()`).
+/// [`WgKernel::prologue`] computes what every variant shares (thread roles, the aligned ring,
+/// barriers, tensor maps, copy plans, wgmma descriptors); then one of four variants runs the
+/// tile loop, each a main loop (k loop) and an epilogue per tile: every thread multiplying with
+/// TMA copies ([`WgKernel::tma_ring`]), or with cp.async copies in persistent blocks
+/// ([`WgKernel::cp_async_persistent`]) or a block per tile ([`WgKernel::cp_async_per_tile`]),
+/// or a producer warpgroup beside consumers ([`WgKernel::producer_consumer`]).
 pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Result<(), PtxError> {
-    let c = g.c;
-    let (bm, bn, s_n) = (c.bm(), c.bn, c.stages);
-    let st = math::stype(g.p.dtype);
-    let smem = format!("@{smem_sym}");
-    let stage_bytes = c.stage_bytes();
-    let a_bytes = bm * BK * 2;
-    let tiles_m = g.p.m.div_ceil(u64::from(bm));
-    let tiles_n = g.p.n.div_ceil(u64::from(bn));
-    let tiles = tiles_m * tiles_n;
-    let total = tiles * g.p.batch;
-    let k_tiles = g.p.k.div_ceil(u64::from(BK));
-
-    let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
-    let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
-    let nctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.nctaid.x", &[]);
-    let wg = em.f.v(format!("lshr i32 {tid}, 7"));
-    // The stages start at the first 1024-byte boundary of the dynamic shared memory.
-    let s64 = em.f.v(format!("ptrtoint ptr addrspace(3) {smem} to i64"));
-    let s0 = em.f.v(format!("trunc i64 {s64} to i32"));
-    let s1 = em.f.v(format!("add i32 {s0}, 1023"));
-    let al = em.f.v(format!("and i32 {s1}, -1024"));
-    let pad = em.f.v(format!("sub i32 {al}, {s0}"));
-    let a_base = base_ptr(em, g.p.a.mem);
-    let b_base = base_ptr(em, g.p.b.mem);
-
-    // Barriers (producer or TMA variants): full[s] at bar0 + 8s, empty[s] at bar0 + 8(S + s).
-    let staging = s_n * stage_bytes;
-    let bar0 = em.f.v(format!("add i32 {al}, {}", staging + c.store_staging_bytes()));
-    // The full and the empty barrier of ring stage `stage` (i32).
-    let full_bar = |em: &mut Em, stage: &str| -> String {
-        let o = em.f.v(format!("mul i32 {stage}, 8"));
-        em.f.v(format!("add i32 {bar0}, {o}"))
-    };
-    let empty_bar = |em: &mut Em, stage: &str| -> String {
-        let o = em.f.v(format!("mul i32 {stage}, 8"));
-        let o = em.f.v(format!("add i32 {o}, {}", 8 * s_n));
-        em.f.v(format!("add i32 {bar0}, {o}"))
-    };
-    // TMA: the generic addresses of the A and B tensor maps (`grid_constant` parameters).
-    let maps = if c.tma {
-        let ma = em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_A));
-        let mb = em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_B));
-        Some((ma, mb))
+    let k = WgKernel::prologue(em, g, smem_sym, outs);
+    let saved = em.save();
+    if !g.c.producer && g.c.tma {
+        k.tma_ring(em)?;
+    } else if !g.c.producer && g.persistent {
+        k.cp_async_persistent(em)?;
+    } else if !g.c.producer {
+        k.cp_async_per_tile(em)?;
     } else {
-        None
-    };
-    let map_c = g.tma_store.then(|| em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_C)));
-    // The staging area of consumer warpgroup `cw` for TMA stores.
-    let store_staging = |em: &mut Em, cw: &str| -> Option<(String, String)> {
-        map_c.as_ref()?;
-        let o = em.f.v(format!("mul i32 {cw}, {}", 2 * SUBTILE_BYTES));
-        let o = em.f.v(format!("add i32 {o}, {staging}"));
-        let addr = em.f.v(format!("add i32 {al}, {o}"));
-        let off = em.f.v(format!("add i32 {pad}, {o}"));
-        Some((addr, off))
-    };
-    if c.producer || c.tma {
-        let first = em.f.v(format!("icmp eq i32 {tid}, 0"));
-        let cont = em.f.if_begin(&first);
-        for s in 0..s_n {
-            let full = em.f.v(format!("add i32 {bar0}, {}", 8 * s));
-            // TMA: the issuing thread's expect_tx is the one arrival (the bytes complete it).
-            asm::mbar_init(&mut em.f, &full, if c.tma { 1 } else { 128 });
-            let empty = em.f.v(format!("add i32 {bar0}, {}", 8 * (s_n + s)));
-            asm::mbar_init(&mut em.f, &empty, if c.pingpong { 128 } else { 128 * c.consumers });
-        }
-        if c.pingpong {
-            // order[w]: the other consumer has issued its last tile's k-tiles.
-            for w in 0..2 {
-                let order = em.f.v(format!("add i32 {bar0}, {}", 8 * (2 * s_n + w)));
-                asm::mbar_init(&mut em.f, &order, 128);
+        k.producer_consumer(em)?;
+    }
+    em.restore(saved);
+    Ok(())
+}
+
+/// What every step of the warpgroup kernel shares: the product, its tiling and outputs, and the
+/// values [`WgKernel::prologue`] computes once per thread.
+struct WgKernel<'g, 'a> {
+    g: &'g WgGemm<'a>,
+    outs: &'g [Out],
+    c: WgConfig,
+    bm: u32,
+    bn: u32,
+    s_n: u32,
+    /// The product's element type in LLVM IR.
+    st: &'static str,
+    /// The dynamic shared memory (`@name`).
+    smem: String,
+    stage_bytes: u32,
+    a_bytes: u32,
+    tiles_m: u64,
+    tiles_n: u64,
+    tiles: u64,
+    total: u64,
+    k_tiles: u64,
+    /// `k_tiles` as an IR constant.
+    ntiles: String,
+    tid: String,
+    ctaid: String,
+    nctaid: String,
+    /// This thread's warpgroup.
+    wg: String,
+    /// The ring's first 1024-byte aligned address, and its offset from the shared memory's start.
+    al: String,
+    pad: String,
+    a_base: String,
+    b_base: String,
+    /// Bytes of the ring (the TMA store staging follows it).
+    staging: u32,
+    /// The first mbarrier: full[s] at bar0 + 8s, empty[s] at bar0 + 8(S + s).
+    bar0: String,
+    /// TMA: the generic addresses of the A and B tensor maps.
+    maps: Option<(String, String)>,
+    /// The output's tensor map when tiles are stored by TMA.
+    map_c: Option<String>,
+    /// This thread's index among the copying threads.
+    ct: String,
+    a_copy: CopyPlan,
+    b_copy: CopyPlan,
+    a_batched: bool,
+    b_batched: bool,
+    /// Descriptors of this warpgroup's A rows and of B at stage 0, k16 step 0, and B's step per k16.
+    da0: String,
+    db0: String,
+    b_kk: u64,
+    trans_b: bool,
+    /// Accumulators per thread.
+    nacc: usize,
+    /// The accumulators' initial values (never read: the first wgmmas overwrite them).
+    zeros: Vec<(String, String)>,
+}
+
+impl<'g, 'a> WgKernel<'g, 'a> {
+    /// The kernel's prologue: thread ids and roles, the ring's alignment, the mbarriers
+    /// (initialized by thread 0), the tensor maps' addresses, the copy plans and the wgmma
+    /// descriptors.
+    fn prologue(em: &mut Em, g: &'g WgGemm<'a>, smem_sym: &str, outs: &'g [Out]) -> WgKernel<'g, 'a> {
+        let c = g.c;
+        let (bm, bn, s_n) = (c.bm(), c.bn, c.stages);
+        let smem = format!("@{smem_sym}");
+        let stage_bytes = c.stage_bytes();
+        let a_bytes = bm * BK * 2;
+        let tiles_m = g.p.m.div_ceil(u64::from(bm));
+        let tiles_n = g.p.n.div_ceil(u64::from(bn));
+        let tiles = tiles_m * tiles_n;
+        let k_tiles = g.p.k.div_ceil(u64::from(BK));
+
+        let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
+        let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
+        let nctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.nctaid.x", &[]);
+        let wg = em.f.v(format!("lshr i32 {tid}, 7"));
+        // The stages start at the first 1024-byte boundary of the dynamic shared memory.
+        let s64 = em.f.v(format!("ptrtoint ptr addrspace(3) {smem} to i64"));
+        let s0 = em.f.v(format!("trunc i64 {s64} to i32"));
+        let s1 = em.f.v(format!("add i32 {s0}, 1023"));
+        let al = em.f.v(format!("and i32 {s1}, -1024"));
+        let pad = em.f.v(format!("sub i32 {al}, {s0}"));
+        let a_base = base_ptr(em, g.p.a.mem);
+        let b_base = base_ptr(em, g.p.b.mem);
+
+        // Barriers (producer or TMA variants): full[s] at bar0 + 8s, empty[s] at bar0 + 8(S + s).
+        let staging = s_n * stage_bytes;
+        let bar0 = em.f.v(format!("add i32 {al}, {}", staging + c.store_staging_bytes()));
+        // TMA: the generic addresses of the A and B tensor maps (`grid_constant` parameters).
+        let maps = if c.tma {
+            let ma = em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_A));
+            let mb = em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_B));
+            Some((ma, mb))
+        } else {
+            None
+        };
+        let map_c = g.tma_store.then(|| em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_C)));
+        if c.producer || c.tma {
+            let first = em.f.v(format!("icmp eq i32 {tid}, 0"));
+            let cont = em.f.if_begin(&first);
+            for s in 0..s_n {
+                let full = em.f.v(format!("add i32 {bar0}, {}", 8 * s));
+                // TMA: the issuing thread's expect_tx is the one arrival (the bytes complete it).
+                asm::mbar_init(&mut em.f, &full, if c.tma { 1 } else { 128 });
+                let empty = em.f.v(format!("add i32 {bar0}, {}", 8 * (s_n + s)));
+                asm::mbar_init(&mut em.f, &empty, if c.pingpong { 128 } else { 128 * c.consumers });
             }
+            if c.pingpong {
+                // order[w]: the other consumer has issued its last tile's k-tiles.
+                for w in 0..2 {
+                    let order = em.f.v(format!("add i32 {bar0}, {}", 8 * (2 * s_n + w)));
+                    asm::mbar_init(&mut em.f, &order, 128);
+                }
+            }
+            asm::mbar_init_fence(&mut em.f);
+            em.f.if_end(&cont);
+            em.f.call_void("llvm.nvvm.barrier0", &[]);
         }
-        asm::mbar_init_fence(&mut em.f);
-        em.f.if_end(&cont);
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
+
+        // Who copies: every thread, or the producer warpgroup (the last one).
+        let (ct, copy_threads) = if c.producer {
+            (em.f.v(format!("sub i32 {tid}, {}", 128 * c.consumers)), 128)
+        } else {
+            (tid.clone(), c.threads())
+        };
+        let a_copy = copy_plan(em, &ct, bm, 8, copy_threads);
+        let b_copy = match g.p.b_layout {
+            BLayout::NK => copy_plan(em, &ct, bn, 8, copy_threads),
+            BLayout::KN => copy_plan(em, &ct, BK, bn / 8, copy_threads),
+        };
+
+        // Descriptors of this warpgroup's A rows and of B at stage 0, k16 step 0.
+        let cons_wg = if c.pingpong {
+            "0".to_string()
+        } else if c.producer {
+            let last = em.f.v(format!("icmp ult i32 {wg}, {}", c.consumers));
+            em.f.v(format!("select i1 {last}, i32 {wg}, i32 0"))
+        } else {
+            wg.clone()
+        };
+        let wa = em.f.v(format!("mul i32 {cons_wg}, {}", WG_M * 128));
+        let aa = em.f.v(format!("add i32 {al}, {wa}"));
+        let da0 = descriptor(em, &aa, DESC_K_MAJOR);
+        let ba = em.f.v(format!("add i32 {al}, {a_bytes}"));
+        let (db0, b_kk, trans_b) = match g.p.b_layout {
+            BLayout::NK => (descriptor(em, &ba, DESC_K_MAJOR), 32u64 >> 4, false),
+            BLayout::KN => (descriptor(em, &ba, DESC_MN_MAJOR), (16u64 * 128) >> 4, true),
+        };
+        let nacc = (bn / 2) as usize;
+        // The first k-tile's wgmmas overwrite the accumulators (scale-d = 0): they start undefined,
+        // so no instruction writes them before the first wgmma.
+        let zeros: Vec<(String, String)> = (0..nacc).map(|_| ("float".to_string(), math::fc(0.0))).collect();
+        WgKernel {
+            g,
+            outs,
+            c,
+            bm,
+            bn,
+            s_n,
+            st: math::stype(g.p.dtype),
+            smem,
+            stage_bytes,
+            a_bytes,
+            tiles_m,
+            tiles_n,
+            tiles,
+            total: tiles * g.p.batch,
+            k_tiles,
+            ntiles: k_tiles.to_string(),
+            tid,
+            ctaid,
+            nctaid,
+            wg,
+            al,
+            pad,
+            a_base,
+            b_base,
+            staging,
+            bar0,
+            maps,
+            map_c,
+            ct,
+            a_copy,
+            b_copy,
+            a_batched: g.p.a.batch_stride != 0 && g.p.batch > 1,
+            b_batched: g.p.b.batch_stride != 0 && g.p.batch > 1,
+            da0,
+            db0,
+            b_kk,
+            trans_b,
+            nacc,
+            zeros,
+        }
     }
 
-    // Who copies: every thread, or the producer warpgroup (the last one).
-    let (ct, copy_threads) = if c.producer {
-        (em.f.v(format!("sub i32 {tid}, {}", 128 * c.consumers)), 128)
-    } else {
-        (tid.clone(), c.threads())
-    };
-    let a_copy = copy_plan(em, &ct, bm, 8, copy_threads);
-    let b_copy = match g.p.b_layout {
-        BLayout::NK => copy_plan(em, &ct, bn, 8, copy_threads),
-        BLayout::KN => copy_plan(em, &ct, BK, bn / 8, copy_threads),
-    };
+    /// The full barrier of ring stage `stage` (i32).
+    fn full_bar(&self, em: &mut Em, stage: &str) -> String {
+        let o = em.f.v(format!("mul i32 {stage}, 8"));
+        em.f.v(format!("add i32 {}, {o}", self.bar0))
+    }
 
-    // The tile loop, per role.
-    let saved = em.save();
-    // The tile (and batch) of linear index `t` (an i32), in swizzled order.
-    let tile_at = |em: &mut Em, t: &str| -> Tile {
+    /// The empty barrier of ring stage `stage` (i32).
+    fn empty_bar(&self, em: &mut Em, stage: &str) -> String {
+        let o = em.f.v(format!("mul i32 {stage}, 8"));
+        let o = em.f.v(format!("add i32 {o}, {}", 8 * self.s_n));
+        em.f.v(format!("add i32 {}, {o}", self.bar0))
+    }
+
+    /// The staging area of consumer warpgroup `cw` for TMA stores: its address and its offset from
+    /// the shared memory's start.
+    fn store_staging(&self, em: &mut Em, cw: &str) -> Option<(String, String)> {
+        self.map_c.as_ref()?;
+        let o = em.f.v(format!("mul i32 {cw}, {}", 2 * SUBTILE_BYTES));
+        let o = em.f.v(format!("add i32 {o}, {}", self.staging));
+        let addr = em.f.v(format!("add i32 {}, {o}", self.al));
+        let off = em.f.v(format!("add i32 {}, {o}", self.pad));
+        Some((addr, off))
+    }
+
+    /// The tile (and batch) of linear index `t` (an i32), in swizzled order.
+    fn tile_at(&self, em: &mut Em, t: &str) -> Tile {
+        let (tiles, tiles_m, tiles_n, bm, bn) = (self.tiles, self.tiles_m, self.tiles_n, self.bm, self.bn);
         let tile_lin = em.f.v(format!("urem i32 {t}, {tiles}"));
         let bidx = em.f.v(format!("udiv i32 {t}, {tiles}"));
-        let gsz = u64::from(c.swizzle).min(tiles_m);
-        let group_tiles = gsz * tiles_n;
-        let group = em.f.v(format!("udiv i32 {tile_lin}, {group_tiles}"));
-        let first_m = em.f.v(format!("mul i32 {group}, {gsz}"));
-        let left = em.f.v(format!("sub i32 {tiles_m}, {first_m}"));
-        let small = em.f.v(format!("icmp ult i32 {left}, {gsz}"));
-        let gh = em.f.v(format!("select i1 {small}, i32 {left}, i32 {gsz}"));
-        let within = em.f.v(format!("urem i32 {tile_lin}, {group_tiles}"));
-        let wm_ = em.f.v(format!("urem i32 {within}, {gh}"));
-        let tm = em.f.v(format!("add i32 {first_m}, {wm_}"));
-        let tn = em.f.v(format!("udiv i32 {within}, {gh}"));
-        let row0 = em.f.v(format!("mul i32 {tm}, {bm}"));
-        let col0 = em.f.v(format!("mul i32 {tn}, {bn}"));
+        let dims = (u64::from(bm), u64::from(bn));
+        let (row0, col0) = swizzled_tile(em, &tile_lin, (tiles_m, tiles_n), self.c.swizzle, dims);
         Tile { row0, col0, bidx }
-    };
-    let tile_loop = |em: &mut Em, start: &str, iters: &[(String, String)]| {
-        let tl = em.f.loop_begin("i32", start, &total.to_string(), iters);
-        let tile = tile_at(em, &tl.i);
-        (tl, tile)
-    };
+    }
 
-    // Per-tile sources of the chunks this thread copies.
-    let tile_src = |em: &mut Em, tile: &Tile| -> (TileSrc, TileSrc) {
+    /// Opens the loop over the block's tiles from `start` with the loop-carried `iters`.
+    fn tile_loop(&self, em: &mut Em, start: &str, iters: &[(String, String)]) -> (Loop, Tile) {
+        let tl = em.f.loop_begin("i32", start, &self.total.to_string(), iters);
+        let tile = self.tile_at(em, &tl.i);
+        (tl, tile)
+    }
+
+    /// Per-tile sources of the chunks this thread copies (cp.async).
+    fn tile_src(&self, em: &mut Em, tile: &Tile) -> (TileSrc, TileSrc) {
+        let (g, a_copy, b_copy) = (self.g, &self.a_copy, &self.b_copy);
         let b64 = ext64(em, &tile.bidx);
         let a_bo = em.f.v(format!("mul i64 {b64}, {}", g.p.a.batch_stride));
         let r = em.f.v(format!("add i32 {}, {}", tile.row0, a_copy.row));
@@ -346,12 +488,14 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
             }
         }
         (TileSrc { offs: a }, TileSrc { offs: b })
-    };
+    }
 
-    // Copies k-tile `kt` into stage `stage` (both i32 registers or constants).
-    let load_tile = |em: &mut Em, srcs: &(TileSrc, TileSrc), kt: &str, stage: &str| {
-        let sb = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
-        let sb = em.f.v(format!("add i32 {sb}, {pad}"));
+    /// Copies k-tile `kt` into stage `stage` (both i32 registers or constants) by cp.async.
+    fn load_tile(&self, em: &mut Em, srcs: &(TileSrc, TileSrc), kt: &str, stage: &str) {
+        let (g, a_copy, b_copy) = (self.g, &self.a_copy, &self.b_copy);
+        let (smem, st) = (&self.smem, self.st);
+        let sb = em.f.v(format!("mul i32 {stage}, {}", self.stage_bytes));
+        let sb = em.f.v(format!("add i32 {sb}, {}", self.pad));
         let k0 = em.f.v(format!("shl i32 {kt}, 6"));
         let k064 = ext64(em, &k0);
         let ac = em.f.v(format!("shl i32 {}, 3", a_copy.chunk));
@@ -361,9 +505,9 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
             let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
             let so = em.f.v(format!("add i32 {sb}, {}", ch.soff));
             let go = em.f.v(format!("add i64 {off}, {k064}"));
-            cp_async(em, &smem, &so, &a_base, st, &go, &ok2);
+            cp_async(em, smem, &so, &self.a_base, st, &go, &ok2);
         }
-        let bsb = em.f.v(format!("add i32 {sb}, {a_bytes}"));
+        let bsb = em.f.v(format!("add i32 {sb}, {}", self.a_bytes));
         match g.p.b_layout {
             BLayout::NK => {
                 let bc = em.f.v(format!("shl i32 {}, 3", b_copy.chunk));
@@ -373,7 +517,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
                     let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
                     let so = em.f.v(format!("add i32 {bsb}, {}", ch.soff));
                     let go = em.f.v(format!("add i64 {off}, {k064}"));
-                    cp_async(em, &smem, &so, &b_base, st, &go, &ok2);
+                    cp_async(em, smem, &so, &self.b_base, st, &go, &ok2);
                 }
             }
             BLayout::KN => {
@@ -385,332 +529,352 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
                     let ok2 = em.f.v(format!("and i1 {ok}, {kok}"));
                     let so = em.f.v(format!("add i32 {bsb}, {}", ch.soff));
                     let go = em.f.v(format!("add i64 {off}, {kofs}"));
-                    cp_async(em, &smem, &so, &b_base, st, &go, &ok2);
+                    cp_async(em, smem, &so, &self.b_base, st, &go, &ok2);
                 }
             }
         }
-    };
+    }
 
-    // TMA: one thread arms full[stage] with the stage's bytes and copies k-tile `kt` of `tile`
-    // into `stage` (both i32): A as one box of bm rows, B as one box of bn rows (`[n, k]`) or
-    // bn / 64 boxes of 64 k rows (`[k, n]`); the boxes land in the swizzled layouts above.
-    let a_batched = g.p.a.batch_stride != 0 && g.p.batch > 1;
-    let b_batched = g.p.b.batch_stride != 0 && g.p.batch > 1;
-    let tma_tile = |em: &mut Em, tile: &Tile, kt: &str, stage: &str| {
-        let Some((ma, mb)) = &maps else { return };
+    /// TMA: one thread arms full[stage] with the stage's bytes and copies k-tile `kt` of `tile`
+    /// into `stage` (both i32): A as one box of bm rows, B as one box of bn rows (`[n, k]`) or
+    /// bn / 64 boxes of 64 k rows (`[k, n]`); the boxes land in the swizzled layouts above.
+    fn tma_tile(&self, em: &mut Em, tile: &Tile, kt: &str, stage: &str) {
+        let Some((ma, mb)) = &self.maps else { return };
+        let stage_bytes = self.stage_bytes;
         let sb = em.f.v(format!("mul i32 {stage}, {stage_bytes}"));
-        let sb = em.f.v(format!("add i32 {al}, {sb}"));
-        let full = full_bar(em, stage);
+        let sb = em.f.v(format!("add i32 {}, {sb}", self.al));
+        let full = self.full_bar(em, stage);
         asm::mbar_arrive_expect_tx(&mut em.f, &full, stage_bytes);
         let k0 = em.f.v(format!("shl i32 {kt}, 6"));
         let mut ca = vec![k0.clone(), tile.row0.clone()];
-        if a_batched {
+        if self.a_batched {
             ca.push(tile.bidx.clone());
         }
         asm::tma_load(&mut em.f, &sb, ma, &ca, &full);
-        let bsb = em.f.v(format!("add i32 {sb}, {a_bytes}"));
-        match g.p.b_layout {
+        let bsb = em.f.v(format!("add i32 {sb}, {}", self.a_bytes));
+        match self.g.p.b_layout {
             BLayout::NK => {
                 let mut cb = vec![k0, tile.col0.clone()];
-                if b_batched {
+                if self.b_batched {
                     cb.push(tile.bidx.clone());
                 }
                 asm::tma_load(&mut em.f, &bsb, mb, &cb, &full);
             }
             BLayout::KN => {
-                for j in 0..bn / 64 {
+                for j in 0..self.bn / 64 {
                     let col = em.f.v(format!("add i32 {}, {}", tile.col0, 64 * j));
                     let dst = em.f.v(format!("add i32 {bsb}, {}", j * KN_BLOCK));
                     let mut cb = vec![col, k0.clone()];
-                    if b_batched {
+                    if self.b_batched {
                         cb.push(tile.bidx.clone());
                     }
                     asm::tma_load(&mut em.f, &dst, mb, &cb, &full);
                 }
             }
         }
-    };
-    // The ring slot and phase parity of the block's `it`-th k-tile (i32).
-    let slot = |em: &mut Em, it: &str| -> (String, String) {
-        let stage = em.f.v(format!("urem i32 {it}, {s_n}"));
-        let round = em.f.v(format!("udiv i32 {it}, {s_n}"));
+    }
+
+    /// The ring slot and phase parity of the block's `it`-th k-tile (i32).
+    fn slot(&self, em: &mut Em, it: &str) -> (String, String) {
+        let stage = em.f.v(format!("urem i32 {it}, {}", self.s_n));
+        let round = em.f.v(format!("udiv i32 {it}, {}", self.s_n));
         let par = em.f.v(format!("and i32 {round}, 1"));
         (stage, par)
-    };
+    }
 
-    // Descriptors of this warpgroup's A rows and of B at stage 0, k16 step 0.
-    let enc = |em: &mut Em, addr: &str, bits: u64| -> String {
-        let a4 = em.f.v(format!("lshr i32 {addr}, 4"));
-        let a64 = ext64(em, &a4);
-        em.f.v(format!("or i64 {a64}, {bits}"))
-    };
-    let cons_wg = if c.pingpong {
-        "0".to_string()
-    } else if c.producer {
-        let last = em.f.v(format!("icmp ult i32 {wg}, {}", c.consumers));
-        em.f.v(format!("select i1 {last}, i32 {wg}, i32 0"))
-    } else {
-        wg.clone()
-    };
-    let wa = em.f.v(format!("mul i32 {cons_wg}, {}", WG_M * 128));
-    let aa = em.f.v(format!("add i32 {al}, {wa}"));
-    let da0 = enc(em, &aa, DESC_K_MAJOR);
-    let ba = em.f.v(format!("add i32 {al}, {a_bytes}"));
-    let (db0, b_kk, trans_b) = match g.p.b_layout {
-        BLayout::NK => (enc(em, &ba, DESC_K_MAJOR), 32u64 >> 4, false),
-        BLayout::KN => (enc(em, &ba, DESC_MN_MAJOR), (16u64 * 128) >> 4, true),
-    };
-    let nacc = (bn / 2) as usize;
-
-    // One k-tile of wgmmas on stage `stage`; `first` (i1) overwrites the accumulators.
-    let mma_tile = |em: &mut Em, acc: &[String], stage: &str, first: &str| -> Vec<String> {
-        let so = em.f.v(format!("mul i32 {stage}, {}", stage_bytes >> 4));
+    /// One k-tile of wgmmas on stage `stage`; `first` (i1) overwrites the accumulators.
+    fn mma_tile(&self, em: &mut Em, acc: &[String], stage: &str, first: &str) -> Vec<String> {
+        let so = em.f.v(format!("mul i32 {stage}, {}", self.stage_bytes >> 4));
         let so64 = ext64(em, &so);
-        let da = em.f.v(format!("add i64 {da0}, {so64}"));
-        let db = em.f.v(format!("add i64 {db0}, {so64}"));
+        let da = em.f.v(format!("add i64 {}, {so64}", self.da0));
+        let db = em.f.v(format!("add i64 {}, {so64}", self.db0));
         let notfirst = em.f.v(format!("xor i1 {first}, true"));
         let scale0 = em.f.v(format!("zext i1 {notfirst} to i32"));
         asm::fence(&mut em.f);
         let mut acc = acc.to_vec();
         for kk in 0..u64::from(BK / 16) {
             let dak = em.f.v(format!("add i64 {da}, {}", kk * 2));
-            let dbk = em.f.v(format!("add i64 {db}, {}", kk * b_kk));
+            let dbk = em.f.v(format!("add i64 {db}, {}", kk * self.b_kk));
             let scale = if kk == 0 { scale0.clone() } else { "1".to_string() };
-            acc = asm::mma(&mut em.f, g.p.dtype, bn, &acc, &dak, &dbk, &scale, trans_b);
+            acc = asm::mma(&mut em.f, self.g.p.dtype, self.bn, &acc, &dak, &dbk, &scale, self.trans_b);
         }
         asm::commit(&mut em.f);
         acc
-    };
-    // The first k-tile's wgmmas overwrite the accumulators (scale-d = 0): they start undefined,
-    // so no instruction writes them before the first wgmma.
-    let zeros: Vec<(String, String)> = (0..nacc).map(|_| ("float".to_string(), math::fc(0.0))).collect();
-    let bump = |em: &mut Em, v: &str| -> String {
-        let v1 = em.f.v(format!("add i32 {v}, 1"));
-        let wrap = em.f.v(format!("icmp eq i32 {v1}, {s_n}"));
-        em.f.v(format!("select i1 {wrap}, i32 0, i32 {v1}"))
-    };
-    let ntiles = k_tiles.to_string();
+    }
 
-    // The every-thread cp.async k loop of one tile from ring positions `ring` (read and write
-    // stages, i32): wait for k-tile i, multiply it, and once every warpgroup's wgmmas of the
-    // previous k-tile are done copy k-tile i + S - 1 into that stage, or, with `next` (the next
-    // tile's index and whether it exists), that tile's first k-tiles once this tile's run out.
-    // Returns the ring positions after the loop and the accumulators.
-    let cp_async_k_loop = |em: &mut Em,
-                           srcs: &(TileSrc, TileSrc),
-                           ring: [String; 2],
-                           next: Option<(&str, &str)>|
-     -> (Vec<String>, Vec<String>) {
-        let dist = c.prefetch();
-        let mut carried = zeros.clone();
+    /// The next ring position after `v` (i32).
+    fn bump(&self, em: &mut Em, v: &str) -> String {
+        let v1 = em.f.v(format!("add i32 {v}, 1"));
+        let wrap = em.f.v(format!("icmp eq i32 {v1}, {}", self.s_n));
+        em.f.v(format!("select i1 {wrap}, i32 0, i32 {v1}"))
+    }
+
+    /// The every-thread cp.async main loop of one tile from ring positions `ring` (read and write
+    /// stages, i32): wait for k-tile i, multiply it, and once every warpgroup's wgmmas of the
+    /// previous k-tile are done copy k-tile i + S - 1 into that stage, or, with `next` (the next
+    /// tile's index and whether it exists), that tile's first k-tiles once this tile's run out.
+    /// Returns the ring positions after the loop and the accumulators.
+    fn cp_async_k_loop(
+        &self,
+        em: &mut Em,
+        srcs: &(TileSrc, TileSrc),
+        ring: [String; 2],
+        next: Option<(&str, &str)>,
+    ) -> (Vec<String>, Vec<String>) {
+        let (nacc, ntiles) = (self.nacc, &self.ntiles);
+        let dist = self.c.prefetch();
+        let mut carried = self.zeros.clone();
         carried.extend(ring.map(|r| ("i32".to_string(), r)));
-        let kl = em.f.loop_begin("i32", "0", &ntiles, &carried);
+        let kl = em.f.loop_begin("i32", "0", ntiles, &carried);
         let rs = kl.accs[nacc].clone();
         let ws = kl.accs[nacc + 1].clone();
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(dist - 1).to_string())]);
         asm::fence_proxy_async(&mut em.f);
         em.f.call_void("llvm.nvvm.barrier0", &[]);
         let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
-        let mut after = mma_tile(em, &kl.accs[..nacc], &rs, &first);
+        let mut after = self.mma_tile(em, &kl.accs[..nacc], &rs, &first);
         asm::wait(&mut em.f, 1);
         // Every warpgroup's wgmmas of the previous k-tile are done: its stage takes k-tile j.
         em.f.call_void("llvm.nvvm.barrier0", &[]);
         let j = em.f.v(format!("add i32 {}, {dist}", kl.i));
         let p = em.f.v(format!("icmp ult i32 {j}, {ntiles}"));
         let cont = em.f.if_begin(&p);
-        load_tile(em, srcs, &j, &ws);
+        self.load_tile(em, srcs, &j, &ws);
         em.f.if_end(&cont);
         if let Some((nt, has_next)) = next {
             let np = em.f.v(format!("xor i1 {p}, true"));
             let np = em.f.v(format!("and i1 {np}, {has_next}"));
             let cont = em.f.if_begin(&np);
-            let tn = tile_at(em, nt);
-            let srcs_n = tile_src(em, &tn);
+            let tn = self.tile_at(em, nt);
+            let srcs_n = self.tile_src(em, &tn);
             let jn = em.f.v(format!("sub i32 {j}, {ntiles}"));
-            load_tile(em, &srcs_n, &jn, &ws);
+            self.load_tile(em, &srcs_n, &jn, &ws);
             em.f.if_end(&cont);
         }
         em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
-        after.push(bump(em, &rs));
-        after.push(bump(em, &ws));
+        after.push(self.bump(em, &rs));
+        after.push(self.bump(em, &ws));
         em.f.loop_end(&kl, "1", &after);
         let acc = asm::wait_acc(&mut em.f, 0, &kl.accs[..nacc]);
         (kl.accs[nacc..].to_vec(), acc)
-    };
+    }
 
-    if !c.producer && c.tma {
-        // Every warpgroup multiplies; thread 0 issues the TMA copies S-1 k-tiles ahead, into the
-        // stage every warpgroup has finished reading (a barrier per k-tile, after the wgmma wait).
-        // The ring runs on across the block's tiles (`it` counts its k-tiles); persistent blocks
-        // load their next tile's first k-tiles while this tile's last ones are multiplied.
-        let dist = c.prefetch();
+    /// Every warpgroup multiplies; thread 0 issues the TMA copies S-1 k-tiles ahead, into the
+    /// stage every warpgroup has finished reading (a barrier per k-tile, after the wgmma wait).
+    /// The ring runs on across the block's tiles (`it` counts its k-tiles); persistent blocks
+    /// load their next tile's first k-tiles while this tile's last ones are multiplied.
+    fn tma_ring(&self, em: &mut Em) -> Result<(), PtxError> {
+        let (g, outs, smem) = (self.g, self.outs, &self.smem);
+        let (tid, ctaid, nctaid, wg, ntiles) = (&self.tid, &self.ctaid, &self.nctaid, &self.wg, &self.ntiles);
+        let (k_tiles, total) = (self.k_tiles, self.total);
+        let dist = self.c.prefetch();
         let lead = em.f.v(format!("icmp eq i32 {tid}, 0"));
-        let (tl, tile) = tile_loop(em, &ctaid, &[("i32".into(), "0".into())]);
+        let (tl, tile) = self.tile_loop(em, ctaid, &[("i32".into(), "0".into())]);
         let it0 = tl.accs[0].clone();
+        // The ring's prologue: the first tile's first k-tiles (for later tiles, the previous
+        // tile's main loop copied them).
         let first_tile = em.f.v(format!("icmp eq i32 {}, {ctaid}", tl.i));
         let prologue = if g.persistent { em.f.v(format!("and i1 {lead}, {first_tile}")) } else { lead.clone() };
         let cont = em.f.if_begin(&prologue);
-        if let (true, Some((ma, mb))) = (g.persistent, &maps) {
+        if let (true, Some((ma, mb))) = (g.persistent, &self.maps) {
             asm::prefetch_tensormap(&mut em.f, ma);
             asm::prefetch_tensormap(&mut em.f, mb);
         }
         for s in 0..dist {
             if u64::from(s) < k_tiles {
                 let it = em.f.v(format!("add i32 {it0}, {s}"));
-                let (stage, _) = slot(em, &it);
-                tma_tile(em, &tile, &s.to_string(), &stage);
+                let (stage, _) = self.slot(em, &it);
+                self.tma_tile(em, &tile, &s.to_string(), &stage);
             }
         }
         em.f.if_end(&cont);
+        // The main loop.
         let nt = em.f.v(format!("add i32 {}, {nctaid}", tl.i));
         let has_next = em.f.v(format!("icmp ult i32 {nt}, {total}"));
-        let kl = em.f.loop_begin("i32", "0", &ntiles, &zeros);
+        let kl = em.f.loop_begin("i32", "0", ntiles, &self.zeros);
         let it = em.f.v(format!("add i32 {it0}, {}", kl.i));
-        let (stage, par) = slot(em, &it);
-        let full = full_bar(em, &stage);
+        let (stage, par) = self.slot(em, &it);
+        let full = self.full_bar(em, &stage);
         asm::mbar_wait(&mut em.f, &full, &par);
         let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
-        let next = mma_tile(em, &kl.accs, &stage, &first);
+        let next = self.mma_tile(em, &kl.accs, &stage, &first);
         asm::wait(&mut em.f, 1);
         // Every warpgroup's wgmmas of the previous k-tile are done: its stage takes k-tile j.
         em.f.call_void("llvm.nvvm.barrier0", &[]);
         let j = em.f.v(format!("add i32 {}, {dist}", kl.i));
         let itj = em.f.v(format!("add i32 {it}, {dist}"));
-        let (ws, _) = slot(em, &itj);
+        let (ws, _) = self.slot(em, &itj);
         let p = em.f.v(format!("icmp ult i32 {j}, {ntiles}"));
         let lp = em.f.v(format!("and i1 {lead}, {p}"));
         let cont = em.f.if_begin(&lp);
-        tma_tile(em, &tile, &j, &ws);
+        self.tma_tile(em, &tile, &j, &ws);
         em.f.if_end(&cont);
         if g.persistent {
             let np = em.f.v(format!("xor i1 {p}, true"));
             let np = em.f.v(format!("and i1 {np}, {has_next}"));
             let np = em.f.v(format!("and i1 {np}, {lead}"));
             let cont = em.f.if_begin(&np);
-            let tn = tile_at(em, &nt);
+            let tn = self.tile_at(em, &nt);
             let jn = em.f.v(format!("sub i32 {j}, {ntiles}"));
-            tma_tile(em, &tn, &jn, &ws);
+            self.tma_tile(em, &tn, &jn, &ws);
             em.f.if_end(&cont);
         }
         em.f.loop_end(&kl, "1", &next);
         let acc = asm::wait_acc(&mut em.f, 0, &kl.accs);
-        if let (Some((addr, off)), Some(map)) = (store_staging(em, &wg), &map_c) {
-            let st = StoreStaging { addr, off, map, smem: &smem };
-            tma_store_epilogue(em, g, outs, &tile, (&tid, &wg, &wg), &acc, &st)?;
+        // The epilogue.
+        if let (Some((addr, off)), Some(map)) = (self.store_staging(em, wg), &self.map_c) {
+            let st = StoreStaging { addr, off, map, smem };
+            tma_store_epilogue(em, g, outs, &tile, (tid, wg, wg), &acc, &st)?;
         } else if g.persistent {
-            epilogue(em, g, outs, &tile, &tid, &wg, &acc)?;
+            epilogue(em, g, outs, &tile, tid, wg, &acc)?;
         } else {
             // Every warpgroup is done reading the ring: the staged tile reuses it.
             em.f.call_void("llvm.nvvm.barrier0", &[]);
-            staged_epilogue(em, g, outs, &tile, &tid, &wg, &acc, &smem)?;
+            staged_epilogue(em, g, outs, &tile, tid, wg, &acc, smem)?;
             // Every thread has read the staged tile (through the generic proxy) before the next
             // tile's TMA copies (the async proxy) refill the ring.
             asm::fence_proxy_async(&mut em.f);
             em.f.call_void("llvm.nvvm.barrier0", &[]);
         }
         let it_next = em.f.v(format!("add i32 {it0}, {ntiles}"));
-        em.f.loop_end(&tl, &nctaid, &[it_next]);
-        if map_c.is_some() {
+        em.f.loop_end(&tl, nctaid, &[it_next]);
+        if self.map_c.is_some() {
             // Nothing may exit while its stores still read shared memory.
             asm::bulk_wait_all(&mut em.f);
         }
-    } else if !c.producer && g.persistent {
-        // Every thread copies, S-1 k-tiles ahead: a stage is refilled once every warpgroup has
-        // waited for the wgmmas that read it (a second barrier per k-tile, after the wait).
-        // Persistent blocks with one ring for all their tiles: the last k-tiles of a tile load
-        // the first k-tiles of the block's next tile, so its copies are in flight while this
-        // tile's epilogue runs.
-        let dist = c.prefetch();
+        Ok(())
+    }
+
+    /// Every thread copies, S-1 k-tiles ahead: a stage is refilled once every warpgroup has
+    /// waited for the wgmmas that read it (a second barrier per k-tile, after the wait).
+    /// Persistent blocks with one ring for all their tiles: the last k-tiles of a tile load the
+    /// first k-tiles of the block's next tile, so its copies are in flight while this tile's
+    /// epilogue runs.
+    fn cp_async_persistent(&self, em: &mut Em) -> Result<(), PtxError> {
+        let (g, outs) = (self.g, self.outs);
+        let (tid, ctaid, nctaid, wg, total) = (&self.tid, &self.ctaid, &self.nctaid, &self.wg, self.total);
+        let dist = self.c.prefetch();
+        // The ring's prologue: the block's first tile's first k-tiles.
         let has = em.f.v(format!("icmp ult i32 {ctaid}, {total}"));
         let cont = em.f.if_begin(&has);
-        let t0 = tile_at(em, &ctaid);
-        let srcs0 = tile_src(em, &t0);
+        let t0 = self.tile_at(em, ctaid);
+        let srcs0 = self.tile_src(em, &t0);
         for s in 0..dist {
-            load_tile(em, &srcs0, &s.to_string(), &s.to_string());
+            self.load_tile(em, &srcs0, &s.to_string(), &s.to_string());
         }
         em.f.if_end(&cont);
         for _ in 0..dist {
             em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
         }
         let ring = [("i32".to_string(), "0".to_string()), ("i32".to_string(), dist.to_string())];
-        let (tl, tile) = tile_loop(em, &ctaid, &ring);
-        let srcs = tile_src(em, &tile);
+        let (tl, tile) = self.tile_loop(em, ctaid, &ring);
+        let srcs = self.tile_src(em, &tile);
         let nt = em.f.v(format!("add i32 {}, {nctaid}", tl.i));
         let has_next = em.f.v(format!("icmp ult i32 {nt}, {total}"));
         let ring = [tl.accs[0].clone(), tl.accs[1].clone()];
-        let (ring, acc) = cp_async_k_loop(em, &srcs, ring, Some((&nt, &has_next)));
-        epilogue(em, g, outs, &tile, &tid, &wg, &acc)?;
-        em.f.loop_end(&tl, &nctaid, &ring);
+        let (ring, acc) = self.cp_async_k_loop(em, &srcs, ring, Some((&nt, &has_next)));
+        epilogue(em, g, outs, &tile, tid, wg, &acc)?;
+        em.f.loop_end(&tl, nctaid, &ring);
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
-    } else if !c.producer {
-        // Fewer k-tiles than the prefetch distance, or arithmetic in the epilogue: a prologue
-        // per tile.
-        let dist = c.prefetch();
-        let (tl, tile) = tile_loop(em, &ctaid, &[]);
-        let srcs = tile_src(em, &tile);
+        Ok(())
+    }
+
+    /// Fewer k-tiles than the prefetch distance, or arithmetic in the epilogue: every thread
+    /// copies by cp.async, with a prologue per tile, and the tile is staged through the ring.
+    fn cp_async_per_tile(&self, em: &mut Em) -> Result<(), PtxError> {
+        let (g, outs, smem) = (self.g, self.outs, &self.smem);
+        let (tid, ctaid, nctaid, wg) = (&self.tid, &self.ctaid, &self.nctaid, &self.wg);
+        let dist = self.c.prefetch();
+        let (tl, tile) = self.tile_loop(em, ctaid, &[]);
+        let srcs = self.tile_src(em, &tile);
         for s in 0..dist {
-            if u64::from(s) < k_tiles {
-                load_tile(em, &srcs, &s.to_string(), &s.to_string());
+            if u64::from(s) < self.k_tiles {
+                self.load_tile(em, &srcs, &s.to_string(), &s.to_string());
             }
             em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
         }
-        let (_, acc) = cp_async_k_loop(em, &srcs, ["0".into(), dist.to_string()], None);
+        let (_, acc) = self.cp_async_k_loop(em, &srcs, ["0".into(), dist.to_string()], None);
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
         // Every warpgroup is done reading the ring: the staged tile reuses it.
         em.f.call_void("llvm.nvvm.barrier0", &[]);
-        staged_epilogue(em, g, outs, &tile, &tid, &wg, &acc, &smem)?;
+        staged_epilogue(em, g, outs, &tile, tid, wg, &acc, smem)?;
         // Every thread has read the staged tile before the next tile refills the ring.
         em.f.call_void("llvm.nvvm.barrier0", &[]);
-        em.f.loop_end(&tl, &nctaid, &[]);
-    } else {
-        // Producer / consumer: the ring position runs on across tiles (`it` counts k-tiles).
-        let is_producer = em.f.v(format!("icmp uge i32 {wg}, {}", c.consumers));
+        em.f.loop_end(&tl, nctaid, &[]);
+        Ok(())
+    }
+
+    /// Producer / consumer: the last warpgroup copies ([`WgKernel::producer`]), the others
+    /// multiply and store ([`WgKernel::consumers`]); the ring position runs on across tiles (`it`
+    /// counts k-tiles).
+    fn producer_consumer(&self, em: &mut Em) -> Result<(), PtxError> {
+        let is_producer = em.f.v(format!("icmp uge i32 {}, {}", self.wg, self.c.consumers));
         let cons = em.f.label("consumer");
         let prod = em.f.label("producer");
         let done = em.f.label("done");
         em.f.op(format!("br i1 {is_producer}, label %{prod}, label %{cons}"));
-
         em.f.start_block(&prod);
+        self.producer(em, &done);
+        em.f.start_block(&cons);
+        self.consumers(em)?;
+        em.f.br(&done);
+        em.f.start_block(&done);
+        Ok(())
+    }
+
+    /// The producer warpgroup: per k-tile, waits until its stage is empty, then fills it (by
+    /// cp.async, arriving on the full barrier when the copies land, or by one thread's TMA);
+    /// branches to `done`.
+    fn producer(&self, em: &mut Em, done: &str) {
+        let c = self.c;
+        let (ctaid, nctaid, ntiles) = (&self.ctaid, &self.nctaid, &self.ntiles);
         if c.consumers == 2 {
             asm::setmaxnreg(&mut em.f, false, if c.tma { PRODUCER_REGS_TMA } else { PRODUCER_REGS });
         }
-        if let Some((ma, mb)) = &maps {
+        if let Some((ma, mb)) = &self.maps {
             // One thread issues every copy; the rest of the producer warpgroup is done.
             let issuer = em.f.label("issuer");
-            let lead = em.f.v(format!("icmp eq i32 {ct}, 0"));
+            let lead = em.f.v(format!("icmp eq i32 {}, 0", self.ct));
             em.f.op(format!("br i1 {lead}, label %{issuer}, label %{done}"));
             em.f.start_block(&issuer);
             asm::prefetch_tensormap(&mut em.f, ma);
             asm::prefetch_tensormap(&mut em.f, mb);
         }
-        let (tl, tile) = tile_loop(em, &ctaid, &[("i32".into(), "0".into())]);
-        let srcs = if c.tma { None } else { Some(tile_src(em, &tile)) };
+        let (tl, tile) = self.tile_loop(em, ctaid, &[("i32".into(), "0".into())]);
+        let srcs = if c.tma { None } else { Some(self.tile_src(em, &tile)) };
         let it0 = tl.accs[0].clone();
-        let kl = em.f.loop_begin("i32", "0", &ntiles, &[]);
+        let kl = em.f.loop_begin("i32", "0", ntiles, &[]);
         let it = em.f.v(format!("add i32 {it0}, {}", kl.i));
-        let (stage, par) = slot(em, &it);
+        let (stage, par) = self.slot(em, &it);
         let par = em.f.v(format!("xor i32 {par}, 1"));
-        let empty = empty_bar(em, &stage);
+        let empty = self.empty_bar(em, &stage);
         asm::mbar_wait(&mut em.f, &empty, &par);
         match &srcs {
             Some(srcs) => {
-                load_tile(em, srcs, &kl.i, &stage);
-                let full = full_bar(em, &stage);
+                self.load_tile(em, srcs, &kl.i, &stage);
+                let full = self.full_bar(em, &stage);
                 asm::mbar_arrive_cp_async(&mut em.f, &full);
             }
-            None => tma_tile(em, &tile, &kl.i, &stage),
+            None => self.tma_tile(em, &tile, &kl.i, &stage),
         }
         em.f.loop_end(&kl, "1", &[]);
         let it_next = em.f.v(format!("add i32 {it0}, {ntiles}"));
-        em.f.loop_end(&tl, &nctaid, &[it_next]);
+        em.f.loop_end(&tl, nctaid, &[it_next]);
         // Nothing may exit while its copies are in flight (the consumers wait for every TMA
         // copy on the full barriers).
         if !c.tma {
             em.f.call_void("llvm.nvvm.cp.async.wait.all", &[]);
         }
-        em.f.br(&done);
+        em.f.br(done);
+    }
 
-        em.f.start_block(&cons);
+    /// The consumer warpgroups: per tile, the main loop (wait for a full stage, multiply, free the
+    /// previous stage) and the epilogue; in the ping-pong variant the two consumers take
+    /// alternate tiles.
+    fn consumers(&self, em: &mut Em) -> Result<(), PtxError> {
+        let (c, g, outs, smem) = (self.c, self.g, self.outs, &self.smem);
+        let (tid, ctaid, nctaid, wg, ntiles) = (&self.tid, &self.ctaid, &self.nctaid, &self.wg, &self.ntiles);
+        let (s_n, k_tiles, bar0) = (self.s_n, self.k_tiles, &self.bar0);
         if c.consumers == 2 {
             asm::setmaxnreg(&mut em.f, true, if c.tma { CONSUMER_REGS_TMA } else { CONSUMER_REGS });
         }
@@ -723,7 +887,7 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         } else {
             (ctaid.clone(), nctaid.clone(), "0".to_string(), k_tiles)
         };
-        let (tl, tile) = tile_loop(em, &start, &[("i32".into(), it_first), ("i32".into(), "0".into())]);
+        let (tl, tile) = self.tile_loop(em, &start, &[("i32".into(), it_first), ("i32".into(), "0".into())]);
         let it0 = tl.accs[0].clone();
         let own = tl.accs[1].clone();
         // Ping-pong: the consumers' main loops alternate (each waits until the other has issued
@@ -741,24 +905,25 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
             asm::mbar_wait(&mut em.f, &order, &parity);
             em.f.if_end(&cont);
         }
-        let kl = em.f.loop_begin("i32", "0", &ntiles, &zeros);
+        // The main loop.
+        let kl = em.f.loop_begin("i32", "0", ntiles, &self.zeros);
         let it = em.f.v(format!("add i32 {it0}, {}", kl.i));
-        let (stage, par) = slot(em, &it);
-        let full = full_bar(em, &stage);
+        let (stage, par) = self.slot(em, &it);
+        let full = self.full_bar(em, &stage);
         asm::mbar_wait(&mut em.f, &full, &par);
         if !c.tma {
             // cp.async wrote the stage through the generic proxy; wgmma reads it through the async one.
             asm::fence_proxy_async(&mut em.f);
         }
         let first = em.f.v(format!("icmp eq i32 {}, 0", kl.i));
-        let next = mma_tile(em, &kl.accs, &stage, &first);
+        let next = self.mma_tile(em, &kl.accs, &stage, &first);
         asm::wait(&mut em.f, 1);
         // The previous k-tile's wgmmas are done: free its stage.
         let notfirst = em.f.v(format!("icmp ne i32 {}, 0", kl.i));
         let cont = em.f.if_begin(&notfirst);
         let prev = em.f.v(format!("add i32 {stage}, {}", s_n - 1));
         let prev = em.f.v(format!("urem i32 {prev}, {s_n}"));
-        let pe = empty_bar(em, &prev);
+        let pe = self.empty_bar(em, &prev);
         asm::mbar_arrive(&mut em.f, &pe);
         em.f.if_end(&cont);
         em.f.loop_end(&kl, "1", &next);
@@ -772,26 +937,31 @@ pub(crate) fn emit(em: &mut Em, g: &WgGemm, smem_sym: &str, outs: &[Out]) -> Res
         let acc = asm::wait_acc(&mut em.f, 0, &kl.accs);
         let last = em.f.v(format!("add i32 {it0}, {}", k_tiles - 1));
         let ls = em.f.v(format!("urem i32 {last}, {s_n}"));
-        let le = empty_bar(em, &ls);
+        let le = self.empty_bar(em, &ls);
         asm::mbar_arrive(&mut em.f, &le);
+        // The epilogue.
         let rows_wg = if c.pingpong { "0".to_string() } else { wg.clone() };
-        if let (Some((addr, off)), Some(map)) = (store_staging(em, &wg), &map_c) {
-            let st = StoreStaging { addr, off, map, smem: &smem };
-            tma_store_epilogue(em, g, outs, &tile, (&tid, &wg, &rows_wg), &acc, &st)?;
+        if let (Some((addr, off)), Some(map)) = (self.store_staging(em, wg), &self.map_c) {
+            let st = StoreStaging { addr, off, map, smem };
+            tma_store_epilogue(em, g, outs, &tile, (tid, wg, &rows_wg), &acc, &st)?;
         } else {
-            epilogue(em, g, outs, &tile, &tid, &rows_wg, &acc)?;
+            epilogue(em, g, outs, &tile, tid, &rows_wg, &acc)?;
         }
         let it_next = em.f.v(format!("add i32 {it0}, {it_step}"));
         let own_next = em.f.v(format!("add i32 {own}, 1"));
         em.f.loop_end(&tl, &step, &[it_next, own_next]);
-        if map_c.is_some() {
+        if self.map_c.is_some() {
             asm::bulk_wait_all(&mut em.f);
         }
-        em.f.br(&done);
-        em.f.start_block(&done);
+        Ok(())
     }
-    em.restore(saved);
-    Ok(())
+}
+
+/// A wgmma shared-memory descriptor of the address `addr` (i32) with the layout `bits`.
+fn descriptor(em: &mut Em, addr: &str, bits: u64) -> String {
+    let a4 = em.f.v(format!("lshr i32 {addr}, 4"));
+    let a64 = ext64(em, &a4);
+    em.f.v(format!("or i64 {a64}, {bits}"))
 }
 
 /// Stores a block tile through shared memory (see [`epilogue::staged`]): every thread writes its

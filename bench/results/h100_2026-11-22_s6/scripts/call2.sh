@@ -1,7 +1,0 @@
-# Session 6, call 2 (experiment flag TCC_X_DEFER=parts,gap,prefetch): deferred epilogue, L1 prefetch of the next chunk's loads.
-source gpu-carry/s6/setup.sh
-date -u +%T
-TCC_X_DEFER=8,1,1 timeout 200 /tmp/rt --test-threads=1 wgmma:: 2>&1 | grep -E "^test |test result|panicked|failures|differ|nk=|error" | head -40
-date -u +%T
-for v in off 4,1,0 4,1,1 8,1,1 2,1,1 4,2,1 8,2,1 off 8,1,1; do echo "== $v"; TCC_X_DEFER=$v sw gemm_bias_gelu_f16_4096,gemm_f16_4096 4 128x256w8v64 | grep -v default; done
-date -u +%T
