@@ -41,6 +41,12 @@ proptest! {
     }
 
     #[test]
+    fn optimized_programs_with_positions_compute_the_same_values(p in arb_graph(GenConfig { max_ops: 24, max_elements: 2_000, ..GenConfig::with_positions() })) {
+        check(&p, TargetModel::cpu_host())?;
+        check(&p, TargetModel::sm_90a())?;
+    }
+
+    #[test]
     fn the_optimizer_is_deterministic(p in arb_graph(small())) {
         let target = TargetModel::sm_80();
         let opts = OptimizeOptions { bindings: p.bindings.clone(), top_k: 2, explain: true, ..OptimizeOptions::new(target) };

@@ -49,6 +49,11 @@ proptest! {
     fn random_pointwise_programs_match_the_interpreter(gp in arb_graph(GenConfig { max_ops: 32, ..GenConfig::pointwise_only() }), seed in any::<u64>()) {
         run_case(&gp, seed)?;
     }
+
+    #[test]
+    fn random_programs_with_positions_match_the_interpreter(gp in arb_graph(GenConfig { max_ops: 24, max_elements: 6_000, ..GenConfig::with_positions() }), seed in any::<u64>()) {
+        run_case(&gp, seed)?;
+    }
 }
 
 proptest! {

@@ -46,6 +46,7 @@ enum Kind {
     Concat,
     Reduce,
     MatMul,
+    Iota,
 }
 
 /// Builds the program a recipe describes under `cfg` (already normalized).
@@ -109,7 +110,7 @@ impl<'a> Builder<'a> {
 
     fn kinds(&self) -> Vec<Kind> {
         let o = &self.cfg.ops;
-        let table: [(Kind, bool, usize); 13] = [
+        let table: [(Kind, bool, usize); 14] = [
             (Kind::Unary, !o.unary.is_empty(), 4),
             (Kind::Binary, !o.binary.is_empty(), 5),
             (Kind::Reduce, !o.reduce.is_empty(), 2),
@@ -123,6 +124,7 @@ impl<'a> Builder<'a> {
             (Kind::Permute, o.permute, 1),
             (Kind::Slice, o.slice, 1),
             (Kind::Concat, o.concat, 1),
+            (Kind::Iota, o.iota, 1),
         ];
         table.iter().filter(|(_, on, _)| *on).flat_map(|&(k, _, w)| std::iter::repeat_n(k, w)).collect()
     }
@@ -326,6 +328,7 @@ impl<'a> Builder<'a> {
             Kind::Concat => self.concat(s),
             Kind::Reduce => self.reduce(s),
             Kind::MatMul => self.matmul(s),
+            Kind::Iota => self.iota(s),
         }
     }
 
@@ -402,6 +405,19 @@ impl<'a> Builder<'a> {
             return None;
         }
         self.add_typed(Op::Cast(a), TensorType { dtype: target, shape: ta.shape })
+    }
+
+    /// Positions along one axis of an existing value (so that they combine with it), or of a
+    /// configured size.
+    fn iota(&mut self, s: &Step) -> Option<NodeId> {
+        let len = match self.pick(s.x, |t| t.shape.rank() > 0) {
+            Some(a) => {
+                let dims = self.ty(a)?.shape.0.clone();
+                dims.get(usize::from(s.y) % dims.len().max(1))?.clone()
+            }
+            None => Dim::Const(self.size(usize::from(s.z))),
+        };
+        self.add_typed(Op::Iota, TensorType { dtype: DType::I32, shape: Shape(vec![len]) })
     }
 
     fn const_step(&mut self, s: &Step) -> Option<NodeId> {

@@ -33,6 +33,9 @@ pub struct OpSet {
     pub concat: bool,
     /// (Batched) matmuls.
     pub matmul: bool,
+    /// `iota` (positions as an i32 vector). Off in [`OpSet::all`], so that the programs earlier
+    /// seeds drew stay the same; [`GenConfig::with_positions`] turns it on.
+    pub iota: bool,
 }
 
 impl OpSet {
@@ -52,6 +55,7 @@ impl OpSet {
             slice: true,
             concat: true,
             matmul: true,
+            iota: false,
         }
     }
 
@@ -129,6 +133,12 @@ impl GenConfig {
     /// Every dtype, only the ops of a pointwise kernel ([`OpSet::pointwise`]).
     pub fn pointwise_only() -> GenConfig {
         GenConfig { ops: OpSet::pointwise(), ..GenConfig::default() }
+    }
+
+    /// The default programs with positions (`iota`) among the ops: masks and biases written as
+    /// math of positions. A preset of its own, so the default one draws the programs it drew.
+    pub fn with_positions() -> GenConfig {
+        GenConfig { ops: OpSet { iota: true, ..OpSet::all() }, ..GenConfig::default() }
     }
 
     /// Longer programs (up to 200 steps) of smaller tensors.
