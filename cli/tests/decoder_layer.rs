@@ -203,3 +203,22 @@ fn the_decoder_layer_agrees_with_its_definition_and_is_causal() {
         assert_ne!(other.data[s * D..(s + 1) * D], got.data[s * D..(s + 1) * D], "token {s}");
     }
 }
+
+#[test]
+fn the_decoder_layer_on_the_cpu_has_one_attention_kernel_and_agrees_with_the_interpreter() {
+    let graph = small_layer();
+    let inputs = Inputs::new(3).tensors();
+    let expected = run_graph(&graph, &inputs).unwrap().swap_remove(0);
+    let optimized = tcc_passes::optimize(&graph, &tcc_passes::OptimizeOptions::default()).unwrap();
+    let classes: Vec<_> = optimized.program.launches.iter().map(|l| l.kernel.class).collect();
+    let attention = classes.iter().filter(|&&c| c == tcc_ir::KernelClass::Attention).count();
+    assert_eq!(attention, 1, "{}", optimized.report);
+    let device = tcc_runtime::CpuDevice::new().unwrap();
+    let host: Vec<_> = inputs.iter().map(|t| tcc_runtime::HostTensor::from_interp(t).unwrap()).collect();
+    let got = device.run(&optimized.program, &host).unwrap().swap_remove(0).to_interp();
+    // bf16 activations: compare the layer's change to its input, as the definition test does.
+    let x = &inputs[0].data;
+    let change: f64 = expected.data.iter().zip(x).map(|(e, x)| (e - x).powi(2)).sum::<f64>().sqrt();
+    let diff: f64 = expected.data.iter().zip(&got.data).map(|(e, g)| (e - g).powi(2)).sum::<f64>().sqrt();
+    assert!(diff < 0.02 * change, "CPU error {diff:.4} against a change of {change:.4}");
+}

@@ -192,7 +192,7 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
         }
         // Prologue ops run once per tile load; epilogue ops once per output element.
         flops_prologue *= (n / tn).clamp(1.0, 64.0);
-    } else {
+    } else if body.class != KernelClass::Attention {
         let vec_bytes = f64::from(schedule.vector_width.max(1)) * dtype.size_bytes() as f64;
         let vec_eff = (vec_bytes / f64::from(target.vector_bytes.max(1))).min(1.0);
         efficiency *= 0.6 + 0.4 * vec_eff;

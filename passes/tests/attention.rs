@@ -100,3 +100,13 @@ fn explain_names_the_attention_rule() {
     let kernel = out.report.kernels.iter().find(|k| k.class == KernelClass::Attention).expect("an attention kernel");
     assert!(kernel.rules.iter().any(|r| r == "fuse-attention"), "{}", out.report);
 }
+
+#[test]
+fn grouped_query_attention_in_bf16_is_one_kernel_on_the_cpu() {
+    // The decoder layer's form: bf16 operands, f32 softmax, P rounded to bf16 before V.
+    let c = AttentionCase { heads: 8, kv_heads: 2, dtype: DType::BF16, ..AttentionCase::causal(512, 512, 128) };
+    let g = c.graph().unwrap();
+    let out = optimize(&g, &OptimizeOptions::default()).unwrap();
+    let attention = out.program.launches.iter().filter(|l| l.kernel.class == KernelClass::Attention).count();
+    assert_eq!(attention, 1, "{}", out.report);
+}

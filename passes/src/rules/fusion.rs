@@ -39,6 +39,7 @@ pub fn rules() -> Vec<ClassRule> {
         ClassRule { name: "fuse-reduction-epilogue", find: fuse_reduction_epilogue },
         ClassRule { name: "fuse-reductions", find: fuse_reductions },
         ClassRule { name: "fuse-attention", find: fuse_attention },
+        ClassRule { name: "fuse-attention-prologue", find: fuse_attention_prologue },
     ]
 }
 
@@ -285,6 +286,16 @@ fn fuse_attention(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
 }
 
 const RULE: &str = "fuse-attention";
+
+fn attention(c: KernelClass) -> bool {
+    c == KernelClass::Attention
+}
+
+/// An attention kernel absorbs pointwise producers of its inputs: a reshape or broadcast of K
+/// and V for grouped heads, a rotary embedding, a scale, read as its operands load.
+fn fuse_attention_prologue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
+    grow(egraph, class, limit, "fuse-attention-prologue", attention, pointwise)
+}
 
 /// `partial`, and `partial` with the most promising reduction kernel of one of its inputs merged
 /// in (the row sum a product is divided by afterwards), for each input that has one.
