@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The GEMM shape sweep (issue 26): shapes beyond the public suite, and cuBLAS timed on each.
+
+    python3 bench/gemm_sweep.py shapes > bench/gemm_sweep.json       # the workloads (deterministic)
+    python3 bench/gemm_sweep.py cublas bench/gemm_sweep.json > peers.jsonl   # on the GPU machine
+    tcc bench --workloads bench/gemm_sweep.json --suite gpu --target cuda --out tcc.jsonl
+    python3 compare.py tcc.jsonl peers.jsonl
+
+The workloads use the public suite's `gemm` kind (workloads.json's `about`): A[m,k] row-major,
+B[k,n] row-major or B[n,k] ("b_layout": "nk", a linear layer's weight), output in the input dtype,
+f32 accumulation. The shapes: squares on and off the tile grid, odd sizes, primes near powers of
+two, skinny products (decode: m of 1 to 64 against Llama's projections), long-k products, and the
+shapes of a Llama-3-8B layer at 4096 tokens. cuBLAS is `a @ b` in PyTorch eager (TF32 off for f32),
+timed like peers.py: triton's do_bench, median over 200 ms after 50 ms of warm-up (it flushes L2
+before each run). Rows: {"workload", "impl": "torch_eager", "median_ms", "gflops", "gbps",
+"max_rel_err"}, one per shape, as compare.py reads them.
+"""
+import json
+import sys
+
+
+def shapes():
+    out = []
+
+    def add(name, dtype, m, n, k, nk=False):
+        w = {"name": name, "kind": "gemm", "dtype": dtype, "m": m, "n": n, "k": k, "epilogue": []}
+        if nk:
+            w["b_layout"] = "nk"
+        out.append(w)
+
+    for s in [128, 256, 512, 768, 1000, 1024, 1536, 2048, 2560, 3072, 4096, 5120, 6144, 8192]:
+        add(f"sq_f16_{s}", "f16", s, s, s)
+    for s in [1024, 4096]:
+        add(f"sq_bf16_{s}", "bf16", s, s, s)
+        add(f"sq_f32_{s}", "f32", s, s, s)
+    for m, n, k in [(1023, 1025, 1027), (4097, 4095, 4093), (3001, 5003, 701), (127, 4099, 2053),
+                    (257, 263, 4099), (2047, 2049, 511), (8191, 127, 8193),
+                    (511, 513, 1025), (4095, 4095, 4095)]:
+        add(f"odd_f16_{m}x{n}x{k}", "f16", m, n, k)
+    for m in [1, 8, 16, 32, 64]:
+        for n, k in [(4096, 4096), (14336, 4096), (4096, 14336), (1024, 4096)]:
+            add(f"skinny_f16_m{m}_{n}x{k}", "f16", m, n, k, nk=True)
+    for m, n, k in [(256, 256, 49152), (128, 128, 65536), (512, 512, 32768), (64, 64, 131072),
+                    (1024, 1024, 16384), (96, 160, 40000)]:
+        add(f"longk_f16_{m}x{n}x{k}", "f16", m, n, k)
+    for n, k in [(4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336), (6144, 4096), (28672, 4096)]:
+        add(f"llama_bf16_4096x{n}x{k}", "bf16", 4096, n, k, nk=True)
+    for m, n, k in [(16384, 4096, 4096), (2048, 8192, 1024)]:
+        add(f"big_bf16_{m}x{n}x{k}", "bf16", m, n, k, nk=True)
+    return out
+
+
+def cublas(path):
+    import torch
+    import triton.testing as tt
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+    with open(path) as f:
+        ws = json.load(f)["gpu"]
+    props = torch.cuda.get_device_properties(0)
+    print(f"# {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}", file=sys.stderr)
+    for w in ws:
+        t = dt[w["dtype"]]
+        g = torch.Generator(device="cuda").manual_seed(0)
+        m, n, k = w["m"], w["n"], w["k"]
+        nk = w.get("b_layout") == "nk"
+        a = torch.randn(m, k, device="cuda", dtype=t, generator=g)
+        b = torch.randn(*((n, k) if nk else (k, n)), device="cuda", dtype=t, generator=g)
+        f = (lambda: a @ b.t()) if nk else (lambda: a @ b)
+        ms = tt.do_bench(f, warmup=50, rep=200, return_mode="median")
+        ref = a.double() @ (b.double().t() if nk else b.double())
+        err = float((f().double() - ref).norm() / ref.norm().clamp_min(1e-30))
+        elt = a.element_size()
+        fl, by = 2.0 * m * n * k, elt * (m * k + k * n + m * n)
+        print(json.dumps({"workload": w["name"], "impl": "torch_eager", "median_ms": round(ms, 5),
+                          "gflops": round(fl / ms / 1e6, 1), "gbps": round(by / ms / 1e6, 1),
+                          "max_rel_err": err}), flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "shapes":
+        print(json.dumps({"about": "GEMM shape sweep (bench/gemm_sweep.py); the gemm kind of workloads.json",
+                          "gpu": shapes(), "cpu": []}, indent=1))
+    elif len(sys.argv) >= 3 and sys.argv[1] == "cublas":
+        cublas(sys.argv[2])
+    else:
+        sys.exit(__doc__)
