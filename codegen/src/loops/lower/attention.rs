@@ -25,6 +25,10 @@ use super::{Lowerer, View, broadcast_index, numel, wrap_loops};
 use crate::error::CodegenError;
 use crate::loops::ir::{BufDecl, BufId, BufKind, Combine, Expr, ExprId, Extent, Index, MicroKernel, Stmt, VarId};
 
+/// The statements of the two products: once per query block (packing the queries), per key
+/// block before the softmax (the scores), per key block after it (`o += p v`).
+type Products = (Vec<Stmt>, Vec<Stmt>, Vec<Stmt>);
+
 /// The three operands of the products, each a node and its batch index (broadcast to the
 /// domain's batch axes), and the head and value dimensions.
 struct Operands {
@@ -125,8 +129,8 @@ impl Lowerer<'_> {
     /// The nests of the prologue's materialized values, then the attention nest.
     pub(super) fn build_attention(&mut self, a: &Attention, blocks: [u32; 2]) -> Result<(), CodegenError> {
         let after_scores = downstream(self.g, a.scores);
-        for i in 0..self.g.nodes.len() {
-            if after_scores[i] {
+        for (i, &after) in after_scores.iter().enumerate() {
+            if after {
                 continue;
             }
             if let Some(buf) = self.mat[i] {
@@ -238,7 +242,7 @@ impl Lowerer<'_> {
         let mut at = batch.clone();
         at.extend([i.clone(), j.clone()]);
         let logit = self.expr_at(a.logits, &at)?;
-        let logit = self.to_f32(a.logits, logit)?;
+        let logit = self.as_f32(a.logits, logit)?;
         let x = load(self, x_buf, block_at.clone());
         let block_max = self.new_acc(DType::F32);
         let neg_inf = f32c(self, f64::NEG_INFINITY);
@@ -415,7 +419,7 @@ impl Lowerer<'_> {
         ops: &Operands,
         (queries, keys, ev): (&Strip, &Strip, VarId),
         (s_buf, x_buf, o_buf): (BufId, BufId, BufId),
-    ) -> Result<(Vec<Stmt>, Vec<Stmt>, Vec<Stmt>), CodegenError> {
+    ) -> Result<Products, CodegenError> {
         let (i, j) = (queries.position(), keys.position());
         let (qi, jl) = (Index::var(queries.inner), Index::var(keys.inner));
         let block_at = qi.scale(as_i64(keys.block)).add(&jl);
@@ -475,7 +479,7 @@ impl Lowerer<'_> {
         (queries, keys): (&Strip, &Strip),
         (s_buf, x_buf, o_buf): (BufId, BufId, BufId),
         (mr, nr, t): (u64, u64, crate::loops::GemmTiles),
-    ) -> Result<(Vec<Stmt>, Vec<Stmt>, Vec<Stmt>), CodegenError> {
+    ) -> Result<Products, CodegenError> {
         let (bq, bk, depth, width) = (queries.block, keys.block, ops.depth, ops.width);
         let local = |l: &mut Self, len: u64| l.push_buf(BufDecl { dtype: DType::F32, len, kind: BufKind::Local });
         let q_panels = local(self, bq * depth.max(1));
@@ -490,7 +494,7 @@ impl Lowerer<'_> {
 
         // Q panels: qa[ir*depth*mr + p*mr + ii] = q[i0 + ir*mr + ii, p].
         let qv = self.operand(&ops.q, [q_row, Index::var(pp)])?;
-        let qv = self.to_f32(ops.q.0, qv)?;
+        let qv = self.as_f32(ops.q.0, qv)?;
         let qa_at =
             Index::var(ir).scale(as_i64(depth * mr)).add(&Index::var(pp).scale(as_i64(mr))).add(&Index::var(ii));
         let pack_queries = vec![Stmt::Loop {
@@ -607,7 +611,7 @@ impl Lowerer<'_> {
             // Kᵀ is [depth, keys]: panel columns are keys; V is [keys, width]: columns are width.
             idx.extend([Index::var(p), column]);
             let value = self.expr_at(operand.0, &idx)?;
-            let value = self.to_f32(operand.0, value)?;
+            let value = self.as_f32(operand.0, value)?;
             // The batch loops the value reads with, and the attention nest's loops in their place.
             let used: Vec<bool> = batch_loops.iter().map(|&(v, _)| self.depends_on(value, v)).collect();
             let mut entry = Index::constant(0);
@@ -677,7 +681,7 @@ impl Lowerer<'_> {
     }
 
     /// `e` (the value of node `n`) as f32, the dtype the online softmax runs in.
-    fn to_f32(&mut self, n: NodeId, e: ExprId) -> Result<ExprId, CodegenError> {
+    fn as_f32(&mut self, n: NodeId, e: ExprId) -> Result<ExprId, CodegenError> {
         let from = self.dtype(n)?;
         Ok(if from == DType::F32 { e } else { self.arena.intern(Expr::Cast { from, to: DType::F32, arg: e }) })
     }
