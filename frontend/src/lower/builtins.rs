@@ -157,6 +157,14 @@ fn index(cx: &mut Cx<'_, '_>, a: &Args<'_>, id: ExprId) -> Option<u64> {
 fn dim(cx: &mut Cx<'_, '_>, a: &Args<'_>, frame: &Frame, id: ExprId) -> Option<Dim> {
     let sp = a.sp_of(id);
     if let Some(ExprKind::Name(v)) = a.kind(id) {
+        if frame.env.contains_key(v) && !frame.subst.contains_key(v) {
+            cx.report(Diag::new(
+                format!("{} expects a dimension here, but `{v}` is a tensor", a.what()),
+                sp,
+                "a tensor, not a dimension",
+            ));
+            return None;
+        }
         return Some(frame.subst.get(v).cloned().unwrap_or_else(|| Dim::Var(v.clone())));
     }
     match a.static_int(id).map(u64::try_from) {
