@@ -17,6 +17,12 @@
 //! the written formula gives. Key blocks where the mask ([`tcc_ir::attention::Mask`]) holds
 //! nowhere are skipped (only with a `-inf` fill). The batch loops are outermost, so the row split
 //! runs batch entries (or query blocks, without batch axes) on different threads.
+//!
+//! With register tiles, K and V are packed into B panels once per K/V head, in a nest of their own
+//! before the attention nest, and each query block's queries once per block. A batch axis that a
+//! reshape merges from several (the query heads of grouped-query attention, `[Hkv, G]` read as
+//! `[H]`) is looped as its parts, so K and V are read through the graph's reshape and broadcast as
+//! affine indices (`Lowerer::reshaped_index`) and never copied per query head.
 
 use tcc_ir::attention::{Atom, Attention};
 use tcc_ir::{BinaryOp, CompareOp, DType, NodeId, Op, UnaryOp};
