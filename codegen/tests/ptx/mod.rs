@@ -402,7 +402,7 @@ fn capabilities_are_data_and_checked() {
 
 /// The bindings the example tests use for the examples' shape variables.
 fn example_bindings() -> Bindings {
-    [("M", 64u64), ("N", 256), ("S", 96), ("T", 80), ("B", 2), ("D", 64)]
+    [("M", 64u64), ("N", 256), ("S", 96), ("T", 80), ("B", 2), ("D", 64), ("H", 3), ("KV", 2), ("G", 2), ("F", 96)]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect()
