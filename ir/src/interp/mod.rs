@@ -108,7 +108,21 @@ pub fn run_graph(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, InterpErro
 /// Runs `g` on `inputs`, refusing to materialize any single value of more than `max_bytes` bytes
 /// (the interpreter stores 8 bytes per element). Returns one tensor per graph output.
 pub fn run_graph_with_limit(g: &Graph, inputs: &[Tensor], max_bytes: u64) -> Result<Vec<Tensor>, InterpError> {
-    let bindings = bind_shapes(g, inputs)?;
+    run_graph_within(g, inputs, &Bindings::new(), max_bytes)
+}
+
+/// Like [`run_graph_with_limit`], with shape variables that no parameter of `g` carries taken from
+/// `outer` (a program's bindings: a kernel computing `iota(N)` from no input of length `N`).
+pub fn run_graph_within(
+    g: &Graph,
+    inputs: &[Tensor],
+    outer: &Bindings,
+    max_bytes: u64,
+) -> Result<Vec<Tensor>, InterpError> {
+    let mut bindings = bind_shapes(g, inputs)?;
+    for (var, &size) in outer {
+        bindings.entry(var.clone()).or_insert(size);
+    }
     let mut remaining = live_use_counts(g)?;
     let ctx = eval::Ctx { bindings: &bindings, inputs, max_bytes };
     let mut values: Vec<Option<Tensor>> = (0..g.nodes.len()).map(|_| None).collect();

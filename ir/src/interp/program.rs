@@ -6,7 +6,7 @@ use crate::program::{Launch, Program, ValueRef};
 use crate::shape::Bindings;
 
 use super::eval::resolve;
-use super::{InterpError, Tensor, bind_params, run_graph_with_limit};
+use super::{InterpError, Tensor, bind_params, run_graph_within};
 
 /// Runs `p` on `inputs`, refusing any single value above [`limits::DEFAULT_MAX_MEMORY`] bytes.
 pub fn run_program(p: &Program, inputs: &[Tensor]) -> Result<Vec<Tensor>, InterpError> {
@@ -90,11 +90,8 @@ fn run_launch(
     for (pos, r) in launch.inputs.iter().enumerate() {
         args.push(state.read(*r, &format!("launch {index} (`{kernel}`) input {pos}"))?);
     }
-    let results = run_graph_with_limit(&launch.kernel.graph, &args, max_bytes).map_err(|e| InterpError::Kernel {
-        launch: index,
-        kernel: kernel.clone(),
-        source: Box::new(e),
-    })?;
+    let results = run_graph_within(&launch.kernel.graph, &args, bindings, max_bytes)
+        .map_err(|e| InterpError::Kernel { launch: index, kernel: kernel.clone(), source: Box::new(e) })?;
     if results.len() != launch.outputs.len() {
         return Err(InterpError::BadValueRef {
             context: format!("launch {index} (`{kernel}`)"),
