@@ -54,7 +54,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         }
     }
     if args.check {
-        check_against_interpreter(graph, &inputs, &outputs, args.max_memory)?;
+        check_against_interpreter(graph, &inputs, &bindings, &outputs, args.max_memory)?;
     }
     Ok(())
 }
@@ -62,10 +62,11 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
 fn check_against_interpreter(
     graph: &Graph,
     inputs: &[Tensor],
+    bindings: &tcc_ir::Bindings,
     outputs: &[Tensor],
     max_memory: u64,
 ) -> Result<(), CliError> {
-    let expected = tcc_ir::interp::run_graph_with_limit(graph, inputs, max_memory).map_err(|e| match e {
+    let expected = tcc_ir::interp::run_graph_within(graph, inputs, bindings, max_memory).map_err(|e| match e {
         InterpError::MemoryLimit { .. } => CliError::invalid(format!("{e} (raise it with --max-memory)")),
         other => CliError::Environment(format!("the interpreter failed: {other}")),
     })?;

@@ -365,3 +365,18 @@ fn max_memory_counts_every_tensor_of_the_run() {
         assert!(start.elapsed().as_secs() < 30, "refused only after {:?}", start.elapsed());
     }
 }
+
+#[test]
+fn a_dimension_only_an_iota_has_runs_and_checks_on_the_interpreter_and_the_cpu() {
+    // `N` is bound by --dim only: no parameter has an axis of length N, only the iota.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pos.tc");
+    std::fs::write(&file, "fn pos(x: f32[M]) -> f32[M, N] {\n    x.reshape([M, 1]) + iota(N).cast::<f32>()\n}\n")
+        .unwrap();
+    for target in ["interp", "cpu"] {
+        let out = tcc(&["run", file.to_str().unwrap(), "--dim", "M=3", "--dim", "N=5", "--target", target, "--check"]);
+        assert_eq!(out.status.code(), Some(0), "{target}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("f32[3, 5]"), "{target}: {}", text(&out.stdout));
+        assert!(!text(&out.stdout).contains("MISMATCH"), "{target}: {}", text(&out.stdout));
+    }
+}

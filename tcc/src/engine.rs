@@ -160,6 +160,7 @@ impl Engine {
             return Ok(Prepared {
                 engine: self,
                 graph: graph.clone(),
+                bindings: bindings.clone(),
                 plan: None,
                 compiled: None,
                 compile_time: Duration::ZERO,
@@ -191,7 +192,14 @@ impl Engine {
             }
             Engine::Interp => None,
         };
-        Ok(Prepared { engine: self, graph: graph.clone(), plan: Some(plan), compiled, compile_time: start.elapsed() })
+        Ok(Prepared {
+            engine: self,
+            graph: graph.clone(),
+            bindings: bindings.clone(),
+            plan: Some(plan),
+            compiled,
+            compile_time: start.elapsed(),
+        })
     }
 }
 
@@ -223,6 +231,8 @@ fn median(samples: &mut [f64]) -> f64 {
 pub struct Prepared<'e> {
     engine: &'e Engine,
     graph: Graph,
+    /// The shape bindings it was prepared for (the interpreter needs those no parameter carries).
+    bindings: Bindings,
     plan: Option<crate::pipeline::Plan>,
     compiled: Option<Arc<CompiledProgram>>,
     compile_time: Duration,
@@ -346,10 +356,12 @@ impl Prepared<'_> {
                     self.run_host(&host).ok_or_else(|| self.device_error("nothing was compiled".into()))??;
                 Ok(outputs.iter().map(HostTensor::to_interp).collect())
             }
-            _ => tcc_ir::interp::run_graph_with_limit(&self.graph, inputs, max_memory).map_err(|e| match e {
-                tcc_ir::interp::InterpError::MemoryLimit { .. } => EngineError::MemoryLimit(e.to_string()),
-                other => EngineError::Interpreter(other.to_string()),
-            }),
+            _ => {
+                tcc_ir::interp::run_graph_within(&self.graph, inputs, &self.bindings, max_memory).map_err(|e| match e {
+                    tcc_ir::interp::InterpError::MemoryLimit { .. } => EngineError::MemoryLimit(e.to_string()),
+                    other => EngineError::Interpreter(other.to_string()),
+                })
+            }
         }
     }
 }

@@ -94,10 +94,11 @@ impl Reference {
     pub fn compute(kernel: &Kernel, bindings: &Bindings, seed: u64, max_bytes: u64) -> Result<Reference, TuningError> {
         let inputs = Reference::inputs(kernel, bindings, seed, max_bytes)?;
         let interp: Vec<_> = inputs.iter().map(HostTensor::to_interp).collect();
-        let outputs = tcc_ir::interp::run_graph_with_limit(&kernel.graph, &interp, max_bytes).map_err(|e| match e {
-            tcc_ir::interp::InterpError::MemoryLimit { .. } => TuningError::MemoryLimit(e.to_string()),
-            other => TuningError::Internal(format!("the interpreter failed on kernel `{}`: {other}", kernel.name)),
-        })?;
+        let outputs =
+            tcc_ir::interp::run_graph_within(&kernel.graph, &interp, bindings, max_bytes).map_err(|e| match e {
+                tcc_ir::interp::InterpError::MemoryLimit { .. } => TuningError::MemoryLimit(e.to_string()),
+                other => TuningError::Internal(format!("the interpreter failed on kernel `{}`: {other}", kernel.name)),
+            })?;
         let expected = outputs
             .iter()
             .map(HostTensor::from_interp)

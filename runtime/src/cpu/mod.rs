@@ -274,7 +274,8 @@ impl CompiledProgram {
         mut observe: impl FnMut(usize, std::time::Duration),
     ) -> Result<Vec<HostTensor>, RuntimeError> {
         let bindings = bind_inputs(&self.name, &self.params, inputs)?;
-        if bindings != self.bindings {
+        // Variables no parameter carries (the length of an `iota`) keep the compiled values.
+        if bindings.iter().any(|(v, n)| self.bindings.get(v) != Some(n)) {
             let param = self
                 .params
                 .iter()
