@@ -96,20 +96,18 @@ pub fn lower_graph(
     let attention =
         options.attention.filter(|_| !options.materialize_all).and_then(|b| Some((Attention::find(graph)?, b)));
     if let Some((a, blocks)) = attention {
-        // Reshapes read through affine indices first (grouped heads without copies), copied if not.
-        let mut last = None;
+        // Reshapes read through affine indices first (grouped heads without copies), copied if not;
+        // a graph the attention nest cannot express falls through to the node-by-node lowering.
         for copy_reshapes in [false, true] {
             let mut lowerer = Lowerer::new(name, graph, bindings)?;
             lowerer.gemm = options.gemm;
             let built = lowerer
                 .plan_attention(&a, options.max_inline_cost, copy_reshapes)
                 .and_then(|()| lowerer.build_attention(&a, blocks));
-            match built {
-                Ok(()) => return Ok(lowerer.finish()),
-                Err(e) => last = Some(e),
+            if built.is_ok() {
+                return Ok(lowerer.finish());
             }
         }
-        return Err(last.unwrap_or_else(|| CodegenError::malformed(name, "attention lowering")));
     }
     let mut lowerer = Lowerer::new(name, graph, bindings)?;
     lowerer.plan(options)?;
