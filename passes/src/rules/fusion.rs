@@ -21,7 +21,7 @@ use tcc_ir::KernelClass;
 
 use super::{ClassRule, Term, add_term};
 use crate::analysis::EG;
-use crate::body::{Body, BodyBuilder, merge, merge_unclassified};
+use crate::body::{Body, BodyBuilder, BodyNode, merge, merge_unclassified};
 use crate::lang::{TNode, TOp};
 
 /// A kernel never fuses more than this many ops.
@@ -252,11 +252,22 @@ fn fuse_attention(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
         return Vec::new();
     }
     let children = |n: &TNode| -> Vec<Id> { n.children.iter().map(|&c| egraph.find(c)).collect() };
+    let has_product = |c: Id| unscheduled_kernels(egraph, c).any(|k| matmul(k.body.class));
     let mut out = Vec::new();
     for product in kernels(egraph, class).into_iter().filter(|k| matmul(k.body.class)) {
         let kids = children(product.node);
         'operand: for (at, &probs) in kids.iter().enumerate() {
-            for softmax in kernels(egraph, probs).into_iter().filter(|k| is_reduction(k.body.class)) {
+            // Cheap tests first (merging builds bodies): the input is the product's left operand,
+            // a softmax's kernel computes it, and the softmax reads a product.
+            if !left_operand_is_input(product.body, at) {
+                continue;
+            }
+            let softmaxes = kernels(egraph, probs).into_iter().filter(|k| {
+                is_reduction(k.body.class)
+                    && has_softmax_ops(k.body)
+                    && children(k.node).iter().any(|&c| has_product(c))
+            });
+            for softmax in softmaxes {
                 let Some(partial) =
                     merge_unclassified((product.body, &kids), at, (softmax.body, &children(softmax.node)), RULE)
                 else {
@@ -287,6 +298,29 @@ fn fuse_attention(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
 
 const RULE: &str = "fuse-attention";
 
+/// Whether `body`'s matmul reads its input `at` (perhaps through casts) as its left operand.
+fn left_operand_is_input(body: &Body, at: usize) -> bool {
+    let Some(BodyNode::Op(_, kids)) = body.nodes.iter().find(|n| matches!(n, BodyNode::Op(TOp::MatMul, _))) else {
+        return false;
+    };
+    let mut v = kids.first().copied();
+    while let Some(i) = v {
+        match body.nodes.get(i) {
+            Some(BodyNode::Input(j)) => return *j == at,
+            Some(BodyNode::Op(TOp::Cast(_), k)) => v = k.first().copied(),
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Whether `body` holds a softmax's ops: a row maximum, an exponential and a row sum.
+fn has_softmax_ops(body: &Body) -> bool {
+    let has = |f: &dyn Fn(&TOp) -> bool| body.nodes.iter().any(|n| matches!(n, BodyNode::Op(op, _) if f(op)));
+    has(&|op| matches!(op, TOp::Reduce { op: tcc_ir::ReduceOp::Max, .. }))
+        && has(&|op| matches!(op, TOp::Unary(tcc_ir::UnaryOp::Exp)))
+}
+
 fn attention(c: KernelClass) -> bool {
     c == KernelClass::Attention
 }
@@ -302,7 +336,7 @@ fn fuse_attention_prologue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, 
 fn with_row_statistics(egraph: &EG, partial: (Body, Vec<Id>)) -> Vec<(Body, Vec<Id>)> {
     let mut out = Vec::new();
     for (j, &input) in partial.1.iter().enumerate() {
-        let stats = kernels(egraph, input).into_iter().find(|k| is_reduction(k.body.class));
+        let stats = kernels(egraph, input).into_iter().find(|k| is_reduction(k.body.class) && has_softmax_ops(k.body));
         if let Some(stats) = stats {
             let kids: Vec<Id> = stats.node.children.iter().map(|&c| egraph.find(c)).collect();
             out.extend(merge_unclassified((&partial.0, &partial.1), j, (stats.body, &kids), RULE));
