@@ -191,8 +191,8 @@ impl Attention {
             return None;
         }
         // The score function: elementwise from the scores to the logits, read by nothing else.
-        let from_scores = downstream(g, scores);
-        let from_output = downstream(g, output);
+        let from_scores = g.downstream_of(scores);
+        let from_output = g.downstream_of(output);
         let softmax = [row_max, shifted, exp, row_sum];
         for (i, node) in g.nodes.iter().enumerate() {
             let n = NodeId(i as u32);
@@ -270,15 +270,6 @@ fn users(g: &Graph) -> Vec<Vec<NodeId>> {
         }
     }
     users
-}
-
-/// Which nodes depend on `from` (itself included).
-fn downstream(g: &Graph, from: NodeId) -> Vec<bool> {
-    let mut dep = vec![false; g.nodes.len()];
-    for (i, node) in g.nodes.iter().enumerate() {
-        dep[i] = i == from.index() || node.op.operands().iter().any(|a| dep.get(a.index()).copied().unwrap_or(false));
-    }
-    dep
 }
 
 /// `n` with the casts in front of it removed.

@@ -133,6 +133,16 @@ impl Graph {
         }
         counts
     }
+
+    /// Which nodes depend on `from`, itself included (nodes are in topological order).
+    pub fn downstream_of(&self, from: NodeId) -> Vec<bool> {
+        let mut dep = vec![false; self.nodes.len()];
+        for (i, node) in self.nodes.iter().enumerate() {
+            dep[i] =
+                i == from.index() || node.op.operands().iter().any(|a| dep.get(a.index()).copied().unwrap_or(false));
+        }
+        dep
+    }
 }
 
 /// A set of functions, as one `.tc` file or `kernel!` invocation defines them.

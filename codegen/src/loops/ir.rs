@@ -125,6 +125,51 @@ impl Index {
     }
 }
 
+/// The ranges of loop variables, for bounding affine indices: each variable's trip count, and for
+/// the inner variable of a strip-mined pair (`Extent::Tail`) its total, block and outer index.
+#[derive(Debug, Clone, Default)]
+pub struct LoopRanges {
+    /// Trip count of each variable (it takes `0..max`).
+    pub max: HashMap<VarId, u64>,
+    /// Inner variable of a pair `block * outer + inner`, which stays below `total`.
+    pub tails: HashMap<VarId, (u64, i64, Index)>,
+}
+
+impl LoopRanges {
+    /// The smallest and largest value of `index` with the variables in `exclude` left out
+    /// (counted as 0), a strip-mined pair counted as one position below its total (not `block`
+    /// times the outer count, which overshoots the total when the last strip is short); `None`
+    /// when a variable's range is unknown.
+    pub fn range(&self, index: &Index, exclude: &[VarId]) -> Option<(i128, i128)> {
+        let (mut lo, mut hi) = (i128::from(index.offset), i128::from(index.offset));
+        let mut add = |span: i128| if span < 0 { lo += span } else { hi += span };
+        // Each variable is counted once: in a pair (inner, outer), or alone.
+        let mut counted: Vec<VarId> = exclude.to_vec();
+        for &(v, c) in &index.terms {
+            if let Some((total, block, outer)) = self.tails.get(&v)
+                && !counted.contains(&v)
+                && outer.offset == 0
+                && !outer.terms.is_empty()
+                && outer.terms.iter().all(|&(o, oc)| {
+                    o != v
+                        && !counted.contains(&o)
+                        && i128::from(index.coef(o)) == i128::from(oc) * i128::from(*block) * i128::from(c)
+                })
+            {
+                counted.push(v);
+                counted.extend(outer.terms.iter().map(|t| t.0));
+                add(i128::from(c) * i128::from(total.saturating_sub(1)));
+            }
+        }
+        for &(v, c) in &index.terms {
+            if !counted.contains(&v) {
+                add(i128::from(c) * i128::from(self.max.get(&v)?.checked_sub(1)?));
+            }
+        }
+        Some((lo, hi))
+    }
+}
+
 /// A computation producing one scalar (or, when vectorized, one value per lane).
 ///
 /// Values of f16 and bf16 are held as f32; an arithmetic expression whose `dtype` is f16 or bf16
@@ -202,6 +247,18 @@ pub enum Expr {
         /// The operand.
         arg: ExprId,
     },
+}
+
+impl Expr {
+    /// The expressions this one reads (none for constants, loads, accumulators and positions).
+    pub fn operands(&self) -> Vec<ExprId> {
+        match self {
+            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } => vec![*arg],
+            Expr::Binary { lhs, rhs, .. } | Expr::Compare { lhs, rhs, .. } => vec![*lhs, *rhs],
+            Expr::Select { cond, on_true, on_false, .. } => vec![*cond, *on_true, *on_false],
+            Expr::Const { .. } | Expr::Load { .. } | Expr::Acc(_) | Expr::Position(_) => Vec::new(),
+        }
+    }
 }
 
 /// How an accumulator combines a new value.
@@ -462,14 +519,7 @@ impl LoopKernel {
 
     /// The operands of expression `e`.
     pub fn operands(&self, e: ExprId) -> Vec<ExprId> {
-        match self.expr(e) {
-            Some(Expr::Unary { arg, .. } | Expr::Cast { arg, .. }) => vec![*arg],
-            Some(Expr::Binary { lhs, rhs, .. } | Expr::Compare { lhs, rhs, .. }) => {
-                vec![*lhs, *rhs]
-            }
-            Some(Expr::Select { cond, on_true, on_false, .. }) => vec![*cond, *on_true, *on_false],
-            _ => Vec::new(),
-        }
+        self.expr(e).map_or_else(Vec::new, Expr::operands)
     }
 }
 

@@ -13,8 +13,8 @@ use tcc_ir::attention::Attention;
 use tcc_ir::{BinaryOp, Bindings, DType, Graph, NodeId, Op, ReduceOp};
 
 use super::ir::{
-    AccId, BufDecl, BufId, BufKind, Combine, Expr, ExprArena, ExprId, Extent, Index, LoopKernel, MicroKernel, Phase,
-    Stmt, VarId,
+    AccId, BufDecl, BufId, BufKind, Combine, Expr, ExprArena, ExprId, Extent, Index, LoopKernel, LoopRanges,
+    MicroKernel, Phase, Stmt, VarId,
 };
 use crate::error::CodegenError;
 
@@ -153,11 +153,9 @@ struct Lowerer<'g> {
     /// Nodes read from a call-local block buffer instead (the attention kernel's scores and
     /// output): take precedence over `mat`.
     views: HashMap<NodeId, View>,
-    /// Trip counts of the loop variables a reshape's index may be re-split over
+    /// Ranges of the loop variables a reshape's index may be re-split over
     /// ([`Lowerer::reshaped_index`]).
-    var_extents: HashMap<VarId, u64>,
-    /// The inner variables of strip-mined pairs: total, block and the outer index.
-    var_tails: HashMap<VarId, (u64, i64, Index)>,
+    ranges: LoopRanges,
 }
 
 /// Where a node's elements live in a block buffer: element `idx` is at
@@ -201,8 +199,7 @@ impl<'g> Lowerer<'g> {
             body: Vec::new(),
             gemm: None,
             views: HashMap::new(),
-            var_extents: HashMap::new(),
-            var_tails: HashMap::new(),
+            ranges: LoopRanges::default(),
         })
     }
 
@@ -820,7 +817,7 @@ impl<'g> Lowerer<'g> {
     /// The index into a reshape's operand (shape `from`) of the element at `idx` of the reshape
     /// (shape `to`), when it is affine: the axes both shapes end with pass through, and the leading
     /// ones are re-split from their flat position, which must be a sum of variables of known
-    /// extent (`var_extents`) whose every term lands in one axis and stays in range there (a head
+    /// range (`ranges`) whose every term lands in one axis and stays in range there (a head
     /// axis `hk * G + g` split back into `[hk, g]`, size-1 axes added or removed).
     fn reshaped_index(&self, idx: &[Index], to: &[u64], from: &[u64]) -> Option<Vec<Index>> {
         let suffix = to.iter().rev().zip(from.iter().rev()).take_while(|(a, b)| a == b).count();
@@ -845,38 +842,13 @@ impl<'g> Lowerer<'g> {
             out[k] = out[k].add(&Index::var(v).scale(c / strides[k]));
         }
         for (k, index) in out.iter().enumerate() {
-            let (lo, hi) = self.index_range(index)?;
+            let (lo, hi) = self.ranges.range(index, &[])?;
             if lo < 0 || hi >= i128::from(lead_from[k]) {
                 return None;
             }
         }
         out.extend(idx.get(lead_to.len()..)?.iter().cloned());
         Some(out)
-    }
-
-    /// The smallest and largest value of `index` over the loops' ranges (`var_extents`), a
-    /// strip-mined pair `block * outer + inner` (`var_tails`) counted as one position below its
-    /// total; `None` if a variable's range is unknown.
-    fn index_range(&self, index: &Index) -> Option<(i128, i128)> {
-        let (mut lo, mut hi) = (i128::from(index.offset), i128::from(index.offset));
-        let mut add = |span: i128| if span < 0 { lo += span } else { hi += span };
-        let mut counted: Vec<VarId> = Vec::new();
-        for &(v, c) in &index.terms {
-            if let Some((total, block, outer)) = self.var_tails.get(&v)
-                && outer.offset == 0
-                && outer.terms.iter().all(|&(o, oc)| !counted.contains(&o) && index.coef(o) == oc * block * c)
-            {
-                counted.push(v);
-                counted.extend(outer.terms.iter().map(|t| t.0));
-                add(i128::from(c) * i128::from(total.saturating_sub(1)));
-            }
-        }
-        for &(v, c) in &index.terms {
-            if !counted.contains(&v) {
-                add(i128::from(c) * i128::from(self.var_extents.get(&v)?.checked_sub(1)?));
-            }
-        }
-        Some((lo, hi))
     }
 
     /// Operand `a` of a node of shape `dims`, at the broadcast of `idx`.

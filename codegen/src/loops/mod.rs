@@ -6,8 +6,8 @@ pub mod lower;
 pub mod parallel;
 
 pub use ir::{
-    AccId, BufDecl, BufId, BufKind, Combine, Expr, ExprArena, ExprId, Extent, Index, LoopKernel, MicroKernel, Phase,
-    Stmt, VarId,
+    AccId, BufDecl, BufId, BufKind, Combine, Expr, ExprArena, ExprId, Extent, Index, LoopKernel, LoopRanges,
+    MicroKernel, Phase, Stmt, VarId,
 };
 pub use lower::{GemmTiles, LowerOptions, lower_graph, resolve_dims};
 pub use parallel::split_rows;

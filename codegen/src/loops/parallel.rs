@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 
-use super::ir::{BufKind, Expr, ExprArena, ExprId, Extent, Index, LoopKernel, MicroKernel, Phase, Stmt, VarId};
+use super::ir::{
+    BufKind, Expr, ExprArena, ExprId, Extent, Index, LoopKernel, LoopRanges, MicroKernel, Phase, Stmt, VarId,
+};
 
 /// Re-plans `kernel`'s phases: unit loops removed, flat loops longer than `strip` strip-mined,
 /// nests fused into row-parallel phases where that is safe.
@@ -164,7 +166,7 @@ pub fn substitute_stmt(
 /// alike) falls in the block `[s*r, s*r + s)` for one stride `s` per buffer.
 fn rows_are_disjoint(kernel: &LoopKernel, arena: &ExprArena, phase: &Phase) -> bool {
     let Some(r) = phase.row_var else { return false };
-    let mut extents: Extents = Extents::default();
+    let mut extents = LoopRanges::default();
     extents.max.insert(r, phase.rows);
     let mut writes = Vec::new();
     let mut reads = Vec::new();
@@ -178,7 +180,7 @@ fn rows_are_disjoint(kernel: &LoopKernel, arena: &ExprArena, phase: &Phase) -> b
                     && let [(o, 1)] = outer.terms.as_slice()
                     && outer.offset == 0
                 {
-                    extents.tails.insert(*var, (*total, *block, *o));
+                    extents.tails.insert(*var, (*total, i64::try_from(*block).unwrap_or(i64::MAX), Index::var(*o)));
                 }
             }
             Stmt::Store { buf, index, value } => {
@@ -207,7 +209,7 @@ fn rows_are_disjoint(kernel: &LoopKernel, arena: &ExprArena, phase: &Phase) -> b
         }
         match arena.get(e) {
             Some(Expr::Load { buf, index }) => reads.push((*buf, index.clone())),
-            Some(other) => roots.extend(operands(other)),
+            Some(other) => roots.extend(other.operands()),
             None => {}
         }
     }
@@ -241,54 +243,13 @@ fn rows_are_disjoint(kernel: &LoopKernel, arena: &ExprArena, phase: &Phase) -> b
         })
 }
 
-fn operands(e: &Expr) -> Vec<ExprId> {
-    match e {
-        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } => vec![*arg],
-        Expr::Binary { lhs, rhs, .. } | Expr::Compare { lhs, rhs, .. } => vec![*lhs, *rhs],
-        Expr::Select { cond, on_true, on_false, .. } => vec![*cond, *on_true, *on_false],
-        Expr::Const { .. } | Expr::Load { .. } | Expr::Acc(_) | Expr::Position(_) => Vec::new(),
-    }
-}
-
-/// The trip counts of a phase's loops: the largest of each, and for the inner loop of a
-/// strip-mined pair (`Extent::Tail` over one outer variable) its total, block and outer variable.
-#[derive(Debug, Default)]
-struct Extents {
-    max: HashMap<VarId, u64>,
-    tails: HashMap<VarId, (u64, u64, VarId)>,
-}
-
 /// True if `index - s*r` (plus up to `span` more elements) stays in `[0, s)` over the loop ranges.
-/// A strip-mined pair `block*o + v` counts as one position below its total (not `block` times
-/// the outer count, which overshoots the total when the last strip is short).
-fn rest_within(index: &Index, r: VarId, s: i64, span: i64, extents: &Extents) -> bool {
+fn rest_within(index: &Index, r: VarId, s: i64, span: i64, ranges: &LoopRanges) -> bool {
     if index.coef(r) != s {
         return false;
     }
-    let (mut lo, mut hi) = (i128::from(index.offset), i128::from(index.offset) + i128::from(span));
-    // Each variable is counted once: in a pair (inner, outer), or alone.
-    let mut counted: Vec<VarId> = vec![r];
-    for &(v, c) in &index.terms {
-        if let Some(&(total, block, o)) = extents.tails.get(&v)
-            && !counted.contains(&v)
-            && !counted.contains(&o)
-            && o != v
-            && i128::from(index.coef(o)) == i128::from(c) * i128::from(block)
-        {
-            counted.extend([v, o]);
-            let span = i128::from(c) * i128::from(total.saturating_sub(1));
-            if span < 0 { lo += span } else { hi += span }
-        }
+    match ranges.range(index, &[r]) {
+        Some((lo, hi)) => lo >= 0 && hi + i128::from(span) < i128::from(s),
+        None => false,
     }
-    for &(v, c) in &index.terms {
-        if counted.contains(&v) {
-            continue;
-        }
-        let Some(&e) = extents.max.get(&v) else {
-            return false;
-        };
-        let span = i128::from(c) * i128::from(e.saturating_sub(1));
-        if span < 0 { lo += span } else { hi += span }
-    }
-    lo >= 0 && hi < i128::from(s)
 }

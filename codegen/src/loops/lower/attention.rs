@@ -103,7 +103,7 @@ impl Lowerer<'_> {
         let len = numel(self.shape(out)?);
         let buf = self.push_buf(BufDecl { dtype, len, kind: BufKind::Output(0) });
         self.mat[out.index()] = Some(buf);
-        let after_scores = downstream(g, a.scores);
+        let after_scores = g.downstream_of(a.scores);
         let mut cost = vec![1usize; g.nodes.len()];
         for (i, node) in g.nodes.iter().enumerate() {
             if after_scores[i] || self.mat[i].is_some() {
@@ -134,7 +134,7 @@ impl Lowerer<'_> {
 
     /// The nests of the prologue's materialized values, then the attention nest.
     pub(super) fn build_attention(&mut self, a: &Attention, blocks: [u32; 2]) -> Result<(), CodegenError> {
-        let after_scores = downstream(self.g, a.scores);
+        let after_scores = self.g.downstream_of(a.scores);
         for (i, &after) in after_scores.iter().enumerate() {
             if after {
                 continue;
@@ -375,9 +375,9 @@ impl Lowerer<'_> {
     /// [`Lowerer::reshaped_index`] needs.
     fn strip(&mut self, block: u64, total: u64) -> Strip {
         let (outer, inner) = (self.new_var(), self.new_var());
-        self.var_extents.insert(outer, total.div_ceil(block.max(1)));
-        self.var_extents.insert(inner, block);
-        self.var_tails.insert(inner, (total, as_i64(block), Index::var(outer)));
+        self.ranges.max.insert(outer, total.div_ceil(block.max(1)));
+        self.ranges.max.insert(inner, block);
+        self.ranges.tails.insert(inner, (total, as_i64(block), Index::var(outer)));
         Strip { outer, inner, block, total }
     }
 
@@ -409,7 +409,7 @@ impl Lowerer<'_> {
             let mut at = Index::constant(0);
             for &size in &sizes {
                 let v = self.new_var();
-                self.var_extents.insert(v, size);
+                self.ranges.max.insert(v, size);
                 loops.push((v, size));
                 at = at.scale(as_i64(size)).add(&Index::var(v));
             }
@@ -670,10 +670,8 @@ impl Lowerer<'_> {
             }
             match self.arena.get(x) {
                 Some(Expr::Load { index, .. } | Expr::Position(index)) if index.coef(v) != 0 => return true,
-                Some(Expr::Unary { arg, .. } | Expr::Cast { arg, .. }) => stack.push(*arg),
-                Some(Expr::Binary { lhs, rhs, .. } | Expr::Compare { lhs, rhs, .. }) => stack.extend([*lhs, *rhs]),
-                Some(Expr::Select { cond, on_true, on_false, .. }) => stack.extend([*cond, *on_true, *on_false]),
-                _ => {}
+                Some(e) => stack.extend(e.operands()),
+                None => {}
             }
         }
         false
@@ -768,13 +766,4 @@ fn merge_groups(from: &[u64], to: &[u64]) -> Option<Vec<Vec<u64>>> {
         groups.push(group);
     }
     rest.next().is_none().then_some(groups)
-}
-
-/// Which nodes depend on `from` (itself included).
-fn downstream(g: &tcc_ir::Graph, from: NodeId) -> Vec<bool> {
-    let mut dep = vec![false; g.nodes.len()];
-    for (i, node) in g.nodes.iter().enumerate() {
-        dep[i] = i == from.index() || node.op.operands().iter().any(|a| dep.get(a.index()).copied().unwrap_or(false));
-    }
-    dep
 }
