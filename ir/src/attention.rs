@@ -14,7 +14,10 @@
 //!   (possibly cast) is the output product's left operand, or `p = e` and the product is divided
 //!   by `l` afterwards;
 //! - nothing else reads the scores, the logits, `e` or the row statistics, and every value after
-//!   the output product is elementwise on its shape (a cast, a residual): the one graph output.
+//!   the output product is elementwise on its shape (a cast, a residual): the first graph output;
+//! - any further graph output is a *statistic* of the rows: computed elementwise from the row
+//!   maximum and sum alone (the log-sum-exp `row_max + log(row_sum)` that a split-KV combine or a
+//!   backward pass needs), with the domain's shape with the key axis kept as 1 or dropped.
 //!
 //! A [`Mask`] records what is known about the logits as a function of positions: where `x` is
 //! `select(cond, .., fill)` with a constant `fill` and `cond` a conjunction of affine comparisons
@@ -48,6 +51,9 @@ pub struct Attention {
     pub normalized: Normalized,
     /// What is known of the logits as a function of positions, if anything.
     pub mask: Option<Mask>,
+    /// The graph's further outputs, each a statistic of the rows (see the module docs), in output
+    /// order.
+    pub statistics: Vec<NodeId>,
 }
 
 /// Where the division by the row sum happens.
@@ -166,9 +172,8 @@ impl Attention {
             g.nodes.iter().enumerate().filter(|(_, n)| matches!(n.op, Op::MatMul(..))).map(|(i, _)| i).collect();
         let [s, o] = matmuls.as_slice() else { return None };
         let (scores, output) = (NodeId(*s as u32), NodeId(*o as u32));
-        let [out] = g.outputs.as_slice() else { return None };
+        let (out, statistics) = g.outputs.split_first()?;
         let users = users(g);
-        let only_user = |n: NodeId, u: NodeId| users[n.index()].iter().all(|&x| x == u);
         let domain = shape(g, scores)?;
         let rank = domain.rank();
         if rank < 2 || shape(g, output)?.rank() != rank {
@@ -194,9 +199,10 @@ impl Attention {
         let from_scores = g.downstream_of(scores);
         let from_output = g.downstream_of(output);
         let softmax = [row_max, shifted, exp, row_sum];
+        let stats = row_statistics(g, statistics, (row_max, row_sum), domain)?;
         for (i, node) in g.nodes.iter().enumerate() {
             let n = NodeId(i as u32);
-            if n == scores || n == output || softmax.contains(&n) {
+            if n == scores || n == output || softmax.contains(&n) || stats[i] {
                 continue;
             }
             if from_output[i] {
@@ -216,8 +222,10 @@ impl Attention {
                 }
             }
         }
-        // The intermediates are read only inside the pattern.
+        // The intermediates are read only inside the pattern (the row statistics also by the
+        // statistic outputs).
         let inside = |n: NodeId, allowed: &[NodeId]| users[n.index()].iter().all(|u| allowed.contains(u));
+        let only_user = |n: NodeId, u: NodeId| users[n.index()].iter().all(|&x| x == u || stats[x.index()]);
         if !inside(logits, &[row_max, shifted])
             || !only_user(row_max, shifted)
             || !only_user(shifted, exp)
@@ -241,7 +249,8 @@ impl Attention {
             }
         }
         let mask = mask_of(g, logits, rank);
-        Some(Attention { scores, logits, row_max, exp, row_sum, output, normalized, mask })
+        let statistics = statistics.to_vec();
+        Some(Attention { scores, logits, row_max, exp, row_sum, output, normalized, mask, statistics })
     }
 
     /// The node whose value is `softmax(logits) v`: the output product, or the division after it.
@@ -270,6 +279,38 @@ fn users(g: &Graph) -> Vec<Vec<NodeId>> {
         }
     }
     users
+}
+
+/// Which nodes compute the statistic `outputs` (see the module docs) from the row maximum and sum
+/// (`stats.0`, `stats.1`): elementwise ops, casts and reshapes over them and scalar constants,
+/// each output of the domain's shape with the key axis kept as 1 or dropped. `None` when an
+/// output is no such statistic.
+fn row_statistics(g: &Graph, outputs: &[NodeId], stats: (NodeId, NodeId), domain: &Shape) -> Option<Vec<bool>> {
+    let mut is_stat = vec![false; g.nodes.len()];
+    let rank = domain.rank();
+    let kept = Shape(domain.dims()[..rank - 1].iter().cloned().chain([Dim::Const(1)]).collect());
+    let dropped = Shape(domain.dims()[..rank - 1].to_vec());
+    for (i, node) in g.nodes.iter().enumerate() {
+        let n = NodeId(i as u32);
+        if n == stats.0 || n == stats.1 {
+            continue;
+        }
+        let of_stats =
+            |a: &NodeId| *a == stats.0 || *a == stats.1 || is_stat[a.index()] || constant_value(g, *a).is_some();
+        let per_row = matches!(node.op, Op::Unary(..) | Op::Binary(..) | Op::Cast(_) | Op::Reshape(_))
+            && (node.ty.shape == kept || node.ty.shape == dropped)
+            && node.op.operands().iter().any(|a| *a == stats.0 || *a == stats.1 || is_stat[a.index()])
+            && node.op.operands().iter().all(of_stats);
+        is_stat[i] = per_row;
+    }
+    // Only what the outputs read is theirs: a value computed from the statistics that anything
+    // else reads is no statistic.
+    let users = users(g);
+    for i in (0..g.nodes.len()).rev() {
+        let n = NodeId(i as u32);
+        is_stat[i] &= outputs.contains(&n) || (!users[i].is_empty() && users[i].iter().all(|u| is_stat[u.index()]));
+    }
+    outputs.iter().all(|o| is_stat[o.index()]).then_some(is_stat)
 }
 
 /// `n` with the casts in front of it removed.
@@ -495,6 +536,27 @@ mod tests {
             .replace("  return %20", "  %21 = div %20, %18 : f32[8, 4]\n  return %21");
         let a = find(&divided_after).expect("an attention normalized after the product");
         assert_eq!(a.normalized, Normalized::After(NodeId(21)));
+    }
+
+    #[test]
+    fn the_row_log_sum_exp_is_a_statistic_output() {
+        let with_lse = CAUSAL.replace("-> (f32[8, 4])", "-> (f32[8, 4], f32[8])").replace(
+            "  return %20",
+            "  %21 = log %18 : f32[8, 1]\n  %22 = add %15, %21 : f32[8, 1]\n  %23 = reshape %22 : f32[8]\n  return %20, %23",
+        );
+        let a = find(&with_lse).expect("an attention with its log-sum-exp");
+        assert_eq!(a.statistics, vec![NodeId(23)]);
+        // The statistic must come after the attention's output, and be a function of the rows.
+        let first = with_lse
+            .replace("return %20, %23", "return %23, %20")
+            .replace("-> (f32[8, 4], f32[8])", "-> (f32[8], f32[8, 4])");
+        assert!(find(&first).is_none());
+        let of_scores = with_lse.replace("%21 = log %18", "%21 = reduce_sum %6 axes=[1] keepdim");
+        assert!(find(&of_scores).is_none());
+        // A value of the statistics that the output also reads is no statistic.
+        let shared = with_lse.replace("  return %20, %23", "  %24 = add %20, %22 : f32[8, 4]\n  return %24, %23");
+        assert!(parse_graph(&shared).is_ok());
+        assert!(find(&shared).is_none());
     }
 
     #[test]

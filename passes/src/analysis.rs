@@ -150,6 +150,19 @@ impl TensorAnalysis {
     }
 }
 
+/// The type of output `index` of the kernel in `node`'s child class (a tuple).
+fn output_type(egraph: &EG, node: &TNode, index: usize) -> Result<TensorType, String> {
+    let tuple = node.children.first().ok_or("an output of nothing")?;
+    egraph[*tuple]
+        .nodes
+        .iter()
+        .find_map(|n| match n.op {
+            TOp::Kernel { body, .. } => egraph.analysis.body(body).and_then(|b| b.nth_output_type(index)).cloned(),
+            _ => None,
+        })
+        .ok_or_else(|| format!("no kernel output {index}"))
+}
+
 fn placeholder() -> TensorType {
     TensorType { dtype: DType::F32, shape: Shape::scalar() }
 }
@@ -165,6 +178,7 @@ impl Analysis<TNode> for TensorAnalysis {
                 .body(*body)
                 .and_then(|b| b.output_type().cloned())
                 .ok_or_else(|| format!("no kernel body {body}")),
+            TOp::Output(index) => output_type(egraph, enode, *index),
             op => {
                 let kids: Vec<&TensorType> = enode.children.iter().map(|c| &egraph[*c].data.ty).collect();
                 type_of(op, &kids).map_err(|e| format!("ill-typed {op}: {e}"))

@@ -25,15 +25,20 @@ pub enum BodyNode {
     Op(TOp, Kids),
 }
 
-/// A fused group of ops: values in topological order, one output, typed external inputs.
+/// A fused group of ops: values in topological order, the output (and perhaps further outputs),
+/// typed external inputs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Body {
     /// The values, operands before users, without duplicates.
     pub nodes: Vec<BodyNode>,
     /// The type of each value (shared: merged bodies copy the types of the bodies they join).
     pub types: Vec<Rc<TensorType>>,
-    /// The index of the value the kernel writes.
+    /// The index of the value the kernel writes (its e-class's value).
     pub output: usize,
+    /// Further values the kernel writes (the row log-sum-exp beside an attention's output). A
+    /// kernel with side outputs lives in an e-class of its own, a *tuple*, and each output is a
+    /// [`TOp::Output`] node of the tuple in the class of its value.
+    pub side_outputs: Vec<usize>,
     /// The types of the external inputs, in input order.
     pub input_types: Vec<TensorType>,
     /// The kernel class this body lowers as.
@@ -50,13 +55,27 @@ impl Body {
         let mut h = rustc_hash::FxHasher::default();
         self.nodes.hash(&mut h);
         self.output.hash(&mut h);
+        self.side_outputs.hash(&mut h);
         self.input_types.hash(&mut h);
         h.finish()
     }
 
     /// True if both bodies compute the same values from inputs of the same types.
     pub fn same_structure(&self, other: &Body) -> bool {
-        self.output == other.output && self.nodes == other.nodes && self.input_types == other.input_types
+        self.output == other.output
+            && self.side_outputs == other.side_outputs
+            && self.nodes == other.nodes
+            && self.input_types == other.input_types
+    }
+
+    /// The values the kernel writes: the output, then the side outputs.
+    pub fn outputs(&self) -> impl Iterator<Item = usize> + '_ {
+        std::iter::once(self.output).chain(self.side_outputs.iter().copied())
+    }
+
+    /// The type of the kernel's `index`-th output ([`Body::outputs`] order).
+    pub fn nth_output_type(&self, index: usize) -> Option<&TensorType> {
+        self.outputs().nth(index).and_then(|v| self.types.get(v)).map(|t| &**t)
     }
 
     /// The type of the value the kernel writes.
@@ -80,9 +99,14 @@ impl Body {
             .collect()
     }
 
-    /// The body as a self-contained graph: its params are the external inputs, its one output is
-    /// the kernel's result. Every node is re-checked by the IR's typing rules.
+    /// The body as a self-contained graph: its params are the external inputs, its outputs the
+    /// kernel's ([`Body::outputs`]). Every node is re-checked by the IR's typing rules.
     pub fn to_graph(&self, name: &str) -> Result<Graph, BuildError> {
+        Ok(self.to_graph_with_ids(name)?.0)
+    }
+
+    /// [`Body::to_graph`], with the graph node of each body value.
+    pub fn to_graph_with_ids(&self, name: &str) -> Result<(Graph, Vec<NodeId>), BuildError> {
         let mut g = Graph::new(name);
         let mut params = Vec::with_capacity(self.input_types.len());
         for (i, ty) in self.input_types.iter().enumerate() {
@@ -100,9 +124,11 @@ impl Body {
             };
             ids.push(id);
         }
-        let out = ids.get(self.output).copied().ok_or(tcc_ir::TypeError::UnknownOperand(NodeId(0)))?;
-        g.outputs.push(out);
-        Ok(g)
+        for v in self.outputs() {
+            let out = ids.get(v).copied().ok_or(tcc_ir::TypeError::UnknownOperand(NodeId(0)))?;
+            g.outputs.push(out);
+        }
+        Ok((g, ids))
     }
 }
 
@@ -167,6 +193,17 @@ impl BodyBuilder {
     /// Copies `body` in, reading its input `j` from `inputs[j]`; returns its output value.
     /// `inline` maps some of `body`'s inputs to values already built instead.
     pub fn splice(&mut self, body: &Body, inputs: &[Id], inline: &dyn Fn(usize) -> Option<usize>) -> Option<usize> {
+        let map = self.splice_all(body, inputs, inline)?;
+        map.get(body.output).copied()
+    }
+
+    /// Like [`BodyBuilder::splice`], returning the value each of `body`'s values became.
+    pub fn splice_all(
+        &mut self,
+        body: &Body,
+        inputs: &[Id],
+        inline: &dyn Fn(usize) -> Option<usize>,
+    ) -> Option<Vec<usize>> {
         let mut map: Vec<usize> = Vec::with_capacity(body.nodes.len());
         for (node, ty) in body.nodes.iter().zip(&body.types) {
             let v = match node {
@@ -181,13 +218,24 @@ impl BodyBuilder {
             };
             map.push(v);
         }
-        map.get(body.output).copied()
+        Some(map)
     }
 
     /// Finishes the body with output `output`; `None` if the result is not a legal kernel.
     /// Returns the body and its external inputs' classes.
     pub fn finish(self, output: usize, rules: Vec<&'static str>) -> Option<(Body, Vec<Id>)> {
+        self.finish_with_side_outputs(output, Vec::new(), rules)
+    }
+
+    /// Like [`BodyBuilder::finish`], with `side_outputs` written too.
+    pub fn finish_with_side_outputs(
+        self,
+        output: usize,
+        side_outputs: Vec<usize>,
+        rules: Vec<&'static str>,
+    ) -> Option<(Body, Vec<Id>)> {
         let (mut body, inputs) = self.finish_unclassified(output, rules);
+        body.side_outputs = side_outputs;
         body.class = classify(&body)?;
         Some((body, inputs))
     }
@@ -199,6 +247,7 @@ impl BodyBuilder {
             nodes: self.nodes,
             types: self.types,
             output,
+            side_outputs: Vec::new(),
             input_types: self.input_types,
             class: KernelClass::Generic,
             rules,
@@ -216,8 +265,8 @@ pub fn merge(
     producer: (&Body, &[Id]),
     rule: &'static str,
 ) -> Option<(Body, Vec<Id>)> {
-    let (b, out, rules) = merged_builder(consumer, at, producer, rule)?;
-    b.finish(out, rules)
+    let (b, out, side, rules) = merged_builder(consumer, at, producer, rule)?;
+    b.finish_with_side_outputs(out, side, rules)
 }
 
 /// Like [`merge`], without classifying the result: the first of two merges that only together
@@ -228,18 +277,24 @@ pub fn merge_unclassified(
     producer: (&Body, &[Id]),
     rule: &'static str,
 ) -> Option<(Body, Vec<Id>)> {
-    let (b, out, rules) = merged_builder(consumer, at, producer, rule)?;
-    Some(b.finish_unclassified(out, rules))
+    let (b, out, side, rules) = merged_builder(consumer, at, producer, rule)?;
+    let (mut body, inputs) = b.finish_unclassified(out, rules);
+    body.side_outputs = side;
+    Some((body, inputs))
 }
 
-/// The builder holding `consumer` with `producer` spliced in at input `at`, its output value and
-/// the merged rule list.
+/// The builder holding `consumer` with `producer` spliced in at input `at`, its output and side
+/// output values and the merged rule list. A producer with side outputs is never spliced (its
+/// other outputs would be lost; nothing reads a tuple but its outputs anyway).
 fn merged_builder(
     consumer: (&Body, &[Id]),
     at: usize,
     producer: (&Body, &[Id]),
     rule: &'static str,
-) -> Option<(BodyBuilder, usize, Vec<&'static str>)> {
+) -> Option<(BodyBuilder, usize, Vec<usize>, Vec<&'static str>)> {
+    if !producer.0.side_outputs.is_empty() {
+        return None;
+    }
     let mut b = BodyBuilder::new();
     // The producer's output value, built the first time the consumer reads input `at`.
     let produced = std::cell::Cell::new(None::<usize>);
@@ -263,11 +318,12 @@ fn merged_builder(
         map.push(v);
     }
     let out = *map.get(consumer.0.output)?;
+    let side: Option<Vec<usize>> = consumer.0.side_outputs.iter().map(|v| map.get(*v).copied()).collect();
     let mut rules = consumer.0.rules.clone();
     for r in producer.0.rules.iter().copied().chain([rule]) {
         if !rules.contains(&r) {
             rules.push(r);
         }
     }
-    Some((b, out, rules))
+    Some((b, out, side?, rules))
 }

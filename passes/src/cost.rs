@@ -133,7 +133,8 @@ fn matmul_prologue(body: &Body) -> Vec<bool> {
 /// The estimate of `body` run under `schedule` on `target`.
 pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b: &Bindings) -> Estimate {
     let out_ty = body.output_type();
-    let out_bytes = out_ty.map_or(0.0, |t| bytes(t, b));
+    let out_bytes: f64 =
+        (0..=body.side_outputs.len()).filter_map(|o| body.nth_output_type(o)).map(|t| bytes(t, b)).sum();
     let in_bytes: f64 = body.input_types.iter().map(|t| bytes(t, b)).sum();
     let prologue = matmul_prologue(body);
     let (mut flops_prologue, mut flops_other) = (0.0, 0.0);

@@ -157,6 +157,7 @@ pub fn extract(egraph: &EG, roots: &[Id], cost: &NodeCost<'_>, banned: &BTreeSet
     }
     let mut ex = Extraction { choice, node_cost, total: 0.0 };
     let roots: Vec<Id> = roots.iter().map(|r| egraph.find(*r)).collect();
+    share_tuple_outputs(egraph, &mut ex, &roots);
     let order = ex.post_order(egraph, &roots)?;
     ex.total = order.iter().filter_map(|c| ex.node_cost.get(c)).sum();
     // Keep only what the roots reach.
@@ -164,4 +165,38 @@ pub fn extract(egraph: &EG, roots: &[Id], cost: &NodeCost<'_>, banned: &BTreeSet
     ex.choice.retain(|c, _| reach.contains(c));
     ex.node_cost.retain(|c, _| reach.contains(c));
     Some(ex)
+}
+
+/// Where the chosen DAG computes a tuple (a kernel with side outputs) for one of its outputs, every
+/// other class of the DAG that holds an output of that tuple reads it instead of its own choice:
+/// free, since the tuple's kernel runs anyway. (The per-class choice cannot see this: a tuple
+/// costs a little more than the same kernel without its side outputs, so the class of the first
+/// output alone would choose the latter, and both kernels would run.)
+fn share_tuple_outputs(egraph: &EG, ex: &mut Extraction, roots: &[Id]) {
+    use crate::lang::TOp;
+    let Some(order) = ex.post_order(egraph, roots) else { return };
+    let tuple_of = |n: &TNode| match n.op {
+        TOp::Output(_) => n.children.first().map(|t| egraph.find(*t)),
+        _ => None,
+    };
+    let tuples: BTreeSet<Id> = order.iter().filter_map(|c| ex.choice.get(c).and_then(tuple_of)).collect();
+    if tuples.is_empty() {
+        return;
+    }
+    for c in order {
+        if ex.choice.get(&c).and_then(tuple_of).is_some() {
+            continue;
+        }
+        let Some(shared) = egraph[c].nodes.iter().find(|n| tuple_of(n).is_some_and(|t| tuples.contains(&t))) else {
+            continue;
+        };
+        let (node, cost) = (ex.choice.insert(c, shared.clone()), ex.node_cost.insert(c, 0.0));
+        if ex.post_order(egraph, roots).is_none() {
+            // A cycle: keep the class's own choice.
+            if let (Some(node), Some(cost)) = (node, cost) {
+                ex.choice.insert(c, node);
+                ex.node_cost.insert(c, cost);
+            }
+        }
+    }
 }

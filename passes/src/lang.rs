@@ -69,6 +69,9 @@ pub enum TOp {
         /// Index of the schedule, if any.
         sched: Option<u32>,
     },
+    /// The `index`-th output of the kernel in its one child class, a *tuple*: the class of a
+    /// kernel whose body has side outputs ([`crate::body::Body::side_outputs`]).
+    Output(usize),
 }
 
 impl TOp {
@@ -93,7 +96,7 @@ impl TOp {
                 Op::Reduce { op: *op, input: arg(0)?, axes: axes.clone(), keepdim: *keepdim }
             }
             TOp::MatMul => Op::MatMul(arg(0)?, arg(1)?),
-            TOp::Kernel { .. } => return None,
+            TOp::Kernel { .. } | TOp::Output(_) => return None,
         })
     }
 
@@ -147,9 +150,10 @@ impl TOp {
         matches!(self, TOp::Broadcast(_) | TOp::Reshape(_) | TOp::Permute(_) | TOp::Slice { .. } | TOp::Concat(_))
     }
 
-    /// True for ops that compute something (everything but inputs, constants and kernels).
+    /// True for ops that compute something (everything but inputs, constants, kernels and their
+    /// outputs).
     pub fn is_compute(&self) -> bool {
-        !matches!(self, TOp::Input(_) | TOp::Const { .. } | TOp::Kernel { .. })
+        !matches!(self, TOp::Input(_) | TOp::Const { .. } | TOp::Kernel { .. } | TOp::Output(_))
     }
 
     /// A short name of the op kind, as [`Op::kind_name`] spells it (`kernel` for kernels).
@@ -171,6 +175,7 @@ impl TOp {
             TOp::Reduce { op, .. } => format!("reduce_{}", op.name()),
             TOp::MatMul => "matmul".into(),
             TOp::Kernel { .. } => "kernel".into(),
+            TOp::Output(_) => "output".into(),
         }
     }
 
@@ -192,6 +197,7 @@ impl TOp {
             TOp::MatMul => 13,
             TOp::Kernel { .. } => 14,
             TOp::Iota(_) => 15,
+            TOp::Output(_) => 16,
         }
     }
 }
@@ -213,6 +219,7 @@ impl fmt::Display for TOp {
                 Some(s) => write!(f, "kernel{body}@{s}"),
                 None => write!(f, "kernel{body}"),
             },
+            TOp::Output(i) => write!(f, "output{i}"),
             other => f.write_str(&other.kind_name()),
         }
     }

@@ -113,7 +113,8 @@ struct KernelCost<'a> {
 impl KernelCost<'_> {
     fn cost(&self, eg: &EG, n: &TNode) -> Option<f64> {
         match n.op {
-            TOp::Input(_) => Some(0.0),
+            // An output of a tuple: the tuple's kernel pays.
+            TOp::Input(_) | TOp::Output(_) => Some(0.0),
             TOp::Kernel { body, sched } => {
                 if let Some(&c) = self.memo.borrow().get(&(body, sched)) {
                     return Some(c);

@@ -62,6 +62,8 @@ pub fn build_program(
     };
     let mut kernels = Vec::new();
     let mut values: BTreeMap<Id, ValueRef> = BTreeMap::new();
+    // The buffers of each tuple's outputs (the class of a kernel with side outputs).
+    let mut tuples: BTreeMap<Id, Vec<ValueRef>> = BTreeMap::new();
     for c in order {
         let node = ex.choice.get(&c).ok_or_else(|| PassError::Internal("missing choice".into()))?;
         let value = match &node.op {
@@ -77,12 +79,16 @@ pub fn build_program(
                 let index = program.launches.len();
                 let name = format!("k{index}_{}", summary(b));
                 let graph = b.to_graph(&name)?;
-                let buffer = program.buffers.len();
-                program.buffers.push(egraph[c].data.ty.clone());
+                let mut outputs = Vec::new();
+                for o in 0..=b.side_outputs.len() {
+                    let ty = b.nth_output_type(o).ok_or_else(|| PassError::Internal("missing output type".into()))?;
+                    outputs.push(ValueRef::Buffer(program.buffers.len()));
+                    program.buffers.push(ty.clone());
+                }
                 program.launches.push(Launch {
                     kernel: Kernel { name, class: b.class, graph, schedule },
                     inputs,
-                    outputs: vec![ValueRef::Buffer(buffer)],
+                    outputs: outputs.clone(),
                 });
                 kernels.push(BuiltKernel {
                     class: c,
@@ -90,7 +96,17 @@ pub fn build_program(
                     body: *body,
                     estimate: kernel_estimate(b, &schedule, target, &egraph.analysis.bindings),
                 });
-                ValueRef::Buffer(buffer)
+                if !b.side_outputs.is_empty() {
+                    tuples.insert(c, outputs.clone());
+                }
+                outputs[0]
+            }
+            TOp::Output(i) => {
+                let tuple = node.children.first().map(|t| egraph.find(*t));
+                let outputs = tuple.and_then(|t| tuples.get(&t));
+                *outputs
+                    .and_then(|o| o.get(*i))
+                    .ok_or_else(|| PassError::Internal("an output of a kernel not built".into()))?
             }
             op => return Err(PassError::Internal(format!("extracted a bare {op} node"))),
         };
@@ -175,6 +191,7 @@ fn single_op_class(op: &Op, kg: &Graph) -> KernelClass {
                     ],
                     types: vec![std::rc::Rc::new(input.clone()), std::rc::Rc::new(ty)],
                     output: 1,
+                    side_outputs: Vec::new(),
                     input_types: vec![input],
                     class: KernelClass::Generic,
                     rules: Vec::new(),

@@ -110,3 +110,26 @@ fn grouped_query_attention_in_bf16_is_one_kernel_on_the_cpu() {
     let attention = out.program.launches.iter().filter(|l| l.kernel.class == KernelClass::Attention).count();
     assert_eq!(attention, 1, "{}", out.report);
 }
+
+#[test]
+fn the_row_log_sum_exp_is_a_second_output_of_the_one_attention_kernel() {
+    for divide_after in [false, true] {
+        let c = AttentionCase { log_sum_exp: true, divide_after, ..AttentionCase::causal(40, 72, 16) };
+        let g = c.graph().unwrap();
+        let out = optimize(&g, &OptimizeOptions { explain: true, ..OptimizeOptions::default() }).unwrap();
+        let [launch] = out.program.launches.as_slice() else {
+            panic!("one kernel expected:\n{}", out.report);
+        };
+        assert_eq!(launch.kernel.class, KernelClass::Attention);
+        assert_eq!(launch.outputs.len(), 2, "{}", out.report);
+        assert_eq!(launch.kernel.graph.outputs.len(), 2);
+        let a = Attention::find(&launch.kernel.graph).expect("the kernel is an attention");
+        assert_eq!(a.statistics.len(), 1);
+        // The program's outputs are the kernel's, in the program's order.
+        assert_eq!(out.program.outputs, launch.outputs);
+        let inputs = random_inputs(&g, &Bindings::new(), 7).unwrap();
+        let expected = run_graph(&g, &inputs).unwrap();
+        let actual = run_program(&out.program, &inputs).unwrap();
+        compare_outputs(&expected, &actual, &Tolerance::default()).unwrap();
+    }
+}

@@ -66,6 +66,9 @@ pub struct AttentionCase {
     pub fill: f64,
     /// Divide by the row sum after the product instead of before (f32 only).
     pub divide_after: bool,
+    /// Also return the rows' log-sum-exp of the logits, `row_max + log(row_sum)` without the key
+    /// axis (f32).
+    pub log_sum_exp: bool,
 }
 
 impl AttentionCase {
@@ -84,6 +87,7 @@ impl AttentionCase {
             mask: MaskForm::Causal,
             fill: f64::NEG_INFINITY,
             divide_after: false,
+            log_sum_exp: false,
         }
     }
 
@@ -95,7 +99,7 @@ impl AttentionCase {
         dims
     }
 
-    /// The program: `attn(q, k, v [, bias | keep]) -> o`.
+    /// The program: `attn(q, k, v [, bias | keep]) -> o` (and the log-sum-exp after `o`).
     pub fn graph(&self) -> Result<Graph, BuildError> {
         let dt = self.dtype;
         let ty = |dims: Vec<u64>, dtype: DType| TensorType { dtype, shape: Shape::from_consts(&dims) };
@@ -189,6 +193,13 @@ impl AttentionCase {
             g.push(Op::MatMul(p, v))?
         };
         g.outputs.push(out);
+        if self.log_sum_exp {
+            let log = g.push(Op::Unary(UnaryOp::Log, l))?;
+            let lse = g.push(Op::Binary(BinaryOp::Add, m, log))?;
+            let rows = g.ty(lse).map(|t| t.shape.dims()[..last].to_vec()).unwrap_or_default();
+            let lse = g.push_typed(Op::Reshape(lse), TensorType { dtype: DType::F32, shape: Shape(rows) })?;
+            g.outputs.push(lse);
+        }
         Ok(g)
     }
 
@@ -243,8 +254,10 @@ pub fn arb_attention() -> impl Strategy<Value = AttentionCase> {
     let batch =
         prop_oneof![Just(vec![]), (1u64..3).prop_map(|b| vec![b]), (1u64..3, 1u64..3).prop_map(|(a, b)| vec![a, b])];
     let heads = prop_oneof![Just((1u64, 1u64)), Just((2, 2)), Just((4, 2)), Just((4, 1)), Just((3, 3))];
-    (batch, heads, lens.clone(), lens, dims.clone(), dims, dtype, score, mask, any::<bool>(), any::<bool>()).prop_map(
-        |(batch, (heads, kv_heads), q_len, kv_len, head_dim, value_dim, dtype, score, mask, finite, divide_after)| {
+    let flags = (any::<bool>(), any::<bool>(), any::<bool>());
+    (batch, heads, lens.clone(), lens, dims.clone(), dims, dtype, score, mask, flags).prop_map(
+        |(batch, (heads, kv_heads), q_len, kv_len, head_dim, value_dim, dtype, score, mask, flags)| {
+            let (finite, divide_after, log_sum_exp) = flags;
             // A tensor bias and a tensor mask are both an extra parameter: keep one.
             let mask = if score == ScoreForm::BiasTensor && mask == MaskForm::Tensor { MaskForm::Causal } else { mask };
             AttentionCase {
@@ -260,6 +273,7 @@ pub fn arb_attention() -> impl Strategy<Value = AttentionCase> {
                 mask,
                 fill: if finite { -10000.0 } else { f64::NEG_INFINITY },
                 divide_after,
+                log_sum_exp,
             }
         },
     )

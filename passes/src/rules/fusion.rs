@@ -281,7 +281,9 @@ fn fuse_attention(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
                                 && body.class == KernelClass::Attention
                                 && !merged_inputs.contains(&class)
                             {
-                                out.push((product.node.clone(), Term::Kernel(Rc::new(body), merged_inputs)));
+                                let term = with_log_sum_exp(egraph, &body, &merged_inputs)
+                                    .unwrap_or_else(|| Term::Kernel(Rc::new(body), merged_inputs));
+                                out.push((product.node.clone(), term));
                                 if out.len() >= limit {
                                     return out;
                                 }
@@ -297,6 +299,75 @@ fn fuse_attention(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
 }
 
 const RULE: &str = "fuse-attention";
+
+/// The attention `body` (over `inputs`) with its rows' log-sum-exp as a side output, when the
+/// program also computes the log-sum-exp of the same row statistics, `row_max + log(row_sum)`
+/// (perhaps reshaped to drop the key axis): a tuple whose outputs join the attention's class and
+/// the log-sum-exp's, so that one kernel writes both. `None` when the program has no such value.
+fn with_log_sum_exp(egraph: &EG, body: &Body, inputs: &[Id]) -> Option<Term> {
+    use tcc_ir::{BinaryOp, UnaryOp};
+    let (g, ids) = body.to_graph_with_ids("attention").ok()?;
+    let a = tcc_ir::attention::Attention::find(&g)?;
+    let value_of = |n: tcc_ir::NodeId| ids.iter().position(|&x| x == n);
+    let (m_value, l_value) = (value_of(a.row_max)?, value_of(a.row_sum)?);
+    let classes = value_classes(egraph, body, inputs);
+    let (m, l) = (classes.get(m_value).copied().flatten()?, classes.get(l_value).copied().flatten()?);
+    let log_l = egraph.lookup(TNode::new(TOp::Unary(UnaryOp::Log), vec![l]))?;
+    let (lse, max_first) = [(vec![m, log_l], true), (vec![log_l, m], false)]
+        .into_iter()
+        .find_map(|(kids, first)| egraph.lookup(TNode::new(TOp::Binary(BinaryOp::Add), kids)).map(|c| (c, first)))?;
+    // The log-sum-exp without the key axis, if the program reshapes it so.
+    let rows = &egraph[lse].data.ty.shape.0;
+    let dropped = tcc_ir::Shape(rows[..rows.len().saturating_sub(1)].to_vec());
+    let reshaped = egraph[lse].parents().find_map(|p| {
+        let p = egraph.find(p);
+        let reshapes = egraph[p].nodes.iter().any(|n| {
+            n.op == TOp::Reshape(dropped.clone()) && n.children.first().is_some_and(|&c| egraph.find(c) == lse)
+        });
+        reshapes.then_some(p)
+    });
+
+    let mut b = BodyBuilder::new();
+    let map = b.splice_all(body, inputs, &|_| None)?;
+    let ty = |c: Id| egraph[c].data.ty.clone();
+    let log = b.op(TOp::Unary(UnaryOp::Log), vec![*map.get(l_value)?], ty(log_l));
+    let m_value = *map.get(m_value)?;
+    let kids = if max_first { vec![m_value, log] } else { vec![log, m_value] };
+    let sum = b.op(TOp::Binary(BinaryOp::Add), kids, ty(lse));
+    let (mut side, mut siblings) = (Vec::new(), Vec::new());
+    if let Some(r) = reshaped {
+        side.push(b.op(TOp::Reshape(dropped), vec![sum], ty(r)));
+        siblings.push(r);
+    }
+    // The sum itself, unless only its reshape reads it.
+    if reshaped.is_none() || egraph.analysis.users_of(lse) > 1 {
+        side.push(sum);
+        siblings.push(lse);
+    }
+    let output = *map.get(body.output)?;
+    let (tuple, tuple_inputs) = b.finish_with_side_outputs(output, side, body.rules.clone())?;
+    (tuple.class == KernelClass::Attention).then(|| Term::Tuple {
+        body: Rc::new(tuple),
+        inputs: tuple_inputs,
+        siblings,
+    })
+}
+
+/// The class of each value of `body` (over `inputs`), where the e-graph holds it as a node.
+fn value_classes(egraph: &EG, body: &Body, inputs: &[Id]) -> Vec<Option<Id>> {
+    let mut out: Vec<Option<Id>> = Vec::with_capacity(body.nodes.len());
+    for node in &body.nodes {
+        let class = match node {
+            BodyNode::Input(j) => inputs.get(*j).map(|&c| egraph.find(c)),
+            BodyNode::Op(op, kids) => {
+                let children: Option<Vec<Id>> = kids.iter().map(|k| out.get(*k).copied().flatten()).collect();
+                children.and_then(|children| egraph.lookup(TNode::new(op.clone(), children)))
+            }
+        };
+        out.push(class);
+    }
+    out
+}
 
 /// Whether `body`'s matmul reads its input `at` (perhaps through casts) as its left operand.
 fn left_operand_is_input(body: &Body, at: usize) -> bool {

@@ -32,6 +32,17 @@ pub enum Term {
     Op(TOp, Vec<Term>),
     /// A kernel node: a body (interned when added) over its external inputs' classes.
     Kernel(Rc<Body>, Vec<Id>),
+    /// A kernel whose body has side outputs: its tuple (a class of its own) and the tuple's first
+    /// output, the term's value; side output `i` joins class `siblings[i]` (as the value of
+    /// another class of the e-graph it is equal to).
+    Tuple {
+        /// The body, with `siblings.len()` side outputs.
+        body: Rc<Body>,
+        /// The kernel's external inputs.
+        inputs: Vec<Id>,
+        /// The class of each side output.
+        siblings: Vec<Id>,
+    },
     /// A scheduled variant of a kernel body.
     Scheduled {
         /// The body's index.
@@ -99,6 +110,12 @@ pub fn term_type(egraph: &EG, term: &Term) -> Option<TensorType> {
                 && body.input_types.iter().zip(inputs).all(|(t, i)| &egraph[*i].data.ty == t);
             if ok { body.output_type().cloned() } else { None }
         }
+        Term::Tuple { body, inputs, siblings } => {
+            let kernel = term_type(egraph, &Term::Kernel(Rc::clone(body), inputs.clone()))?;
+            let siblings_ok = body.side_outputs.len() == siblings.len()
+                && siblings.iter().enumerate().all(|(i, s)| body.nth_output_type(i + 1) == Some(&egraph[*s].data.ty));
+            siblings_ok.then_some(kernel)
+        }
         Term::Scheduled { body, .. } => egraph.analysis.body(*body).and_then(|b| b.output_type().cloned()),
     }
 }
@@ -119,7 +136,17 @@ pub fn add_term(egraph: &mut EG, term: Term) -> Id {
             let sched = Some(egraph.analysis.intern_schedule(schedule));
             egraph.add_uncanonical(TNode::new(TOp::Kernel { body, sched }, inputs))
         }
+        Term::Tuple { body, inputs, .. } => {
+            let tuple = add_tuple(egraph, body, inputs);
+            egraph.add_uncanonical(TNode::new(TOp::Output(0), vec![tuple]))
+        }
     }
+}
+
+/// Adds the kernel of a body with side outputs in a class of its own (a tuple), returning its id.
+fn add_tuple(egraph: &mut EG, body: Rc<Body>, inputs: Vec<Id>) -> Id {
+    let body = egraph.analysis.intern_body(body);
+    egraph.add_uncanonical(TNode::new(TOp::Kernel { body, sched: None }, inputs))
 }
 
 /// Every term `rule` finds for the nodes of `class`, with the node it came from, in node order.
@@ -253,12 +280,27 @@ fn add_found(egraph: &mut EG, eclass: Id, found: Vec<(TNode, Term)>, rule_name: 
         if term_type(egraph, &term).as_ref() != Some(&class_ty) {
             continue;
         }
-        let id = add_term(egraph, term);
+        // A tuple's side outputs join their classes too (the proof step starts at the class).
+        let mut siblings = Vec::new();
+        let id = match term {
+            Term::Tuple { body, inputs, siblings: classes } => {
+                let tuple = add_tuple(egraph, body, inputs);
+                egraph.analysis.search.touched.push(tuple);
+                for (i, class) in classes.into_iter().enumerate() {
+                    siblings.push((class, egraph.add_uncanonical(TNode::new(TOp::Output(i + 1), vec![tuple]))));
+                }
+                egraph.add_uncanonical(TNode::new(TOp::Output(0), vec![tuple]))
+            }
+            term => add_term(egraph, term),
+        };
         // With explanations, the proof step goes from the matched node itself.
         let from = if egraph.are_explanations_enabled() { egraph.add_uncanonical(node) } else { eclass };
-        if egraph.union_trusted(from, id, rule_name) {
-            changed.push(eclass);
-            egraph.analysis.search.touched.push(eclass);
+        for (class, from, id) in std::iter::once((eclass, from, id)).chain(siblings.into_iter().map(|(c, o)| (c, c, o)))
+        {
+            if egraph.union_trusted(from, id, rule_name) {
+                changed.push(class);
+                egraph.analysis.search.touched.push(class);
+            }
         }
     }
     changed

@@ -96,13 +96,16 @@ impl Lowerer<'_> {
                 self.mat[i] = Some(crate::loops::BufId(u32::try_from(index).unwrap_or(u32::MAX)));
             }
         }
-        let &[out] = g.outputs.as_slice() else {
-            return Err(self.bad("an attention kernel has one output"));
-        };
-        let dtype = self.dtype(out)?;
-        let len = numel(self.shape(out)?);
-        let buf = self.push_buf(BufDecl { dtype, len, kind: BufKind::Output(0) });
-        self.mat[out.index()] = Some(buf);
+        // The output, then the statistics (the row log-sum-exp).
+        for (k, &out) in g.outputs.iter().enumerate() {
+            if self.mat[out.index()].is_some() {
+                return Err(self.bad("an attention kernel's outputs are distinct computed values"));
+            }
+            let dtype = self.dtype(out)?;
+            let len = numel(self.shape(out)?);
+            let buf = self.push_buf(BufDecl { dtype, len, kind: BufKind::Output(k) });
+            self.mat[out.index()] = Some(buf);
+        }
         let after_scores = g.downstream_of(a.scores);
         let mut cost = vec![1usize; g.nodes.len()];
         for (i, node) in g.nodes.iter().enumerate() {
@@ -345,22 +348,20 @@ impl Lowerer<'_> {
         out_idx.extend([i.clone(), Index::var(ev)]);
         let result =
             if self.views.contains_key(&out) { self.expr_at(out, &out_idx)? } else { self.op_expr(out, &out_idx)? };
-        let finish = vec![Stmt::Loop {
-            var: queries.inner,
-            extent: queries.inner_extent(),
-            body: vec![
-                Stmt::Loop {
-                    var: ev,
-                    extent: Extent::Const(width),
-                    body: vec![Stmt::Store { buf: o_buf, index: row_at.clone(), value: normalized }],
-                },
-                Stmt::Loop {
-                    var: ev,
-                    extent: Extent::Const(width),
-                    body: vec![Stmt::Store { buf: out_buf, index: Index::flatten(&out_idx, &out_dims), value: result }],
-                },
-            ],
-        }];
+        let mut row_finish = self.statistics(a, (&batch, &i, &queries), (m_buf, l_buf))?;
+        row_finish.extend([
+            Stmt::Loop {
+                var: ev,
+                extent: Extent::Const(width),
+                body: vec![Stmt::Store { buf: o_buf, index: row_at.clone(), value: normalized }],
+            },
+            Stmt::Loop {
+                var: ev,
+                extent: Extent::Const(width),
+                body: vec![Stmt::Store { buf: out_buf, index: Index::flatten(&out_idx, &out_dims), value: result }],
+            },
+        ]);
+        let finish = vec![Stmt::Loop { var: queries.inner, extent: queries.inner_extent(), body: row_finish }];
 
         let mut query_block = init;
         query_block.push(Stmt::Loop { var: keys.outer, extent: Extent::Const(t_len.div_ceil(bk)), body: key_block });
@@ -369,6 +370,49 @@ impl Lowerer<'_> {
             vec![Stmt::Loop { var: queries.outer, extent: Extent::Const(s_len.div_ceil(bq)), body: query_block }];
         let (vars, extents): (Vec<VarId>, Vec<u64>) = batch_loops.into_iter().unzip();
         Ok(wrap_loops(&vars, &extents, nest))
+    }
+
+    /// The stores of the statistic outputs ([`Attention::statistics`], the row log-sum-exp) for
+    /// query row `i` of the block, from the final running maximum and sum. The sum is read as NaN
+    /// first where the maximum is `-inf` (every logit of the row is): the written formula's
+    /// `exp(-inf - -inf)` makes the sum, and so every statistic and the output, NaN there.
+    fn statistics(
+        &mut self,
+        a: &Attention,
+        (batch, i, queries): (&[Index], &Index, &Strip),
+        (m_buf, l_buf): (BufId, BufId),
+    ) -> Result<Vec<Stmt>, CodegenError> {
+        if a.statistics.is_empty() {
+            return Ok(Vec::new());
+        }
+        let qi = Index::var(queries.inner);
+        let m = self.arena.intern(Expr::Load { buf: m_buf, index: qi.clone() });
+        let l = self.arena.intern(Expr::Load { buf: l_buf, index: qi.clone() });
+        let neg_inf = self.arena.constant(DType::F32, f64::NEG_INFINITY);
+        let nan = self.arena.constant(DType::F32, f64::NAN);
+        let empty = self.arena.intern(Expr::Compare { op: CompareOp::Eq, operand: DType::F32, lhs: m, rhs: neg_inf });
+        let l_or_nan = self.arena.intern(Expr::Select { dtype: DType::F32, cond: empty, on_true: nan, on_false: l });
+        let mut stmts = vec![Stmt::Store { buf: l_buf, index: qi, value: l_or_nan }];
+        // The row statistics read the running maximum and sum of the row.
+        let r = batch.len() + 2;
+        let mut origin = vec![Index::constant(0); r];
+        origin[r - 2] = queries.start();
+        let mut strides = vec![0i64; r];
+        strides[r - 2] = 1;
+        self.views.insert(a.row_max, View { buf: m_buf, origin: origin.clone(), strides: strides.clone() });
+        self.views.insert(a.row_sum, View { buf: l_buf, origin, strides });
+        for &stat in &a.statistics {
+            let dims = self.shape(stat)?.to_vec();
+            let mut idx = batch.to_vec();
+            idx.push(i.clone());
+            if dims.len() == r {
+                idx.push(Index::constant(0));
+            }
+            let value = self.op_expr(stat, &idx)?;
+            let buf = self.mat[stat.index()].ok_or_else(|| self.bad("a statistic has no buffer"))?;
+            stmts.push(Stmt::Store { buf, index: Index::flatten(&idx, &dims), value });
+        }
+        Ok(stmts)
     }
 
     /// A strip-mined loop pair over `total` positions in blocks of `block`, with the ranges
