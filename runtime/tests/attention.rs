@@ -215,3 +215,20 @@ fn the_row_log_sum_exp_is_written_by_the_attention_nest() {
         check(&c, seed, blocks).unwrap();
     }
 }
+
+#[test]
+fn threads_get_rows_of_heads_and_query_blocks_when_the_batch_is_short() {
+    use tcc_codegen::LowerOptions;
+    use tcc_codegen::loops::{lower_graph, split_rows};
+    // Two heads and no batch axis: the attention nest's outer loop has two iterations; its rows
+    // become (head, query block) pairs: 2 x ceil(300 / 16).
+    let c = AttentionCase { heads: 2, kv_heads: 2, ..AttentionCase::causal(300, 300, 64) };
+    let g = c.graph().unwrap();
+    let options = LowerOptions { attention: Some([16, 64]), ..LowerOptions::default() };
+    let mut k = lower_graph("attn", &g, &Bindings::new(), &options).unwrap();
+    split_rows(&mut k, 4096);
+    let attention = k.phases.iter().max_by_key(|p| p.work()).unwrap();
+    assert_eq!(attention.rows, 2 * 19, "{:?}", attention.row_parts);
+    assert_eq!(attention.row_parts.iter().map(|p| p.1).collect::<Vec<_>>(), [2, 19]);
+    check(&c, 11, [16, 64]).unwrap();
+}

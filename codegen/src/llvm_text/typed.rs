@@ -372,6 +372,15 @@ impl TypedFunc {
         self.bin("sdiv", a, b)
     }
 
+    /// `udiv` (the caller guarantees a nonzero divisor).
+    pub fn udiv(&mut self, a: &V, b: &V) -> V {
+        self.bin("udiv", a, b)
+    }
+    /// `urem` (the caller guarantees a nonzero divisor).
+    pub fn urem(&mut self, a: &V, b: &V) -> V {
+        self.bin("urem", a, b)
+    }
+
     /// `x << k` in every lane.
     pub fn shl(&mut self, x: &V, k: i64) -> V {
         let k = self.ic(x.ty.elem, x.ty.lanes, k);

@@ -384,12 +384,20 @@ pub enum Stmt {
 /// bound to the row; the row splitting guarantees that different rows write disjoint elements and
 /// read nothing another row writes (except [`BufKind::Local`] buffers, private to each call), so
 /// ranges may run on different threads. Without it, `rows` is 1 and the body runs once.
+///
+/// With `row_parts` set, the rows are a collapsed nest of loops (`(var, trip count)`, outermost
+/// first; their trip counts multiply to `rows`): each row binds every part's variable to its digit
+/// of the row in that mixed radix before the body runs, so a nest whose outer loop alone has few
+/// iterations (the batch entries of an attention) still gives every thread rows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Phase {
     /// The row (parallel) variable, if rows may be split.
     pub row_var: Option<VarId>,
     /// Number of rows.
     pub rows: u64,
+    /// The loop variables the row collapses, outermost first (empty: the row variable is the
+    /// only one).
+    pub row_parts: Vec<(VarId, u64)>,
     /// The statements (per row when `row_var` is set).
     pub body: Vec<Stmt>,
 }
@@ -397,7 +405,20 @@ pub struct Phase {
 impl Phase {
     /// A phase that runs `body` once, on one thread.
     pub fn serial(body: Vec<Stmt>) -> Phase {
-        Phase { row_var: None, rows: 1, body }
+        Phase { row_var: None, rows: 1, row_parts: Vec::new(), body }
+    }
+
+    /// Each row part's variable with the divisor of its digit (the product of the trip counts
+    /// inside it) and its trip count: `var = row / divisor % trips`.
+    pub fn row_digits(&self) -> Vec<(VarId, u64, u64)> {
+        let mut divisor = 1u64;
+        let mut out: Vec<(VarId, u64, u64)> = Vec::with_capacity(self.row_parts.len());
+        for &(var, trips) in self.row_parts.iter().rev() {
+            out.push((var, divisor, trips));
+            divisor = divisor.saturating_mul(trips);
+        }
+        out.reverse();
+        out
     }
 
     /// Total innermost iterations over all rows: a rough measure of work, used to decide whether

@@ -50,8 +50,51 @@ pub fn split_rows(kernel: &mut LoopKernel, strip: u64) {
             },
         }
     }
+    for phase in &mut phases {
+        while phase.rows < FEW_ROWS
+            && let Some(collapsed) = collapse(phase, kernel, &mut arena)
+        {
+            *phase = collapsed;
+        }
+    }
     kernel.exprs = arena.into_exprs();
     kernel.phases = phases;
+}
+
+/// A row phase with fewer rows than this collapses its rows with the loop they run, when it can
+/// ([`collapse`]): threads get work even where the outer loop is short (two batch entries).
+const FEW_ROWS: u64 = 16;
+/// ... as long as a collapsed row still has at least this many innermost iterations (finer rows
+/// would cost more in calls than threads gain).
+const ROW_WORK: u64 = 1 << 14;
+
+/// `phase` with its rows collapsed with the one loop its body is (rows `r` of a body `for v in
+/// 0..n { .. }` become rows `(r, v)`), when different iterations of that loop within one row
+/// write disjoint memory too (checked with the row's own parts fixed: rows already differ there).
+fn collapse(phase: &Phase, kernel: &mut LoopKernel, arena: &mut ExprArena) -> Option<Phase> {
+    let r = phase.row_var?;
+    let [Stmt::Loop { var: inner, extent: Extent::Const(n), body }] = phase.body.as_slice() else {
+        return None;
+    };
+    if *n < 2 || Phase::serial(body.clone()).work() < ROW_WORK {
+        return None;
+    }
+    let parts = if phase.row_parts.is_empty() { vec![(r, phase.rows)] } else { phase.row_parts.clone() };
+    let zero = Index::constant(0);
+    let mut pinned = body.clone();
+    for &(v, _) in &parts {
+        let mut memo = HashMap::new();
+        pinned = pinned.iter().map(|s| substitute_stmt(s, v, &zero, arena, &mut memo)).collect();
+    }
+    let within = Phase { row_var: Some(*inner), rows: *n, row_parts: Vec::new(), body: pinned };
+    if !rows_are_disjoint(kernel, arena, &within) {
+        return None;
+    }
+    let row = VarId(kernel.vars);
+    kernel.vars += 1;
+    let mut row_parts = parts;
+    row_parts.push((*inner, *n));
+    Some(Phase { row_var: Some(row), rows: phase.rows.saturating_mul(*n), row_parts, body: body.clone() })
 }
 
 fn is_flat(body: &[Stmt]) -> bool {
@@ -75,7 +118,7 @@ fn fuse(phase: &Phase, nest: &Stmt, kernel: &LoopKernel, arena: &mut ExprArena) 
     let mut memo = HashMap::new();
     let mut fused = phase.body.clone();
     fused.extend(body.iter().map(|s| substitute_stmt(s, *var, &Index::var(r), arena, &mut memo)));
-    let candidate = Phase { row_var: Some(r), rows, body: fused };
+    let candidate = Phase { row_var: Some(r), rows, row_parts: Vec::new(), body: fused };
     rows_are_disjoint(kernel, arena, &candidate).then_some(candidate)
 }
 

@@ -149,7 +149,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
             Some(r) => {
                 let rows = self.b.ins().iconst(types::I64, i64::try_from(phase.rows).unwrap_or(i64::MAX));
                 let end = self.b.ins().smin(row_end, rows);
-                self.scalar_loop(r, row_begin, end, &phase.body)?;
+                self.counted_loop(r, row_begin, end, &phase.row_digits(), &phase.body)?;
             }
             None => {
                 let body = self.b.create_block();
@@ -394,9 +394,22 @@ impl<'k, 'f> Emitter<'k, 'f> {
 
     /// `for var in start..end { body }`.
     fn scalar_loop(&mut self, var: VarId, start: Value, end: Value, body: &[Stmt]) -> Result<(), CodegenError> {
+        self.counted_loop(var, start, end, &[], body)
+    }
+
+    /// A scalar loop that first binds, in each iteration, every `(part, divisor, trips)` of
+    /// `digits` to `var / divisor % trips` (a collapsed row, [`Phase::row_digits`]).
+    fn counted_loop(
+        &mut self,
+        var: VarId,
+        start: Value,
+        end: Value,
+        digits: &[(VarId, u64, u64)],
+        body: &[Stmt],
+    ) -> Result<(), CodegenError> {
         let v = self.var(var);
         self.b.def_var(v, start);
-        let hoisted = self.hoist_addresses(var, start, body)?;
+        let hoisted = digits.is_empty() && self.hoist_addresses(var, start, body)?;
         let header = self.b.create_block();
         let block = self.b.create_block();
         let exit = self.b.create_block();
@@ -406,6 +419,13 @@ impl<'k, 'f> Emitter<'k, 'f> {
         let go = self.b.ins().icmp(IntCC::SignedLessThan, i, end);
         self.b.ins().brif(go, block, &[], exit, &[]);
         self.b.switch_to_block(block);
+        for &(part, divisor, trips) in digits {
+            let i = self.b.use_var(v);
+            let quotient = self.b.ins().udiv_imm_u(i, i64::try_from(divisor.max(1)).unwrap_or(i64::MAX));
+            let digit = self.b.ins().urem_imm_u(quotient, i64::try_from(trips.max(1)).unwrap_or(i64::MAX));
+            let p = self.var(part);
+            self.b.def_var(p, digit);
+        }
         self.memo.enter();
         let result = self.stmts(body);
         self.memo.leave();

@@ -135,7 +135,7 @@ impl<'k> Emitter<'k> {
             Some(r) => {
                 let rows = self.f.i64c(i64::try_from(phase.rows).unwrap_or(i64::MAX));
                 let end = self.f.intr("smin", rows.ty, &[&row_end, &rows]);
-                self.scalar_loop(r, &row_begin, &end, &phase.body)?;
+                self.counted_loop(r, &row_begin, &end, &phase.row_digits(), &phase.body)?;
             }
             None => {
                 let (body, exit) = (self.f.label(), self.f.label());
@@ -314,6 +314,19 @@ impl<'k> Emitter<'k> {
 
     /// `for var in start..end { body }`.
     fn scalar_loop(&mut self, var: VarId, start: &V, end: &V, body: &[Stmt]) -> Result<(), CodegenError> {
+        self.counted_loop(var, start, end, &[], body)
+    }
+
+    /// A scalar loop that first binds, in each iteration, every `(part, divisor, trips)` of
+    /// `digits` to `var / divisor % trips` (a collapsed row, [`Phase::row_digits`]).
+    fn counted_loop(
+        &mut self,
+        var: VarId,
+        start: &V,
+        end: &V,
+        digits: &[(VarId, u64, u64)],
+        body: &[Stmt],
+    ) -> Result<(), CodegenError> {
         let slot = self.var_slot(var);
         self.f.store(start, &slot, 8);
         let (header, block, exit) = (self.f.label(), self.f.label(), self.f.label());
@@ -323,6 +336,15 @@ impl<'k> Emitter<'k> {
         let go = self.f.icmp(IPred::Slt, &i, end);
         self.f.cond_br(&go, &block, &exit);
         self.f.start(&block);
+        for &(part, divisor, trips) in digits {
+            let i = self.f.load(Ty::scalar(Elem::I64), &slot, 8);
+            let divisor = self.f.i64c(i64::try_from(divisor.max(1)).unwrap_or(i64::MAX));
+            let trips = self.f.i64c(i64::try_from(trips.max(1)).unwrap_or(i64::MAX));
+            let quotient = self.f.udiv(&i, &divisor);
+            let digit = self.f.urem(&quotient, &trips);
+            let part_slot = self.var_slot(part);
+            self.f.store(&digit, &part_slot, 8);
+        }
         self.memo.enter();
         let result = self.stmts(body);
         self.memo.leave();
