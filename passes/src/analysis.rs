@@ -32,8 +32,22 @@ pub struct Data {
 /// A merge's consumer body, the input absorbed, the producer body, and a hash of both kernels'
 /// inputs (whose full lists each entry keeps, so that a lookup allocates nothing).
 type MergeKey = (u32, usize, u32, u64);
-/// A computed merge: consumer inputs, producer inputs, and the result.
-type MergeEntry = (Vec<Id>, Vec<Id>, Merged);
+/// A computed merge: consumer inputs, producer inputs, the result, and whether an applier has
+/// added the result to the e-graph.
+type MergeEntry = (Inputs, Inputs, Merged, std::cell::Cell<bool>);
+/// A kernel's input classes as a merge entry keeps them (inline: there are many entries, and
+/// kernels have few inputs).
+type Inputs = smallvec::SmallVec<[Id; 6]>;
+
+/// What [`TensorAnalysis::merged`] knows of a merge.
+#[derive(Debug, Clone)]
+pub enum MergeLookup {
+    /// The merge (or `None`: not a legal kernel), not yet in the e-graph.
+    Result(Merged),
+    /// The merge is a kernel an applier has added already: the e-graph holds it in the class of
+    /// the consumer, so adding it again would change nothing.
+    Added,
+}
 /// A merged body and its inputs, or `None` when the merge is not a legal kernel.
 pub type Merged = Option<(Rc<Body>, Vec<Id>)>;
 
@@ -55,7 +69,11 @@ pub struct TensorAnalysis {
     schedule_index: HashMap<Schedule, u32>,
     /// How many users (ops, plus one if it is an output) each class has in the graph the e-graph
     /// was built from; fusion only recomputes cheap values that have several.
-    pub users: HashMap<Id, usize>,
+    pub users: FxHashMap<Id, usize>,
+    /// Which ids are classes of parameters, by id (filled when fusion starts, [`TensorAnalysis::mark_params`]):
+    /// fusion asks for every input of every kernel it ranks, and an index is cheaper than a class
+    /// lookup.
+    param_ids: Vec<bool>,
     /// The target schedules are chosen for (phase B).
     pub target: Option<crate::target::TargetModel>,
     /// Sizes of shape variables for the cost model and schedule rules.
@@ -119,29 +137,73 @@ impl TensorAnalysis {
     }
 
     /// The merge of producer `(body, inputs)` into consumer `(body, inputs)` at input `at`,
-    /// computed by `compute` the first time it is asked for.
+    /// computed by `compute` the first time it is asked for, or [`MergeLookup::Added`] once
+    /// [`TensorAnalysis::mark_added`] recorded that its result is in the e-graph.
     pub fn merged(
         &self,
         consumer: (u32, &[Id]),
         at: usize,
         producer: (u32, &[Id]),
         compute: impl FnOnce() -> Merged,
-    ) -> Merged {
-        use std::hash::{Hash, Hasher};
-        let mut h = rustc_hash::FxHasher::default();
-        consumer.1.hash(&mut h);
-        producer.1.hash(&mut h);
-        let key = (consumer.0, at, producer.0, h.finish());
+    ) -> MergeLookup {
+        let key = Self::merge_key(consumer, at, producer);
         let hit = self.merges.borrow().get(&key).and_then(|entries| {
-            entries.iter().find(|(c, p, _)| c == consumer.1 && p == producer.1).map(|(_, _, m)| m.clone())
+            entries.iter().find(|(c, p, ..)| c.as_slice() == consumer.1 && p.as_slice() == producer.1).map(
+                |(_, _, m, added)| {
+                    if added.get() { MergeLookup::Added } else { MergeLookup::Result(m.clone()) }
+                },
+            )
         });
         if let Some(hit) = hit {
             return hit;
         }
         let result = compute();
-        let entry = (consumer.1.to_vec(), producer.1.to_vec(), result.clone());
+        let entry = (
+            Inputs::from_slice(consumer.1),
+            Inputs::from_slice(producer.1),
+            result.clone(),
+            std::cell::Cell::new(false),
+        );
         self.merges.borrow_mut().entry(key).or_default().push(entry);
-        result
+        MergeLookup::Result(result)
+    }
+
+    /// Records that an applier added the result of this merge to the e-graph.
+    pub fn mark_added(&self, consumer: (u32, &[Id]), at: usize, producer: (u32, &[Id])) {
+        let key = Self::merge_key(consumer, at, producer);
+        if let Some(entries) = self.merges.borrow().get(&key)
+            && let Some((.., added)) =
+                entries.iter().find(|(c, p, ..)| c.as_slice() == consumer.1 && p.as_slice() == producer.1)
+        {
+            added.set(true);
+        }
+    }
+
+    fn merge_key(consumer: (u32, &[Id]), at: usize, producer: (u32, &[Id])) -> MergeKey {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        consumer.1.hash(&mut h);
+        producer.1.hash(&mut h);
+        (consumer.0, at, producer.0, h.finish())
+    }
+
+    /// Records the classes of `egraph` that hold a parameter. They stay as they are: no rule
+    /// makes a parameter equal to anything else, so their ids stay canonical.
+    pub fn mark_params(egraph: &mut EG) {
+        let ids: Vec<usize> = egraph.classes().filter(|c| c.data.param).map(|c| usize::from(c.id)).collect();
+        let marks = &mut egraph.analysis.param_ids;
+        marks.clear();
+        for id in ids {
+            if marks.len() <= id {
+                marks.resize(id + 1, false);
+            }
+            marks[id] = true;
+        }
+    }
+
+    /// Whether `id` is the class of a parameter (as of [`TensorAnalysis::mark_params`]).
+    pub fn is_param(&self, id: Id) -> bool {
+        self.param_ids.get(usize::from(id)).copied().unwrap_or(false)
     }
 
     /// Number of users of `class` (0 if unknown).

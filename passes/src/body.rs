@@ -4,7 +4,8 @@
 
 use std::rc::Rc;
 
-use rustc_hash::FxHashMap;
+use indexmap::IndexSet;
+use rustc_hash::FxBuildHasher;
 
 use egg::Id;
 use tcc_ir::{BuildError, Graph, KernelClass, NodeId, TensorType};
@@ -135,9 +136,9 @@ impl Body {
 /// Builds a body by hash-consing values; external inputs are deduplicated by e-class.
 #[derive(Debug, Default)]
 pub struct BodyBuilder {
-    nodes: Vec<BodyNode>,
+    /// The values, each once, by index.
+    nodes: IndexSet<BodyNode, FxBuildHasher>,
     types: Vec<Rc<TensorType>>,
-    memo: FxHashMap<BodyNode, usize>,
     inputs: Vec<Id>,
     input_types: Vec<TensorType>,
 }
@@ -149,13 +150,10 @@ impl BodyBuilder {
     }
 
     fn intern(&mut self, node: BodyNode, ty: Rc<TensorType>) -> usize {
-        if let Some(&i) = self.memo.get(&node) {
-            return i;
+        let (i, new) = self.nodes.insert_full(node);
+        if new {
+            self.types.push(ty);
         }
-        let i = self.nodes.len();
-        self.nodes.push(node.clone());
-        self.types.push(ty);
-        self.memo.insert(node, i);
         i
     }
 
@@ -244,7 +242,7 @@ impl BodyBuilder {
     /// whose intermediate is no legal kernel by itself.
     fn finish_unclassified(self, output: usize, rules: Vec<&'static str>) -> (Body, Vec<Id>) {
         let body = Body {
-            nodes: self.nodes,
+            nodes: self.nodes.into_iter().collect(),
             types: self.types,
             output,
             side_outputs: Vec::new(),

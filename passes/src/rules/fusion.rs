@@ -20,7 +20,7 @@ use egg::Id;
 use tcc_ir::KernelClass;
 
 use super::{ClassRule, Term, add_term};
-use crate::analysis::EG;
+use crate::analysis::{EG, MergeLookup};
 use crate::body::{Body, BodyBuilder, BodyNode, merge, merge_unclassified};
 use crate::lang::{TNode, TOp};
 
@@ -63,6 +63,7 @@ pub fn seed_body(egraph: &EG, class: Id, node: &TNode) -> Option<(Body, Vec<Id>)
 /// Gives every compute op (and constant) its one-op kernel, before any fusion rule runs, so that
 /// every value has a kernel whatever the budget cuts short. Returns how many were added.
 pub fn seed_all(egraph: &mut EG) -> usize {
+    crate::analysis::TensorAnalysis::mark_params(egraph);
     let mut classes: Vec<Id> = egraph.classes().map(|c| c.id).collect();
     classes.sort_unstable();
     let mut added = 0;
@@ -93,15 +94,45 @@ struct Ranked<'a> {
     rank: Rank,
 }
 
-/// The unscheduled kernel nodes of a class with their bodies, in no particular order.
+/// An unscheduled kernel node of a class as fusion lists it: its position among the class's
+/// nodes, its body and its rank (kept in [`crate::rules::SearchState`] until the class changes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Listed {
+    at: usize,
+    body: u32,
+    rank: Rank,
+}
+
+/// The unscheduled kernel nodes of `class`, in node order: listed once until the class changes.
+fn listed(egraph: &EG, class: Id) -> Rc<[Listed]> {
+    let class = egraph.find(class);
+    if let Some(list) = egraph.analysis.search.kernels.borrow().get(&class) {
+        return Rc::clone(list);
+    }
+    let list: Rc<[Listed]> = egraph[class]
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(at, n)| match n.op {
+            TOp::Kernel { body, sched: None } => {
+                let (_, ops) = egraph.analysis.body_with_ops(body)?;
+                let open = n.children.iter().filter(|&&c| !egraph.analysis.is_param(c)).count();
+                Some(Listed { at, body, rank: (open, std::cmp::Reverse(ops), body) })
+            }
+            _ => None,
+        })
+        .collect();
+    egraph.analysis.search.kernels.borrow_mut().insert(class, Rc::clone(&list));
+    list
+}
+
+/// The unscheduled kernel nodes of a class with their bodies, in node order.
 fn unscheduled_kernels(egraph: &EG, class: Id) -> impl Iterator<Item = Ranked<'_>> {
-    egraph[class].nodes.iter().filter_map(move |n| match n.op {
-        TOp::Kernel { body, sched: None } => {
-            let (b, ops) = egraph.analysis.body_with_ops(body)?;
-            let open = n.children.iter().filter(|&&c| !egraph[c].data.param).count();
-            Some(Ranked { node: n, body: b, index: body, rank: (open, std::cmp::Reverse(ops), body) })
-        }
-        _ => None,
+    let list = listed(egraph, class);
+    let nodes = &egraph[class].nodes;
+    (0..list.len()).filter_map(move |i| {
+        let l = list.get(i)?;
+        Some(Ranked { node: nodes.get(l.at)?, body: egraph.analysis.body(l.body)?, index: l.body, rank: l.rank })
     })
 }
 
@@ -189,7 +220,20 @@ fn grow_kernel(
                     .filter(|(m, _)| m.op_count() <= MAX_KERNEL_OPS)
                     .map(|(b, inputs)| (Rc::new(b), inputs))
             });
+            let merged = match merged {
+                // The e-graph has it: nothing new from this input for an applier. A searcher
+                // still reports the class (its applier sees what other rules add before it runs).
+                MergeLookup::Added if egraph.analysis.search.applying() => break,
+                MergeLookup::Added => {
+                    out.push(Term::Class(class));
+                    break;
+                }
+                MergeLookup::Result(merged) => merged,
+            };
             if let Some((merged, inputs)) = merged.filter(|(_, inputs)| !inputs.contains(&class)) {
+                if egraph.analysis.search.applying() {
+                    egraph.analysis.mark_added((kb, &kids), i, (pb, &pkids));
+                }
                 out.push(Term::Kernel(merged, inputs));
                 break;
             }

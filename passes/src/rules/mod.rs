@@ -176,11 +176,30 @@ pub struct SearchState {
     scope: Option<FxHashSet<Id>>,
     /// Classes that gained a node in this iteration (filled by the applier).
     touched: Vec<Id>,
+    /// Each class's unscheduled kernel nodes as fusion last listed them (every rule asks for the
+    /// kernels of a class and of its inputs, many times an iteration); an entry is dropped when
+    /// its class gains a node, and all of them when an iteration starts (after the rebuild).
+    pub(crate) kernels: std::cell::RefCell<rustc_hash::FxHashMap<Id, Rc<[fusion::Listed]>>>,
+    /// Set while a class rule's applier asks for its terms (which it then adds to the e-graph).
+    applying: std::cell::Cell<bool>,
 }
 
 impl SearchState {
     fn searches(&self, class: Id) -> bool {
         self.scope.as_ref().is_none_or(|s| s.contains(&class))
+    }
+
+    /// Whether a class rule's applier is asking (its terms go into the e-graph), not a searcher.
+    pub(crate) fn applying(&self) -> bool {
+        self.applying.get()
+    }
+
+    /// Drops what is known of the kernels of `ids` (classes that changed).
+    fn forget(&self, ids: &[Id]) {
+        let mut kernels = self.kernels.borrow_mut();
+        for id in ids {
+            kernels.remove(id);
+        }
     }
 }
 
@@ -199,6 +218,7 @@ pub fn run_incremental(
 fn incremental_hook(runner: &mut egg::Runner<TNode, crate::analysis::TensorAnalysis>) -> Result<(), String> {
     let egraph = &mut runner.egraph;
     let touched = std::mem::take(&mut egraph.analysis.search.touched);
+    egraph.analysis.search.kernels.borrow_mut().clear();
     if runner.iterations.is_empty() {
         egraph.analysis.search.scope = None;
         return Ok(());
@@ -266,7 +286,9 @@ impl Applier<TNode, crate::analysis::TensorAnalysis> for ClassRule {
         rule_name: Symbol,
     ) -> Vec<Id> {
         let eclass = egraph.find(eclass);
+        egraph.analysis.search.applying.set(true);
         let found = (self.find)(egraph, eclass, usize::MAX);
+        egraph.analysis.search.applying.set(false);
         add_found(egraph, eclass, found, rule_name)
     }
 }
@@ -300,6 +322,8 @@ fn add_found(egraph: &mut EG, eclass: Id, found: Vec<(TNode, Term)>, rule_name: 
             if egraph.union_trusted(from, id, rule_name) {
                 changed.push(class);
                 egraph.analysis.search.touched.push(class);
+                let root = egraph.find(class);
+                egraph.analysis.search.forget(&[class, id, root]);
             }
         }
     }
