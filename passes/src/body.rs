@@ -41,7 +41,7 @@ pub struct Body {
     /// [`TOp::Output`] node of the tuple in the class of its value.
     pub side_outputs: Vec<usize>,
     /// The types of the external inputs, in input order.
-    pub input_types: Vec<TensorType>,
+    pub input_types: Vec<Rc<TensorType>>,
     /// The kernel class this body lowers as.
     pub class: KernelClass,
     /// The rules that built it, in the order they fired (no duplicates).
@@ -111,7 +111,7 @@ impl Body {
         let mut g = Graph::new(name);
         let mut params = Vec::with_capacity(self.input_types.len());
         for (i, ty) in self.input_types.iter().enumerate() {
-            params.push(g.add_param(format!("in{i}"), ty.clone())?);
+            params.push(g.add_param(format!("in{i}"), (**ty).clone())?);
         }
         let mut ids: Vec<NodeId> = Vec::with_capacity(self.nodes.len());
         for (node, ty) in self.nodes.iter().zip(&self.types) {
@@ -140,7 +140,7 @@ pub struct BodyBuilder {
     nodes: IndexSet<BodyNode, FxBuildHasher>,
     types: Vec<Rc<TensorType>>,
     inputs: Vec<Id>,
-    input_types: Vec<TensorType>,
+    input_types: Vec<Rc<TensorType>>,
 }
 
 impl BodyBuilder {
@@ -159,15 +159,7 @@ impl BodyBuilder {
 
     /// The value reading external input `class` (canonical id) of type `ty`.
     pub fn input(&mut self, class: Id, ty: &TensorType) -> usize {
-        let index = match self.inputs.iter().position(|&c| c == class) {
-            Some(i) => i,
-            None => {
-                self.inputs.push(class);
-                self.input_types.push(ty.clone());
-                self.inputs.len() - 1
-            }
-        };
-        self.intern(BodyNode::Input(index), Rc::new(ty.clone()))
+        self.shared_input(class, &Rc::new(ty.clone()))
     }
 
     /// Like [`BodyBuilder::input`], sharing the type.
@@ -176,7 +168,7 @@ impl BodyBuilder {
             Some(i) => i,
             None => {
                 self.inputs.push(class);
-                self.input_types.push((**ty).clone());
+                self.input_types.push(Rc::clone(ty));
                 self.inputs.len() - 1
             }
         };

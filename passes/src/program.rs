@@ -192,7 +192,7 @@ fn single_op_class(op: &Op, kg: &Graph) -> KernelClass {
                     types: vec![std::rc::Rc::new(input.clone()), std::rc::Rc::new(ty)],
                     output: 1,
                     side_outputs: Vec::new(),
-                    input_types: vec![input],
+                    input_types: vec![std::rc::Rc::new(input)],
                     class: KernelClass::Generic,
                     rules: Vec::new(),
                 })

@@ -107,7 +107,7 @@ pub fn term_type(egraph: &EG, term: &Term) -> Option<TensorType> {
         }
         Term::Kernel(body, inputs) => {
             let ok = body.input_types.len() == inputs.len()
-                && body.input_types.iter().zip(inputs).all(|(t, i)| &egraph[*i].data.ty == t);
+                && body.input_types.iter().zip(inputs).all(|(t, i)| egraph[*i].data.ty == **t);
             if ok { body.output_type().cloned() } else { None }
         }
         Term::Tuple { body, inputs, siblings } => {
