@@ -292,6 +292,11 @@ pub struct TuneArgs {
     /// from JOB_COMPLETION_INDEX and TCC_SHARDS, else the whole plan.
     #[arg(long, value_name = "I/N", requires = "plan", value_parser = parse_shard)]
     pub shard: Option<tcc_autotune::shard::Shard>,
+    /// Tune on several GPUs of this host at once: `all`, or ordinals (`0,1`). One tuning per
+    /// GPU takes the next kernel from a shared queue; its workers see only their GPU
+    /// (CUDA_VISIBLE_DEVICES). GPU targets only.
+    #[arg(long, value_name = "all|0,1,..", value_parser = crate::devices::DevicesArg::parse, conflicts_with = "study")]
+    pub devices: Option<crate::devices::DevicesArg>,
     /// Seed of the random inputs each candidate is validated on.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

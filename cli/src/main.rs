@@ -8,6 +8,7 @@ mod bench;
 mod cache;
 mod check;
 mod compile;
+mod devices;
 mod error;
 mod explain;
 mod inputs;

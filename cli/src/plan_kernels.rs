@@ -62,6 +62,11 @@ impl PlanKernels {
             .ok_or_else(|| CliError::Environment(format!("internal error: no tuning for `{}`", target.name())))
     }
 
+    /// The targets the plan's kernels are tuned for, in the order they were first used.
+    pub fn targets(&self) -> Vec<Target> {
+        self.tunings.iter().map(Tuning::target).collect()
+    }
+
     /// blake3 of every kernel's id and estimate, in order: equal in every shard that splits the plan
     /// the same way (shards on machines of different kinds may not).
     pub fn digest(&self) -> String {

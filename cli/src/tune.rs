@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tcc_autotune::cache::LockEntry;
@@ -47,47 +48,64 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
     let bindings = bind(graph, &args.dims)?;
     let tcc_passes::Optimized { program, alternatives, .. } =
         optimize_for_tuning(target, graph, &bindings, args.top_k)?;
-    let cache = open_cache_for_recording().map_err(tuning_error)?;
-    let tuning = Tuning::for_target(cache, target, worker_command().map_err(tuning_error)?)
-        .map_err(tuning_error)?
-        .with_seed(args.seed)
-        .with_space_limit(args.space);
+    let devices = super::devices::resolve(args.devices.as_ref(), target)?;
+    let worker = worker_command().map_err(tuning_error)?;
+    let open = |device: super::devices::Device| -> Result<Tuning, CliError> {
+        let cache = open_cache_for_recording().map_err(tuning_error)?;
+        Ok(Tuning::for_target(cache, target, super::devices::worker_on(&worker, device))
+            .map_err(tuning_error)?
+            .with_seed(args.seed)
+            .with_space_limit(args.space))
+    };
+    let tuning = open(devices.first().copied().flatten())?;
     let say = |text: &str| {
         if !args.json {
             print!("{text}");
         }
     };
     say(&format!(
-        "fn {} on {} ({}): {} kernel{}, budget {}\n",
+        "fn {} on {} ({}{}): {} kernel{}, budget {}\n",
         graph.name,
         target.name(),
         tuning.device().name,
+        if devices.len() > 1 { format!(" x {} GPUs", devices.len()) } else { String::new() },
         program.launches.len(),
         if program.launches.len() == 1 { "" } else { "s" },
         describe_budget(&args.budget)
     ));
     let start = Instant::now();
-    let mut trials = 0usize;
-    let mut decisions: Vec<Decision> = Vec::new();
+    let trials = AtomicUsize::new(0);
+    let begun = AtomicUsize::new(0);
     let count = program.launches.len();
-    for (i, launch) in program.launches.iter().enumerate() {
+    let work = |tuning: &Tuning, _: usize, launch: &tcc_ir::Launch| -> Result<Decision, CliError> {
         let kernel = &launch.kernel;
-        let proposals = proposals(&tuning, kernel, &alternatives, &bindings)?;
+        let proposals = proposals(tuning, kernel, &alternatives, &bindings)?;
+        let before = begun.fetch_add(1, Ordering::SeqCst);
         let options = TuneOptions {
-            budget: share(&args.budget, start.elapsed(), trials, count - i),
+            budget: share(&args.budget, start.elapsed(), trials.load(Ordering::SeqCst), count - before, devices.len()),
             jobs: args.jobs,
             retune: args.retune,
-            progress: true,
+            progress: devices.len() == 1,
         };
         let result = tuning.tune_kernel(kernel, &proposals, &bindings, &options).map_err(tuning_error)?;
         say(&describe_kernel(kernel, &result, proposals.first()));
         if args.json {
             super::json::print_line(&serde_json::Value::Object(decision_object(target, kernel, &result.decision)))?;
         }
-        trials += result.decision.trials;
-        decisions.push(result.decision);
-    }
-    say(&summary(&decisions, start.elapsed(), trials));
+        trials.fetch_add(result.decision.trials, Ordering::SeqCst);
+        Ok(result.decision)
+    };
+    let decisions = if devices.len() == 1 {
+        let mut decisions = Vec::with_capacity(count);
+        for (i, launch) in program.launches.iter().enumerate() {
+            decisions.push(work(&tuning, i, launch)?);
+        }
+        decisions
+    } else {
+        drop(tuning);
+        super::devices::on_devices(&devices, &program.launches, open, work)?
+    };
+    say(&summary(&decisions, start.elapsed(), trials.load(Ordering::SeqCst)));
     if let Some((path, mut lockfile)) = lock {
         let mut written = 0;
         for d in &decisions {
@@ -298,15 +316,21 @@ pub fn proposals(
     Ok(out)
 }
 
-/// This kernel's share of what is left of the budget: an equal part for each kernel left. A kernel
+/// This kernel's share of what is left of the budget: an equal part for each kernel left (of the
+/// time, `devices` parts at once, since that many kernels are tuned side by side). A kernel
 /// reached after the time is used up still measures one candidate (the optimizer's choice), so it
 /// gets a validated record.
-pub fn share(budget: &Budget, elapsed: Duration, trials_used: usize, kernels_left: usize) -> Budget {
+pub fn share(budget: &Budget, elapsed: Duration, trials_used: usize, kernels_left: usize, devices: usize) -> Budget {
     let parts = kernels_left.max(1);
     let max_trials = budget.max_trials.map(|n| (n.saturating_sub(trials_used) / parts).max(1));
+    // The time left is the wall time of every device working at once.
+    let at_once = u32::try_from(devices.clamp(1, parts)).unwrap_or(1);
     match budget.max_time.map(|t| t.saturating_sub(elapsed)) {
         Some(left) if left.is_zero() => Budget { max_trials: Some(1), max_time: None },
-        left => Budget { max_trials, max_time: left.map(|t| t / u32::try_from(parts).unwrap_or(u32::MAX)) },
+        left => Budget {
+            max_trials,
+            max_time: left.map(|t| (t * at_once / u32::try_from(parts).unwrap_or(u32::MAX)).min(t)),
+        },
     }
 }
 
@@ -365,11 +389,15 @@ mod tests {
     #[test]
     fn budget_is_shared_between_kernels() {
         let b = Budget { max_trials: Some(10), max_time: Some(Duration::from_secs(60)) };
-        let s = share(&b, Duration::from_secs(20), 4, 2);
+        let s = share(&b, Duration::from_secs(20), 4, 2, 1);
         assert_eq!(s.max_trials, Some(3));
         assert_eq!(s.max_time, Some(Duration::from_secs(20)));
-        assert_eq!(share(&b, Duration::from_secs(90), 20, 1), Budget::trials(1));
-        assert_eq!(share(&Budget::trials(4), Duration::from_secs(1), 9, 2), Budget::trials(1));
+        assert_eq!(share(&b, Duration::from_secs(90), 20, 1, 1), Budget::trials(1));
+        assert_eq!(share(&Budget::trials(4), Duration::from_secs(1), 9, 2, 1), Budget::trials(1));
+        // Two GPUs side by side: each kernel may take twice the serial share of the wall time,
+        // never more than what is left.
+        assert_eq!(share(&b, Duration::from_secs(20), 4, 4, 2).max_time, Some(Duration::from_secs(20)));
+        assert_eq!(share(&b, Duration::from_secs(20), 4, 1, 8).max_time, Some(Duration::from_secs(40)));
         assert_eq!(describe_budget(&Budget::trials(5)), "5 trials");
     }
 }

@@ -5,6 +5,7 @@
 //! pushed now); a winner that could not be shared is named, and the run exits 2.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use serde_json::json;
@@ -14,6 +15,7 @@ use tcc_autotune::tuning::{Decision, TuneOptions, Tuning, open_cache_for_recordi
 use tcc_ir::ScheduleSource;
 
 use super::args::TuneArgs;
+use super::devices::{Device, on_devices, resolve, worker_on};
 use super::error::CliError;
 use super::json::print_line;
 use super::plan_file::read_plan;
@@ -28,14 +30,19 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
     };
     let entries = read_plan(plan)?;
     let worker = worker_command().map_err(tuning_error)?;
-    let open = |target| -> Result<Tuning, CliError> {
+    let open = |target, device: Device| -> Result<Tuning, CliError> {
         let cache = open_cache_for_recording().map_err(tuning_error)?;
-        Ok(Tuning::for_target(cache, target, worker.clone())
+        Ok(Tuning::for_target(cache, target, worker_on(&worker, device))
             .map_err(tuning_error)?
             .with_seed(args.seed)
             .with_space_limit(args.space))
     };
-    let listed = list(&entries, args.target, args.top_k, open)?;
+    let listed = list(&entries, args.target, args.top_k, |target| open(target, None))?;
+    // --devices names GPUs: every target of the plan must be one.
+    let mut devices = vec![None];
+    for target in listed.targets() {
+        devices = resolve(args.devices.as_ref(), target)?;
+    }
     let estimates: Vec<f64> = listed.kernels.iter().map(|k| k.estimate_us).collect();
     let mine: Vec<&PlanKernel> = shard.pick(&estimates).into_iter().filter_map(|i| listed.kernels.get(i)).collect();
     let digest = listed.digest();
@@ -65,16 +72,23 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
         );
     }
     let start = Instant::now();
-    let mut trials = 0usize;
-    let mut decisions: Vec<Decision> = Vec::new();
-    let mut not_shared: Vec<(String, String)> = Vec::new();
-    for (i, k) in mine.iter().enumerate() {
-        let tuning = listed.tuning(k.target)?;
+    let trials = AtomicUsize::new(0);
+    let begun = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    // One kernel on the tunings of one device: its decision, and why its winner was not shared.
+    let tune_one = |tuning: &Tuning, k: &PlanKernel| -> Result<(Decision, Option<(String, String)>), CliError> {
+        let before = begun.fetch_add(1, Ordering::SeqCst);
         let options = TuneOptions {
-            budget: share(&args.budget, start.elapsed(), trials, mine.len() - i),
+            budget: share(
+                &args.budget,
+                start.elapsed(),
+                trials.load(Ordering::SeqCst),
+                mine.len() - before,
+                devices.len(),
+            ),
             jobs: args.jobs,
             retune: args.retune,
-            progress: true,
+            progress: devices.len() == 1,
         };
         let result = tuning.tune_kernel(&k.kernel, &k.proposals, &k.bindings, &options).map_err(tuning_error)?;
         let d = &result.decision;
@@ -83,9 +97,11 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
             (Some(record), ScheduleSource::Tuned | ScheduleSource::Cached) => tuning.cache().share(record),
             _ => Shared::NoRemote,
         };
-        if let Shared::Failed(why) = &shared {
-            not_shared.push((format!("{} ({})", d.kernel, &k.id.as_str()[..12]), why.clone()));
-        }
+        let not_shared = match &shared {
+            Shared::Failed(why) => Some((format!("{} ({})", d.kernel, &k.id.as_str()[..12]), why.clone())),
+            _ => None,
+        };
+        let finished = done.fetch_add(1, Ordering::SeqCst) + 1;
         if args.json {
             let mut object = decision_object(k.target, &k.kernel, d);
             object.insert("id".into(), json!(k.id.as_str()));
@@ -97,17 +113,42 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
             print_line(&serde_json::Value::Object(object))?;
         } else {
             print!(
-                "[{}/{}] {} on {} ({}): ",
-                i + 1,
+                "[{finished}/{}] {} on {} ({}): {}",
                 mine.len(),
                 k.entries.join(", "),
                 k.target.name(),
-                shared_name(&shared)
+                shared_name(&shared),
+                describe_kernel(&k.kernel, &result, k.proposals.first())
             );
-            print!("{}", describe_kernel(&k.kernel, &result, k.proposals.first()));
         }
-        trials += d.trials;
-        decisions.push(result.decision);
+        trials.fetch_add(d.trials, Ordering::SeqCst);
+        Ok((result.decision, not_shared))
+    };
+    let outcomes = if devices.len() == 1 {
+        let mut outcomes = Vec::with_capacity(mine.len());
+        for k in &mine {
+            outcomes.push(tune_one(listed.tuning(k.target)?, k)?);
+        }
+        outcomes
+    } else {
+        let targets = listed.targets();
+        let open_all = |device: Device| -> Result<Vec<Tuning>, CliError> {
+            targets.iter().map(|&target| open(target, device)).collect()
+        };
+        on_devices(&devices, &mine, open_all, |tunings, _, k| {
+            let tuning = tunings
+                .iter()
+                .find(|t| t.target() == k.target)
+                .ok_or_else(|| CliError::Environment(format!("internal error: no tuning for `{}`", k.target.name())))?;
+            tune_one(tuning, k)
+        })?
+    };
+    let trials = trials.load(Ordering::SeqCst);
+    let mut decisions: Vec<Decision> = Vec::with_capacity(outcomes.len());
+    let mut not_shared: Vec<(String, String)> = Vec::new();
+    for (decision, unshared) in outcomes {
+        decisions.push(decision);
+        not_shared.extend(unshared);
     }
     let count_of = |s: ScheduleSource| decisions.iter().filter(|d| d.source == s).count();
     if args.json {

@@ -474,3 +474,20 @@ fn a_cached_schedule_for_another_tier_is_never_used() {
     assert_eq!(program.launches[0].kernel.schedule, kernel.schedule);
     assert_eq!(report.decisions[1].source, ScheduleSource::Cached);
 }
+
+#[test]
+fn devices_name_gpus_and_a_cpu_target_refuses_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = MLP.to_vec();
+    args.extend_from_slice(&["--devices", "all"]);
+    let out = tcc_in(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--devices names GPUs"), "{}", text(&out.stderr));
+    for bad in ["0,0", "first"] {
+        let mut args = MLP.to_vec();
+        args.extend_from_slice(&["--devices", bad]);
+        let out = tcc_in(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("--devices"), "{}", text(&out.stderr));
+    }
+}
