@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use egg::{Analysis, DidMerge, EGraph, Id};
 use rustc_hash::FxHashMap;
@@ -49,7 +49,7 @@ pub enum MergeLookup {
     Added,
 }
 /// A merged body and its inputs, or `None` when the merge is not a legal kernel.
-pub type Merged = Option<(Rc<Body>, Vec<Id>)>;
+pub type Merged = Option<(Arc<Body>, Vec<Id>)>;
 
 /// The analysis and the side tables of kernel e-nodes.
 #[derive(Debug, Clone, Default)]
@@ -59,7 +59,7 @@ pub struct TensorAnalysis {
     /// Fold constant expressions (phase A only).
     pub fold_constants: bool,
     /// Interned kernel bodies (shared with the merge table and the terms that add them).
-    bodies: Vec<Rc<Body>>,
+    bodies: Vec<Arc<Body>>,
     /// [`Body::op_count`] of each interned body (fusion ranks kernels by it many times).
     body_ops: Vec<usize>,
     /// Interned bodies by [`Body::structural_hash`].
@@ -95,7 +95,7 @@ impl TensorAnalysis {
     }
 
     /// Interns `body`, returning its index: structurally equal bodies get one index.
-    pub fn intern_body(&mut self, body: Rc<Body>) -> u32 {
+    pub fn intern_body(&mut self, body: Arc<Body>) -> u32 {
         let hash = body.structural_hash();
         let same = self.body_index.get(&hash).into_iter().flatten().copied();
         if let Some(i) =

@@ -2,7 +2,7 @@
 //! the kernel's external inputs. Bodies are interned in the analysis' table; the kernel e-node holds
 //! the body's index and has the external inputs' classes as children.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use indexmap::IndexSet;
 use rustc_hash::FxBuildHasher;
@@ -33,7 +33,7 @@ pub struct Body {
     /// The values, operands before users, without duplicates.
     pub nodes: Vec<BodyNode>,
     /// The type of each value (shared: merged bodies copy the types of the bodies they join).
-    pub types: Vec<Rc<TensorType>>,
+    pub types: Vec<Arc<TensorType>>,
     /// The index of the value the kernel writes (its e-class's value).
     pub output: usize,
     /// Further values the kernel writes (the row log-sum-exp beside an attention's output). A
@@ -41,7 +41,7 @@ pub struct Body {
     /// [`TOp::Output`] node of the tuple in the class of its value.
     pub side_outputs: Vec<usize>,
     /// The types of the external inputs, in input order.
-    pub input_types: Vec<Rc<TensorType>>,
+    pub input_types: Vec<Arc<TensorType>>,
     /// The kernel class this body lowers as.
     pub class: KernelClass,
     /// The rules that built it, in the order they fired (no duplicates).
@@ -138,9 +138,9 @@ impl Body {
 pub struct BodyBuilder {
     /// The values, each once, by index.
     nodes: IndexSet<BodyNode, FxBuildHasher>,
-    types: Vec<Rc<TensorType>>,
+    types: Vec<Arc<TensorType>>,
     inputs: Vec<Id>,
-    input_types: Vec<Rc<TensorType>>,
+    input_types: Vec<Arc<TensorType>>,
 }
 
 impl BodyBuilder {
@@ -149,7 +149,17 @@ impl BodyBuilder {
         BodyBuilder::default()
     }
 
-    fn intern(&mut self, node: BodyNode, ty: Rc<TensorType>) -> usize {
+    /// An empty builder with room for `values` values and `inputs` external inputs.
+    pub fn with_capacity(values: usize, inputs: usize) -> BodyBuilder {
+        BodyBuilder {
+            nodes: IndexSet::with_capacity_and_hasher(values, FxBuildHasher),
+            types: Vec::with_capacity(values),
+            inputs: Vec::with_capacity(inputs),
+            input_types: Vec::with_capacity(inputs),
+        }
+    }
+
+    fn intern(&mut self, node: BodyNode, ty: Arc<TensorType>) -> usize {
         let (i, new) = self.nodes.insert_full(node);
         if new {
             self.types.push(ty);
@@ -159,25 +169,25 @@ impl BodyBuilder {
 
     /// The value reading external input `class` (canonical id) of type `ty`.
     pub fn input(&mut self, class: Id, ty: &TensorType) -> usize {
-        self.shared_input(class, &Rc::new(ty.clone()))
+        self.shared_input(class, &Arc::new(ty.clone()))
     }
 
     /// Like [`BodyBuilder::input`], sharing the type.
-    fn shared_input(&mut self, class: Id, ty: &Rc<TensorType>) -> usize {
+    fn shared_input(&mut self, class: Id, ty: &Arc<TensorType>) -> usize {
         let index = match self.inputs.iter().position(|&c| c == class) {
             Some(i) => i,
             None => {
                 self.inputs.push(class);
-                self.input_types.push(Rc::clone(ty));
+                self.input_types.push(Arc::clone(ty));
                 self.inputs.len() - 1
             }
         };
-        self.intern(BodyNode::Input(index), Rc::clone(ty))
+        self.intern(BodyNode::Input(index), Arc::clone(ty))
     }
 
     /// The value computing `op` over `kids`, whose result type is `ty`.
     pub fn op(&mut self, op: TOp, kids: Vec<usize>, ty: TensorType) -> usize {
-        self.intern(BodyNode::Op(op, kids.into()), Rc::new(ty))
+        self.intern(BodyNode::Op(op, kids.into()), Arc::new(ty))
     }
 
     /// Copies `body` in, reading its input `j` from `inputs[j]`; returns its output value.
@@ -203,7 +213,7 @@ impl BodyBuilder {
                 },
                 BodyNode::Op(op, kids) => {
                     let kids: Option<Kids> = kids.iter().map(|k| map.get(*k).copied()).collect();
-                    self.intern(BodyNode::Op(op.clone(), kids?), Rc::clone(ty))
+                    self.intern(BodyNode::Op(op.clone(), kids?), Arc::clone(ty))
                 }
             };
             map.push(v);
@@ -285,7 +295,10 @@ fn merged_builder(
     if !producer.0.side_outputs.is_empty() {
         return None;
     }
-    let mut b = BodyBuilder::new();
+    let mut b = BodyBuilder::with_capacity(
+        consumer.0.nodes.len() + producer.0.nodes.len(),
+        consumer.0.input_types.len() + producer.0.input_types.len(),
+    );
     // The producer's output value, built the first time the consumer reads input `at`.
     let produced = std::cell::Cell::new(None::<usize>);
     let mut map: Vec<usize> = Vec::with_capacity(consumer.0.nodes.len());
@@ -302,7 +315,7 @@ fn merged_builder(
             BodyNode::Input(j) => b.shared_input(*consumer.1.get(*j)?, ty),
             BodyNode::Op(op, kids) => {
                 let kids: Option<Kids> = kids.iter().map(|k| map.get(*k).copied()).collect();
-                b.intern(BodyNode::Op(op.clone(), kids?), Rc::clone(ty))
+                b.intern(BodyNode::Op(op.clone(), kids?), Arc::clone(ty))
             }
         };
         map.push(v);

@@ -189,10 +189,10 @@ fn single_op_class(op: &Op, kg: &Graph) -> KernelClass {
                         crate::body::BodyNode::Input(0),
                         crate::body::BodyNode::Op(TOp::from_ir(op, &ty), [0].into_iter().collect()),
                     ],
-                    types: vec![std::rc::Rc::new(input.clone()), std::rc::Rc::new(ty)],
+                    types: vec![std::sync::Arc::new(input.clone()), std::sync::Arc::new(ty)],
                     output: 1,
                     side_outputs: Vec::new(),
-                    input_types: vec![std::rc::Rc::new(input)],
+                    input_types: vec![std::sync::Arc::new(input)],
                     class: KernelClass::Generic,
                     rules: Vec::new(),
                 })

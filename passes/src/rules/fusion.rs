@@ -14,7 +14,7 @@
 //! Attention is formed in one step ([`fuse_attention`]): a product whose left operand is a row
 //! softmax over another product's result absorbs both, when the target has attention kernels.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use egg::Id;
 use tcc_ir::KernelClass;
@@ -72,7 +72,7 @@ pub fn seed_all(egraph: &mut EG) -> usize {
         let node = egraph[class].nodes.iter().find(|n| n.op.is_compute() || n.op.const_value().is_some()).cloned();
         let (Some(node), false) = (node, has_kernel) else { continue };
         if let Some((body, inputs)) = seed_body(egraph, class, &node) {
-            let id = add_term(egraph, Term::Kernel(Rc::new(body), inputs));
+            let id = add_term(egraph, Term::Kernel(Arc::new(body), inputs));
             let from = if egraph.are_explanations_enabled() { egraph.add_uncanonical(node) } else { class };
             egraph.union_trusted(from, id, "kernel-seed");
             added += 1;
@@ -104,12 +104,12 @@ pub(crate) struct Listed {
 }
 
 /// The unscheduled kernel nodes of `class`, in node order: listed once until the class changes.
-fn listed(egraph: &EG, class: Id) -> Rc<[Listed]> {
+fn listed(egraph: &EG, class: Id) -> Arc<[Listed]> {
     let class = egraph.find(class);
     if let Some(list) = egraph.analysis.search.kernels.borrow().get(&class) {
-        return Rc::clone(list);
+        return Arc::clone(list);
     }
-    let list: Rc<[Listed]> = egraph[class]
+    let list: Arc<[Listed]> = egraph[class]
         .nodes
         .iter()
         .enumerate()
@@ -122,7 +122,7 @@ fn listed(egraph: &EG, class: Id) -> Rc<[Listed]> {
             _ => None,
         })
         .collect();
-    egraph.analysis.search.kernels.borrow_mut().insert(class, Rc::clone(&list));
+    egraph.analysis.search.kernels.borrow_mut().insert(class, Arc::clone(&list));
     list
 }
 
@@ -218,7 +218,7 @@ fn grow_kernel(
             let merged = egraph.analysis.merged((kb, &kids), i, (pb, &pkids), || {
                 merge((kbody, &kids), i, (pbody, &pkids), rule)
                     .filter(|(m, _)| m.op_count() <= MAX_KERNEL_OPS)
-                    .map(|(b, inputs)| (Rc::new(b), inputs))
+                    .map(|(b, inputs)| (Arc::new(b), inputs))
             });
             let merged = match merged {
                 // The e-graph has it: nothing new from this input for an applier. A searcher
@@ -326,7 +326,7 @@ fn fuse_attention(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
                                 && !merged_inputs.contains(&class)
                             {
                                 let term = with_log_sum_exp(egraph, &body, &merged_inputs)
-                                    .unwrap_or_else(|| Term::Kernel(Rc::new(body), merged_inputs));
+                                    .unwrap_or_else(|| Term::Kernel(Arc::new(body), merged_inputs));
                                 out.push((product.node.clone(), term));
                                 if out.len() >= limit {
                                     return out;
@@ -391,7 +391,7 @@ fn with_log_sum_exp(egraph: &EG, body: &Body, inputs: &[Id]) -> Option<Term> {
     let output = *map.get(body.output)?;
     let (tuple, tuple_inputs) = b.finish_with_side_outputs(output, side, body.rules.clone())?;
     (tuple.class == KernelClass::Attention).then(|| Term::Tuple {
-        body: Rc::new(tuple),
+        body: Arc::new(tuple),
         inputs: tuple_inputs,
         siblings,
     })

@@ -12,7 +12,7 @@ pub mod schedule;
 #[cfg(test)]
 pub(crate) mod testkit;
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use egg::{Applier, Id, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
 use rustc_hash::FxHashSet;
@@ -31,13 +31,13 @@ pub enum Term {
     /// An op over sub-terms.
     Op(TOp, Vec<Term>),
     /// A kernel node: a body (interned when added) over its external inputs' classes.
-    Kernel(Rc<Body>, Vec<Id>),
+    Kernel(Arc<Body>, Vec<Id>),
     /// A kernel whose body has side outputs: its tuple (a class of its own) and the tuple's first
     /// output, the term's value; side output `i` joins class `siblings[i]` (as the value of
     /// another class of the e-graph it is equal to).
     Tuple {
         /// The body, with `siblings.len()` side outputs.
-        body: Rc<Body>,
+        body: Arc<Body>,
         /// The kernel's external inputs.
         inputs: Vec<Id>,
         /// The class of each side output.
@@ -111,7 +111,7 @@ pub fn term_type(egraph: &EG, term: &Term) -> Option<TensorType> {
             if ok { body.output_type().cloned() } else { None }
         }
         Term::Tuple { body, inputs, siblings } => {
-            let kernel = term_type(egraph, &Term::Kernel(Rc::clone(body), inputs.clone()))?;
+            let kernel = term_type(egraph, &Term::Kernel(Arc::clone(body), inputs.clone()))?;
             let siblings_ok = body.side_outputs.len() == siblings.len()
                 && siblings.iter().enumerate().all(|(i, s)| body.nth_output_type(i + 1) == Some(&egraph[*s].data.ty));
             siblings_ok.then_some(kernel)
@@ -144,7 +144,7 @@ pub fn add_term(egraph: &mut EG, term: Term) -> Id {
 }
 
 /// Adds the kernel of a body with side outputs in a class of its own (a tuple), returning its id.
-fn add_tuple(egraph: &mut EG, body: Rc<Body>, inputs: Vec<Id>) -> Id {
+fn add_tuple(egraph: &mut EG, body: Arc<Body>, inputs: Vec<Id>) -> Id {
     let body = egraph.analysis.intern_body(body);
     egraph.add_uncanonical(TNode::new(TOp::Kernel { body, sched: None }, inputs))
 }
@@ -179,7 +179,7 @@ pub struct SearchState {
     /// Each class's unscheduled kernel nodes as fusion last listed them (every rule asks for the
     /// kernels of a class and of its inputs, many times an iteration); an entry is dropped when
     /// its class gains a node, and all of them when an iteration starts (after the rebuild).
-    pub(crate) kernels: std::cell::RefCell<rustc_hash::FxHashMap<Id, Rc<[fusion::Listed]>>>,
+    pub(crate) kernels: std::cell::RefCell<rustc_hash::FxHashMap<Id, Arc<[fusion::Listed]>>>,
     /// Set while a class rule's applier asks for its terms (which it then adds to the e-graph).
     applying: std::cell::Cell<bool>,
 }
