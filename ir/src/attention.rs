@@ -435,6 +435,97 @@ fn unit_reshape_index(g: &Graph, a: NodeId, idx: &[Option<Affine>], to: &Shape) 
     Some(from.dims().iter().map(|d| if d.is_one() { Some(Affine::ZERO) } else { kept.next().flatten() }).collect())
 }
 
+/// Head dimensions the GPU attention kernel runs: multiples of 16 up to this.
+pub const GPU_MAX_HEAD_DIM: u64 = 128;
+
+/// An attention the GPU attention kernel runs, with its operands: the one predicate of what that
+/// kernel supports, asked by the optimizer (an attention body it does not run keeps the three
+/// kernels on a GPU) and by the code generator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuAttention {
+    /// The attention.
+    pub attention: Attention,
+    /// The queries, `[.., S, depth]`: the scores' left operand.
+    pub queries: NodeId,
+    /// The keys as the scores read them, `kᵀ`: `[.., depth, T]`.
+    pub keys: NodeId,
+    /// The values, `[.., T, width]`: the output product's right operand.
+    pub values: NodeId,
+    /// The query/key head dimension.
+    pub depth: u32,
+    /// The value head dimension.
+    pub width: u32,
+}
+
+impl GpuAttention {
+    /// The attention of `g` when the GPU kernel runs it: f16 or bf16 queries, keys, values and
+    /// probabilities (f32 accumulation); head dimensions known, multiples of 16 and at most
+    /// [`GPU_MAX_HEAD_DIM`]; and each operand a view of a parameter (permutes, broadcasts and
+    /// reshapes of the batch axes only) whose head axis is the parameter's last, so that its rows
+    /// are 16-byte aligned rows in memory at some stride (copied by `cp.async`, never packed).
+    pub fn find(g: &Graph) -> Option<GpuAttention> {
+        let attention = Attention::find(g)?;
+        let Op::MatMul(queries, keys) = g.node(attention.scores)?.op else { return None };
+        let Op::MatMul(probs, values) = g.node(attention.output)?.op else { return None };
+        let dtype = g.ty(queries)?.dtype;
+        let same = [keys, values, probs].iter().all(|&n| g.ty(n).is_some_and(|t| t.dtype == dtype));
+        if !matches!(dtype, crate::DType::F16 | crate::DType::BF16) || !same {
+            return None;
+        }
+        let head = |n: NodeId| -> Option<u32> {
+            let d = shape(g, n)?.dims().last()?.as_const()?;
+            (d > 0 && d % 16 == 0 && d <= GPU_MAX_HEAD_DIM).then_some(d as u32)
+        };
+        let (depth, width) = (head(queries)?, head(values)?);
+        let rank = |n: NodeId| shape(g, n).map_or(0, Shape::rank);
+        let rows_in_memory = row_view(g, queries, rank(queries).checked_sub(2)?, rank(queries) - 1)
+            && row_view(g, keys, rank(keys).checked_sub(1)?, rank(keys) - 2)
+            && row_view(g, values, rank(values).checked_sub(2)?, rank(values) - 1);
+        rows_in_memory.then_some(GpuAttention { attention, queries, keys, values, depth, width })
+    }
+}
+
+/// The head dimensions (depth, width) of `g`'s attention when the GPU kernel runs it
+/// ([`GpuAttention::find`]).
+pub fn gpu_head_dims(g: &Graph) -> Option<[u32; 2]> {
+    GpuAttention::find(g).map(|a| [a.depth, a.width])
+}
+
+/// Whether `n`, read along axis `row` (positions) and axis `head` (the head dimension), is a view
+/// of a parameter whose last axis is the head axis, through permutes, broadcasts and reshapes
+/// that leave those two axes as they are.
+fn row_view(g: &Graph, mut n: NodeId, mut row: usize, mut head: usize) -> bool {
+    loop {
+        let Some(node) = g.node(n) else { return false };
+        let r = node.ty.shape.rank();
+        match &node.op {
+            Op::Input { .. } => return head + 1 == r && row != head,
+            Op::Permute { input, perm } => {
+                let (Some(&pr), Some(&ph)) = (perm.get(row), perm.get(head)) else { return false };
+                (row, head, n) = (pr, ph, *input);
+            }
+            Op::Broadcast(a) => {
+                let Some(ar) = shape(g, *a).map(Shape::rank) else { return false };
+                let off = r.saturating_sub(ar);
+                if row < off || head < off {
+                    return false;
+                }
+                (row, head, n) = (row - off, head - off, *a);
+            }
+            Op::Reshape(a) => {
+                let Some(from) = shape(g, *a) else { return false };
+                let (to, fr) = (node.ty.shape.dims(), from.rank());
+                let last_two = |s: &[Dim]| s.len() >= 2 && s[s.len() - 2..] == to[r - 2..];
+                if r < 2 || !last_two(from.dims()) || row.min(head) < r - 2 {
+                    return false;
+                }
+                (row, head, n) = (row + fr - r, head + fr - r, *a);
+            }
+            _ => return false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -130,6 +130,10 @@ fn matmul_prologue(body: &Body) -> Vec<bool> {
     feeds
 }
 
+/// What the estimate adds for a kernel the target cannot run as one (an attention body the GPU
+/// kernel does not accept): far more than any alternative made of kernels it runs.
+const UNRUNNABLE_SECONDS: f64 = 1e9;
+
 /// The estimate of `body` run under `schedule` on `target`.
 pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b: &Bindings) -> Estimate {
     let out_ty = body.output_type();
@@ -207,7 +211,14 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
     let t_mem = moved / target.bandwidth;
     let flops_other = flops_other + flops_prologue;
     let t_flop = flops_mm / target.matmul_flops(dtype) + flops_other / target.flops_f32;
-    let seconds = t_mem.max(t_flop) / efficiency.max(1e-3) + target.launch_overhead;
+    let mut seconds = t_mem.max(t_flop) / efficiency.max(1e-3) + target.launch_overhead;
+    if body.class == KernelClass::Attention
+        && target.gpu()
+        && !body.to_graph("attention").is_ok_and(|g| target.runs_attention(&g))
+    {
+        // No kernel of this target runs it: priced out, so the three kernels it replaces stay.
+        seconds += UNRUNNABLE_SECONDS;
+    }
     Estimate { seconds, bytes: moved, flops: flops_mm + flops_other, memory_bound: t_mem >= t_flop }
 }
 
