@@ -1,7 +1,8 @@
 //! The cost model: time = max(bytes moved / bandwidth, flops / throughput) / schedule efficiency
 //! + launch overhead, per op (for the algebra phase) and per kernel (for fusion and schedules).
 
-use tcc_ir::schedule::is_warpgroup_encoding;
+use tcc_ir::attention::GpuAttention;
+use tcc_ir::schedule::{GpuAttentionSchedule, is_warpgroup_encoding};
 use tcc_ir::{Bindings, DType, Dim, KernelClass, Schedule, Shape, TensorType, UnaryOp};
 
 use crate::body::{Body, BodyNode};
@@ -130,6 +131,10 @@ fn matmul_prologue(body: &Body) -> Vec<bool> {
     feeds
 }
 
+/// How many times cheaper a re-read of K and V by another block of queries is than a first read
+/// from memory (most of it hits L2).
+const L2_REUSE: f64 = 8.0;
+
 /// What the estimate adds for a kernel the target cannot run as one (an attention body the GPU
 /// kernel does not accept): far more than any alternative made of kernels it runs.
 const UNRUNNABLE_SECONDS: f64 = 1e9;
@@ -212,12 +217,23 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
     let flops_other = flops_other + flops_prologue;
     let t_flop = flops_mm / target.matmul_flops(dtype) + flops_other / target.flops_f32;
     let mut seconds = t_mem.max(t_flop) / efficiency.max(1e-3) + target.launch_overhead;
-    if body.class == KernelClass::Attention
-        && target.gpu()
-        && !body.to_graph("attention").is_ok_and(|g| target.runs_attention(&g))
-    {
-        // No kernel of this target runs it: priced out, so the three kernels it replaces stay.
-        seconds += UNRUNNABLE_SECONDS;
+    if body.class == KernelClass::Attention && target.gpu() {
+        match body.to_graph("attention").ok().and_then(|g| GpuAttention::find(&g).map(|a| (g, a))) {
+            // Every block of queries reads all of K and V (through L2): more blocks, more traffic.
+            Some((g, a)) => {
+                let shared = target.shared_memory_per_block;
+                let block = GpuAttentionSchedule::effective(schedule, a.depth, a.width, shared).block;
+                let kv: f64 = [a.keys, a.values].iter().filter_map(|&n| g.ty(n)).map(|t| bytes(t, b)).sum();
+                let rows = g.ty(a.attention.scores).map_or(1.0, |t| {
+                    let r = t.shape.rank();
+                    t.shape.0.get(r.saturating_sub(2)).map_or(1.0, |d| dim(d, b))
+                });
+                let reads = ceil_div(rows, f64::from(block[0]));
+                seconds += (reads - 1.0).max(0.0) * kv / target.bandwidth / L2_REUSE;
+            }
+            // No kernel of this target runs it: priced out, so the three kernels it replaces stay.
+            None => seconds += UNRUNNABLE_SECONDS,
+        }
     }
     Estimate { seconds, bytes: moved, flops: flops_mm + flops_other, memory_bound: t_mem >= t_flop }
 }

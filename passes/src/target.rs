@@ -81,12 +81,6 @@ impl TargetModel {
         true
     }
 
-    /// Whether the target runs the attention of `g` as one kernel: the CPU tiers and the
-    /// interpreter always, a GPU when [`tcc_ir::attention::GpuAttention::find`] accepts it.
-    pub fn runs_attention(&self, g: &tcc_ir::Graph) -> bool {
-        !self.gpu() || tcc_ir::attention::GpuAttention::find(g).is_some()
-    }
-
     /// The host CPU with the Cranelift tier: this project's 2-core Zen 5 machines, 128-bit vectors.
     pub fn cpu_host() -> TargetModel {
         TargetModel {
