@@ -526,6 +526,47 @@ fn row_view(g: &Graph, mut n: NodeId, mut row: usize, mut head: usize) -> bool {
     }
 }
 
+impl Mask {
+    /// The logits of `a` before this mask: where every comparison of the mask holds at every
+    /// position of a block ([`Mask::block_is_full`]), they equal the node returned, the innermost
+    /// `on_true` of the select chain. `None` when the chain holds a condition that is no atom
+    /// (a mask tensor), which no block can be known to pass.
+    pub fn unmasked(&self, g: &Graph, a: &Attention) -> Option<NodeId> {
+        let mut at = a.logits;
+        let mut selects = 0;
+        while let Some(Op::Select { on_true, on_false, .. }) = g.node(at).map(|n| &n.op) {
+            if constant_value(g, *on_false).is_none_or(|v| v.to_bits() != self.fill.to_bits()) {
+                break;
+            }
+            selects += 1;
+            at = *on_true;
+        }
+        (selects > 0 && selects == self.atoms.len()).then_some(at)
+    }
+
+    /// Whether every comparison holds at every position of the block of queries `q0..=q1` and
+    /// keys `k0..=k1`, so that no logit of it is masked.
+    pub fn block_is_full(&self, q: (i64, i64), k: (i64, i64)) -> bool {
+        self.atoms.iter().all(|a| a.always_holds(q, k))
+    }
+}
+
+impl Atom {
+    /// Whether the comparison holds everywhere in the block of queries `q0..=q1` and keys
+    /// `k0..=k1`.
+    pub fn always_holds(&self, q: (i64, i64), k: (i64, i64)) -> bool {
+        let (lo, hi) = self.range(q, k);
+        match self.op {
+            CompareOp::Ge => lo >= 0,
+            CompareOp::Gt => lo > 0,
+            CompareOp::Le => hi <= 0,
+            CompareOp::Lt => hi < 0,
+            CompareOp::Eq => lo == 0 && hi == 0,
+            CompareOp::Ne => lo > 0 || hi < 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -586,6 +627,17 @@ mod tests {
             .replace("  return %20", "  %21 = div %20, %18 : f32[8, 4]\n  return %21");
         let a = find(&divided_after).expect("an attention normalized after the product");
         assert_eq!(a.normalized, Normalized::After(NodeId(21)));
+    }
+
+    #[test]
+    fn full_blocks_read_the_logits_before_the_mask() {
+        let g = parse_graph(CAUSAL).unwrap();
+        let a = Attention::find(&g).expect("an attention");
+        let mask = a.mask.clone().expect("a mask");
+        // i + 4 - j >= 0 everywhere for queries 4..=7 and keys 0..=8, not for keys 8..=11.
+        assert!(mask.block_is_full((4, 7), (0, 8)));
+        assert!(!mask.block_is_full((4, 7), (8, 11)));
+        assert_eq!(mask.unmasked(&g, &a), Some(NodeId(6)));
     }
 
     #[test]

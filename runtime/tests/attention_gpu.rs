@@ -154,3 +154,35 @@ fn rows_whose_every_key_is_masked_are_nan_with_minus_inf_and_an_average_with_a_f
     }
     all(results);
 }
+
+/// Times every schedule of the space on the suite's d128 shapes (b8 h16 s4096 f16, plain and
+/// causal; run with `--ignored --nocapture`), printing `SWEEP` lines, and checks that each
+/// schedule's output equals the default schedule's within the tolerance.
+#[test]
+#[ignore]
+fn time_every_schedule_on_the_suite_shapes() {
+    let dev = device();
+    let opts = tcc_runtime::cuda::TimingOptions::default();
+    for mask in [MaskForm::None, MaskForm::Causal] {
+        let c = AttentionCase {
+            batch: vec![8],
+            heads: 16,
+            kv_heads: 16,
+            dtype: DType::F16,
+            mask,
+            ..AttentionCase::causal(4096, 4096, 128)
+        };
+        let g = c.graph().unwrap();
+        let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
+        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+        let default = GpuAttentionSchedule::default_for(128, 128, shared());
+        let reference = dev.run_program(&program(&c, default), &host).unwrap()[0].to_interp();
+        for s in GpuAttentionSchedule::space(128, 128, shared()) {
+            let p = program(&c, s);
+            let t = dev.time_program(&p, &host, opts).unwrap();
+            let out = dev.run_program(&p, &host).unwrap()[0].to_interp();
+            compare_outputs(&[reference.clone()], &[out], &tolerance(&c)).unwrap();
+            println!("SWEEP {mask:?} {s:?} median_ms={:.4}", t.median_ms);
+        }
+    }
+}

@@ -5,12 +5,12 @@
 //! [`AttnKernel::key_loop`] (per key block: scores, score function, online softmax, `O += P V`)
 //! and [`AttnKernel::finish`] (`O / l` and the staged epilogue).
 
-use tcc_ir::NodeId;
+use tcc_ir::{DType, NodeId};
 
 use super::Geometry;
-use super::blocks::key_range;
+use super::blocks::{block_is_full, key_range, query_span};
 use super::operands::{Orientation, Rows, rows};
-use super::softmax::{pack, quad_sum, update};
+use super::softmax::{pack, quad_sum, round_pair, update};
 use crate::llvm_text::Loop;
 use crate::ptx::error::PtxError;
 use crate::ptx::expr::{Em, Ix};
@@ -99,6 +99,8 @@ struct AttnTile {
     v: Rows,
     lo: String,
     hi: String,
+    /// The block's query rows, first and last (i64, clamped to S - 1).
+    qspan: (String, String),
     /// Per 16-row tile and half: the row's position (i32) and, clamped to `S - 1`, in the index type.
     rows: Vec<[(String, String); 2]>,
 }
@@ -182,6 +184,7 @@ impl<'g> AttnKernel<'g> {
         let k = rows(em, ga.keys, Orientation::Columns, &batch)?;
         let v = rows(em, ga.values, Orientation::Rows, &batch)?;
         let (lo, hi) = key_range(em, geo, &q0);
+        let qspan = query_span(em, geo, &q0);
         let base = em.f.v(format!("add i32 {q0}, {}", self.wrow));
         let base = em.f.v(format!("add i32 {base}, {}", self.g4));
         let mut positions = Vec::with_capacity(geo.mt);
@@ -195,7 +198,7 @@ impl<'g> AttnKernel<'g> {
             }
             positions.push([pair[0].clone(), pair[1].clone()]);
         }
-        Ok(AttnTile { q0, bidx, batch, q, k, v, lo, hi, rows: positions })
+        Ok(AttnTile { q0, bidx, batch, q, k, v, lo, hi, qspan, rows: positions })
     }
 
     /// Copies the rows `first..` of an operand (real below `len`) into the shared tile at byte
@@ -418,18 +421,72 @@ impl<'g> AttnKernel<'g> {
     }
 
     /// The logits `f(S)` (f32) of key block `kb` at every score accumulator: the scores rounded to
-    /// the product's dtype, the graph's score function evaluated at the element's positions
-    /// (clamped into the domain), and `-inf` at keys past T.
+    /// the product's dtype, then the graph's score function. In a block where the mask holds
+    /// everywhere ([`block_is_full`]: most blocks of a causal or windowed mask), the logits
+    /// before the mask ([`tcc_ir::attention::Mask::unmasked`]) without any comparison.
     fn logits(&self, em: &mut Em, tile: &AttnTile, kb: &str, s: &[String]) -> Result<Vec<String>, PtxError> {
         let geo = self.geo;
         let a = &geo.ga.attention;
-        let kn = (geo.bc / 8) as usize;
-        let scores_dtype = em.dtype(a.scores);
-        let domain = em.dims(a.scores).to_vec();
+        let scores = self.rounded_scores(em, s)?;
         let ragged = !geo.t_len.is_multiple_of(u64::from(geo.bc));
+        let Some(inner) = a.mask.as_ref().and_then(|m| m.unmasked(em.g, a)) else {
+            return self.eval_logits(em, tile, kb, &scores, a.logits, ragged);
+        };
+        let full = block_is_full(em, geo, (&tile.qspan.0, &tile.qspan.1), kb);
+        let (yes, no, join) = (em.f.label("full"), em.f.label("masked"), em.f.label("logits"));
+        em.f.cond_br(&full, &yes, &no);
+        let saved = em.save();
+        em.f.start_block(&yes);
+        let unmasked = self.eval_logits(em, tile, kb, &scores, inner, false)?;
+        em.restore(saved.clone());
+        let from_yes = em.f.current_block();
+        em.f.br(&join);
+        em.f.start_block(&no);
+        let masked = self.eval_logits(em, tile, kb, &scores, a.logits, ragged)?;
+        em.restore(saved);
+        let from_no = em.f.current_block();
+        em.f.br(&join);
+        em.f.start_block(&join);
+        Ok(unmasked
+            .iter()
+            .zip(&masked)
+            .map(|(u, m)| em.f.v(format!("phi float [ {u}, %{from_yes} ], [ {m}, %{from_no} ]")))
+            .collect())
+    }
+
+    /// The score accumulators rounded to the scores' dtype (pairs of neighbours at once).
+    fn rounded_scores(&self, em: &mut Em, s: &[String]) -> Result<Vec<String>, PtxError> {
+        let dtype = em.dtype(self.geo.ga.attention.scores);
+        if !matches!(dtype, DType::F16 | DType::BF16) {
+            return s.iter().map(|v| math::round(&mut em.f, em.caps, dtype, v)).collect();
+        }
+        let mut out = Vec::with_capacity(s.len());
+        for pair in s.chunks(2) {
+            let [lo, hi] = round_pair(em, dtype, &pair[0], &pair[1])?;
+            out.extend([lo, hi]);
+        }
+        Ok(out)
+    }
+
+    /// Node `node` (the logits, or the logits before the mask) at every score accumulator, the
+    /// scores being `scores`, evaluated at the element's positions (clamped into the domain), as
+    /// f32; with `ragged`, `-inf` at keys past T.
+    fn eval_logits(
+        &self,
+        em: &mut Em,
+        tile: &AttnTile,
+        kb: &str,
+        scores: &[String],
+        node: NodeId,
+        ragged: bool,
+    ) -> Result<Vec<String>, PtxError> {
+        let geo = self.geo;
+        let a = &geo.ga.attention;
+        let kn = (geo.bc / 8) as usize;
+        let domain = em.dims(a.scores).to_vec();
         let j0 = em.f.v(format!("mul i32 {kb}, {}", geo.bc));
         let j0 = em.f.v(format!("add i32 {j0}, {}", self.t2));
-        let mut out = Vec::with_capacity(s.len());
+        let mut out = Vec::with_capacity(scores.len());
         for mi in 0..geo.mt {
             for ni in 0..kn {
                 for c in 0..4usize {
@@ -440,10 +497,8 @@ impl<'g> AttnKernel<'g> {
                     let mut multi = tile.batch.clone();
                     multi.extend([ic.clone(), jc]);
                     let flat = em.linearize(&multi, &domain);
-                    let acc = &s[(mi * kn + ni) * 4 + c];
-                    let score = math::round(&mut em.f, em.caps, scores_dtype, acc)?;
-                    em.env.insert(a.scores, score);
-                    let x = em.eval(a.logits, &Ix { flat, multi: Some(multi), vec: None });
+                    em.env.insert(a.scores, scores[(mi * kn + ni) * 4 + c].clone());
+                    let x = em.eval(node, &Ix { flat, multi: Some(multi), vec: None });
                     em.env.remove(&a.scores);
                     let mut x = x?;
                     if ragged {

@@ -10,6 +10,7 @@
 
 use tcc_ir::{DType, ReduceOp};
 
+use crate::ptx::arch::{CapsExt, Feature};
 use crate::ptx::error::PtxError;
 use crate::ptx::expr::Em;
 use crate::ptx::math;
@@ -78,13 +79,45 @@ pub(crate) fn update(em: &mut Em, x: &[String], m_old: &str, l_old: &str) -> Row
     RowUpdate { m, l, p, alpha }
 }
 
-/// Two f32 values packed as one register of two 16-bit `dtype` elements (`lo` in the low half),
-/// as an `mma.sync` A fragment holds them.
+/// Two f32 values rounded to the 16-bit `dtype` and packed as one register (`lo` in the low half),
+/// as an `mma.sync` A fragment holds them: one `cvt.rn.f16x2.f32` (or `bf16x2`), whose first
+/// source goes to the upper half.
 pub(crate) fn pack(em: &mut Em, dtype: DType, lo: &str, hi: &str) -> Result<String, PtxError> {
-    let st = math::stype(dtype);
-    let a = math::to_storage(&mut em.f, em.caps, dtype, lo)?;
-    let b = math::to_storage(&mut em.f, em.caps, dtype, hi)?;
-    let v = em.f.v(format!("insertelement <2 x {st}> poison, {st} {a}, i32 0"));
-    let v = em.f.v(format!("insertelement <2 x {st}> {v}, {st} {b}, i32 1"));
-    Ok(em.f.v(format!("bitcast <2 x {st}> {v} to i32")))
+    let ty = match dtype {
+        DType::F16 => "f16x2",
+        DType::BF16 => {
+            em.caps.require(Feature::Bf16Convert, "bf16 values")?;
+            "bf16x2"
+        }
+        _ => {
+            return Err(PtxError::Unsupported {
+                target: em.caps.name,
+                what: format!("attention operands of {dtype:?} (f16 or bf16 only)"),
+            });
+        }
+    };
+    Ok(em.f.v(format!("call i32 asm \"cvt.rn.{ty}.f32 $0, $1, $2;\", \"=r,f,f\"(float {hi}, float {lo})")))
+}
+
+/// Two f32 values each rounded to the 16-bit `dtype` (round to nearest even), as f32 again: one
+/// packed conversion and two exact widenings instead of two conversions each way.
+pub(crate) fn round_pair(em: &mut Em, dtype: DType, lo: &str, hi: &str) -> Result<[String; 2], PtxError> {
+    let packed = pack(em, dtype, lo, hi)?;
+    Ok(match dtype {
+        DType::BF16 => {
+            // A bf16 is the upper half of the f32 with the same value.
+            let l = em.f.v(format!("shl i32 {packed}, 16"));
+            let h = em.f.v(format!("and i32 {packed}, -65536"));
+            [em.f.v(format!("bitcast i32 {l} to float")), em.f.v(format!("bitcast i32 {h} to float"))]
+        }
+        _ => {
+            let v = em.f.v(format!("bitcast i32 {packed} to <2 x half>"));
+            let mut out = [String::new(), String::new()];
+            for (i, slot) in out.iter_mut().enumerate() {
+                let x = em.f.v(format!("extractelement <2 x half> {v}, i32 {i}"));
+                *slot = em.f.v(format!("fpext half {x} to float"));
+            }
+            out
+        }
+    })
 }
