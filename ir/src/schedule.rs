@@ -32,7 +32,7 @@ pub const SCHEDULE_FORMAT: u32 = 1;
 /// measured on this device by this version and [`SCHEDULE_FORMAT`]; others are *borrowed* and
 /// re-measured by the next `tcc tune`. It is not the crate version: a release that changes no
 /// generated code re-tunes nothing.
-pub const CODEGEN_VERSION: u32 = 1;
+pub const CODEGEN_VERSION: u32 = 2;
 
 /// A warpgroup (wgmma) GEMM schedule: the knobs of the sm_90a warpgroup lowering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -278,11 +278,15 @@ impl GpuAttentionSchedule {
         self.shared_bytes(depth, width) <= shared && self.registers(depth, width) <= ATTENTION_REGISTER_BUDGET
     }
 
-    /// The default for head dimensions `depth` and `width`: 128 queries by 64 keys, two stages,
-    /// with 4 warps (32 rows each) where the registers allow and 8 warps (16 rows each) otherwise.
+    /// The default for head dimensions `depth` and `width`: the first of [`Self::space`], 64
+    /// queries by 64 keys on 4 warps with 2 stages where it fits (measured fastest of the space on
+    /// an H100 at d128, plain and causal: BENCHMARKS.md, session 11), else 128 by 64 on 8 warps.
     pub fn default_for(depth: u32, width: u32, shared: u32) -> GpuAttentionSchedule {
-        let four = GpuAttentionSchedule { block: [128, 64], warps: 4, stages: 2 };
-        if four.fits(depth, width, shared) { four } else { GpuAttentionSchedule { warps: 8, ..four } }
+        GpuAttentionSchedule::space(depth, width, shared).first().copied().unwrap_or(GpuAttentionSchedule {
+            block: [128, 64],
+            warps: 8,
+            stages: 2,
+        })
     }
 
     /// The schedule the kernel runs for `s`: its own when it decodes and fits, else the default.
@@ -293,10 +297,11 @@ impl GpuAttentionSchedule {
         }
     }
 
-    /// The tuner's space for head dimensions `depth` and `width`: every candidate fits.
+    /// The tuner's space for head dimensions `depth` and `width`, best first (as measured on an
+    /// H100 where measured): every candidate fits.
     pub fn space(depth: u32, width: u32, shared: u32) -> Vec<GpuAttentionSchedule> {
         let mut out = Vec::new();
-        for (br, bc, warps) in [(128, 64, 4), (128, 64, 8), (64, 64, 4), (128, 128, 8), (64, 128, 4), (128, 32, 4)] {
+        for (br, bc, warps) in [(64, 64, 4), (128, 64, 8), (128, 64, 4), (128, 128, 8), (64, 128, 4), (128, 32, 4)] {
             for stages in [2, 3] {
                 let a = GpuAttentionSchedule { block: [br, bc], warps, stages };
                 if a.fits(depth, width, shared) {

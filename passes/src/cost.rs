@@ -131,9 +131,8 @@ fn matmul_prologue(body: &Body) -> Vec<bool> {
     feeds
 }
 
-/// How many times cheaper a re-read of K and V by another block of queries is than a first read
-/// from memory (most of it hits L2).
-const L2_REUSE: f64 = 8.0;
+/// What a GPU attention schedule other than the kernel's default costs more in the estimate.
+const NOT_DEFAULT_FACTOR: f64 = 1.05;
 
 /// What the estimate adds for a kernel the target cannot run as one (an attention body the GPU
 /// kernel does not accept): far more than any alternative made of kernels it runs.
@@ -218,18 +217,15 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
     let t_flop = flops_mm / target.matmul_flops(dtype) + flops_other / target.flops_f32;
     let mut seconds = t_mem.max(t_flop) / efficiency.max(1e-3) + target.launch_overhead;
     if body.class == KernelClass::Attention && target.gpu() {
-        match body.to_graph("attention").ok().and_then(|g| GpuAttention::find(&g).map(|a| (g, a))) {
-            // Every block of queries reads all of K and V (through L2): more blocks, more traffic.
-            Some((g, a)) => {
+        match body.to_graph("attention").ok().and_then(|g| GpuAttention::find(&g)) {
+            // The model does not tell the attention kernel's schedules apart: it prefers the
+            // kernel's default (measured fastest), and the tuner measures the others.
+            Some(a) => {
                 let shared = target.shared_memory_per_block;
-                let block = GpuAttentionSchedule::effective(schedule, a.depth, a.width, shared).block;
-                let kv: f64 = [a.keys, a.values].iter().filter_map(|&n| g.ty(n)).map(|t| bytes(t, b)).sum();
-                let rows = g.ty(a.attention.scores).map_or(1.0, |t| {
-                    let r = t.shape.rank();
-                    t.shape.0.get(r.saturating_sub(2)).map_or(1.0, |d| dim(d, b))
-                });
-                let reads = ceil_div(rows, f64::from(block[0]));
-                seconds += (reads - 1.0).max(0.0) * kv / target.bandwidth / L2_REUSE;
+                let runs = GpuAttentionSchedule::effective(schedule, a.depth, a.width, shared);
+                if runs != GpuAttentionSchedule::default_for(a.depth, a.width, shared) {
+                    seconds *= NOT_DEFAULT_FACTOR;
+                }
             }
             // No kernel of this target runs it: priced out, so the three kernels it replaces stay.
             None => seconds += UNRUNNABLE_SECONDS,
