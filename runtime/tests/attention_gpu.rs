@@ -181,7 +181,7 @@ fn time_every_schedule_on_the_suite_shapes() {
             let p = program(&c, s);
             let t = dev.time_program(&p, &host, opts).unwrap();
             let out = dev.run_program(&p, &host).unwrap()[0].to_interp();
-            compare_outputs(&[reference.clone()], &[out], &tolerance(&c)).unwrap();
+            compare_outputs(std::slice::from_ref(&reference), &[out], &tolerance(&c)).unwrap();
             println!("SWEEP {mask:?} {s:?} median_ms={:.4}", t.median_ms);
         }
     }
