@@ -476,6 +476,143 @@ fn unit_reshape_index(g: &Graph, a: NodeId, idx: &[Option<Affine>], to: &Shape) 
     Some(from.dims().iter().map(|d| if d.is_one() { Some(Affine::ZERO) } else { kept.next().flatten() }).collect())
 }
 
+/// Head dimensions the GPU attention kernel runs: multiples of 16 up to this.
+pub const GPU_MAX_HEAD_DIM: u64 = 128;
+
+/// An attention the GPU attention kernel runs, with its operands: the one predicate of what that
+/// kernel supports, asked by the optimizer (an attention body it does not run keeps the three
+/// kernels on a GPU) and by the code generator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuAttention {
+    /// The attention.
+    pub attention: Attention,
+    /// The queries, `[.., S, depth]`: the scores' left operand.
+    pub queries: NodeId,
+    /// The keys as the scores read them, `kᵀ`: `[.., depth, T]`.
+    pub keys: NodeId,
+    /// The values, `[.., T, width]`: the output product's right operand.
+    pub values: NodeId,
+    /// The query/key head dimension.
+    pub depth: u32,
+    /// The value head dimension.
+    pub width: u32,
+}
+
+impl GpuAttention {
+    /// The attention of `g` when the GPU kernel runs it: f16 or bf16 queries, keys, values and
+    /// probabilities (f32 accumulation); head dimensions known, multiples of 16 and at most
+    /// [`GPU_MAX_HEAD_DIM`]; and each operand a view of a parameter (permutes, broadcasts and
+    /// reshapes of the batch axes only) whose head axis is the parameter's last, so that its rows
+    /// are 16-byte aligned rows in memory at some stride (copied by `cp.async`, never packed).
+    /// The kernel writes no [`Attention::statistics`] yet (the row log-sum-exp): an attention
+    /// that returns them keeps its three kernels on a GPU.
+    pub fn find(g: &Graph) -> Option<GpuAttention> {
+        let attention = Attention::find(g)?;
+        if !attention.statistics.is_empty() {
+            return None;
+        }
+        let Op::MatMul(queries, keys) = g.node(attention.scores)?.op else { return None };
+        let Op::MatMul(probs, values) = g.node(attention.output)?.op else { return None };
+        let dtype = g.ty(queries)?.dtype;
+        let same = [keys, values, probs].iter().all(|&n| g.ty(n).is_some_and(|t| t.dtype == dtype));
+        if !matches!(dtype, crate::DType::F16 | crate::DType::BF16) || !same {
+            return None;
+        }
+        let head = |n: NodeId| -> Option<u32> {
+            let d = shape(g, n)?.dims().last()?.as_const()?;
+            (d > 0 && d % 16 == 0 && d <= GPU_MAX_HEAD_DIM).then_some(d as u32)
+        };
+        let (depth, width) = (head(queries)?, head(values)?);
+        let rank = |n: NodeId| shape(g, n).map_or(0, Shape::rank);
+        let rows_in_memory = row_view(g, queries, rank(queries).checked_sub(2)?, rank(queries) - 1)
+            && row_view(g, keys, rank(keys).checked_sub(1)?, rank(keys) - 2)
+            && row_view(g, values, rank(values).checked_sub(2)?, rank(values) - 1);
+        rows_in_memory.then_some(GpuAttention { attention, queries, keys, values, depth, width })
+    }
+}
+
+/// The head dimensions (depth, width) of `g`'s attention when the GPU kernel runs it
+/// ([`GpuAttention::find`]).
+pub fn gpu_head_dims(g: &Graph) -> Option<[u32; 2]> {
+    GpuAttention::find(g).map(|a| [a.depth, a.width])
+}
+
+/// Whether `n`, read along axis `row` (positions) and axis `head` (the head dimension), is a view
+/// of a parameter whose last axis is the head axis, through permutes, broadcasts and reshapes
+/// that leave those two axes as they are.
+fn row_view(g: &Graph, mut n: NodeId, mut row: usize, mut head: usize) -> bool {
+    loop {
+        let Some(node) = g.node(n) else { return false };
+        let r = node.ty.shape.rank();
+        match &node.op {
+            Op::Input { .. } => return head + 1 == r && row != head,
+            Op::Permute { input, perm } => {
+                let (Some(&pr), Some(&ph)) = (perm.get(row), perm.get(head)) else { return false };
+                (row, head, n) = (pr, ph, *input);
+            }
+            Op::Broadcast(a) => {
+                let Some(ar) = shape(g, *a).map(Shape::rank) else { return false };
+                let off = r.saturating_sub(ar);
+                if row < off || head < off {
+                    return false;
+                }
+                (row, head, n) = (row - off, head - off, *a);
+            }
+            Op::Reshape(a) => {
+                let Some(from) = shape(g, *a) else { return false };
+                let (to, fr) = (node.ty.shape.dims(), from.rank());
+                let last_two = |s: &[Dim]| s.len() >= 2 && s[s.len() - 2..] == to[r - 2..];
+                if r < 2 || !last_two(from.dims()) || row.min(head) < r - 2 {
+                    return false;
+                }
+                (row, head, n) = (row + fr - r, head + fr - r, *a);
+            }
+            _ => return false,
+        }
+    }
+}
+
+impl Mask {
+    /// The logits of `a` before this mask: where every comparison of the mask holds at every
+    /// position of a block ([`Mask::block_is_full`]), they equal the node returned, the innermost
+    /// `on_true` of the select chain. `None` when the chain holds a condition that is no atom
+    /// (a mask tensor), which no block can be known to pass.
+    pub fn unmasked(&self, g: &Graph, a: &Attention) -> Option<NodeId> {
+        let mut at = a.logits;
+        let mut selects = 0;
+        while let Some(Op::Select { on_true, on_false, .. }) = g.node(at).map(|n| &n.op) {
+            if constant_value(g, *on_false).is_none_or(|v| v.to_bits() != self.fill.to_bits()) {
+                break;
+            }
+            selects += 1;
+            at = *on_true;
+        }
+        (selects > 0 && selects == self.atoms.len()).then_some(at)
+    }
+
+    /// Whether every comparison holds at every position of the block of queries `q0..=q1` and
+    /// keys `k0..=k1`, so that no logit of it is masked.
+    pub fn block_is_full(&self, q: (i64, i64), k: (i64, i64)) -> bool {
+        self.atoms.iter().all(|a| a.always_holds(q, k))
+    }
+}
+
+impl Atom {
+    /// Whether the comparison holds everywhere in the block of queries `q0..=q1` and keys
+    /// `k0..=k1`.
+    pub fn always_holds(&self, q: (i64, i64), k: (i64, i64)) -> bool {
+        let (lo, hi) = self.range(q, k);
+        match self.op {
+            CompareOp::Ge => lo >= 0,
+            CompareOp::Gt => lo > 0,
+            CompareOp::Le => hi <= 0,
+            CompareOp::Lt => hi < 0,
+            CompareOp::Eq => lo == 0 && hi == 0,
+            CompareOp::Ne => lo > 0 || hi < 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -557,6 +694,17 @@ mod tests {
         let shared = with_lse.replace("  return %20, %23", "  %24 = add %20, %22 : f32[8, 4]\n  return %24, %23");
         assert!(parse_graph(&shared).is_ok());
         assert!(find(&shared).is_none());
+    }
+
+    #[test]
+    fn full_blocks_read_the_logits_before_the_mask() {
+        let g = parse_graph(CAUSAL).unwrap();
+        let a = Attention::find(&g).expect("an attention");
+        let mask = a.mask.clone().expect("a mask");
+        // i + 4 - j >= 0 everywhere for queries 4..=7 and keys 0..=8, not for keys 8..=11.
+        assert!(mask.block_is_full((4, 7), (0, 8)));
+        assert!(!mask.block_is_full((4, 7), (8, 11)));
+        assert_eq!(mask.unmasked(&g, &a), Some(NodeId(6)));
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub const SCHEDULE_FORMAT: u32 = 1;
 /// measured on this device by this version and [`SCHEDULE_FORMAT`]; others are *borrowed* and
 /// re-measured by the next `tcc tune`. It is not the crate version: a release that changes no
 /// generated code re-tunes nothing.
-pub const CODEGEN_VERSION: u32 = 1;
+pub const CODEGEN_VERSION: u32 = 2;
 
 /// A warpgroup (wgmma) GEMM schedule: the knobs of the sm_90a warpgroup lowering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -191,6 +191,128 @@ impl SimtTiles {
     }
 }
 
+/// A GPU attention schedule: the knobs of the `mma.sync` attention kernel (FlashAttention-2
+/// structure). Encoded as `tile_m = Br`, `tile_n = Bc`, `warps`, `stages`; every warp owns
+/// `Br / warps` query rows (16 or 32), and the keys and values of `stages - 1` blocks are in flight
+/// while one is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GpuAttentionSchedule {
+    /// Queries (`Br`) and keys (`Bc`) per block.
+    pub block: [u32; 2],
+    /// Warps per block.
+    pub warps: u32,
+    /// Shared-memory stages of the key/value ring (2 or 3).
+    pub stages: u32,
+}
+
+/// Registers per thread the attention kernel's estimate may reach ([`GpuAttentionSchedule::registers`]).
+const ATTENTION_REGISTER_BUDGET: u32 = 200;
+
+impl GpuAttentionSchedule {
+    /// Query rows of one warp.
+    pub fn rows_per_warp(&self) -> u32 {
+        self.block[0] / self.warps.max(1)
+    }
+
+    /// The shared knobs that encode it.
+    pub fn encode(&self) -> Schedule {
+        Schedule {
+            tier: Tier::Ptx,
+            tile_m: self.block[0],
+            tile_n: self.block[1],
+            warps: self.warps,
+            stages: self.stages,
+            ..Schedule::default_for(Tier::Ptx)
+        }
+    }
+
+    /// The attention schedule `s` encodes, or why it encodes none (the encoding only: whether it
+    /// fits a head dimension is [`GpuAttentionSchedule::fits`]).
+    pub fn decode(s: &Schedule) -> Result<GpuAttentionSchedule, String> {
+        let a = GpuAttentionSchedule { block: [s.tile_m, s.tile_n], warps: s.warps, stages: s.stages };
+        if !matches!(a.warps, 1 | 2 | 4 | 8) {
+            return Err("warps must be 1, 2, 4 or 8".into());
+        }
+        if a.block[0] != a.warps * a.rows_per_warp() || !matches!(a.rows_per_warp(), 16 | 32) {
+            return Err("tile_m must be 16 or 32 rows per warp".into());
+        }
+        if !matches!(a.block[1], 32 | 64 | 128) {
+            return Err("tile_n must be 32, 64 or 128".into());
+        }
+        if !matches!(a.stages, 2 | 3) {
+            return Err("stages must be 2 or 3".into());
+        }
+        Ok(a)
+    }
+
+    /// Dynamic shared memory for head dimensions `depth` (queries, keys) and `width` (values),
+    /// 16-bit elements: the query block and `stages` blocks of keys and values, every row padded
+    /// by 16 bytes (the output tile is staged in the same memory at the end).
+    pub fn shared_bytes(&self, depth: u32, width: u32) -> u32 {
+        let [br, bc] = self.block;
+        let staged = br * (width + 8) * 2;
+        (br * (depth * 2 + 16) + self.stages * bc * ((depth + width) * 2 + 32)).max(staged)
+    }
+
+    /// Whether the query fragments stay in registers for the whole tile (one 16-row tile per warp
+    /// and a head dimension of at most 64); otherwise they are read from shared memory per block.
+    pub fn queries_in_registers(&self, depth: u32) -> bool {
+        self.rows_per_warp() == 16 && depth <= 64
+    }
+
+    /// A rough count of a thread's registers with a plain score function: the output
+    /// accumulators (`width / 2` per 16-row tile), about one per key of the block per tile for
+    /// the scores, their probabilities and the logits' temporaries, the query fragments when kept,
+    /// and a reserve for addresses and statistics. Fitted to ptxas 12.9 on sm_80 and sm_90a (e.g.
+    /// 184 at d128 with 128x64 blocks of 8 warps, 235-253 at d64 with 4 warps, 254 and spills at
+    /// d128 with 64x128 blocks); a score function that reads a tensor adds about 50.
+    pub fn registers(&self, depth: u32, width: u32) -> u32 {
+        let tiles = self.rows_per_warp() / 16;
+        let queries = if self.queries_in_registers(depth) { depth / 4 } else { 0 };
+        tiles * (width / 2 + self.block[1]) + queries + 56
+    }
+
+    /// Whether the kernel runs this schedule for head dimensions `depth` and `width` on a target
+    /// with `shared` bytes of shared memory per block, without spilling registers.
+    pub fn fits(&self, depth: u32, width: u32, shared: u32) -> bool {
+        self.shared_bytes(depth, width) <= shared && self.registers(depth, width) <= ATTENTION_REGISTER_BUDGET
+    }
+
+    /// The default for head dimensions `depth` and `width`: the first of [`Self::space`], 64
+    /// queries by 64 keys on 4 warps with 2 stages where it fits (measured fastest of the space on
+    /// an H100 at d128, plain and causal: BENCHMARKS.md, session 11), else 128 by 64 on 8 warps.
+    pub fn default_for(depth: u32, width: u32, shared: u32) -> GpuAttentionSchedule {
+        GpuAttentionSchedule::space(depth, width, shared).first().copied().unwrap_or(GpuAttentionSchedule {
+            block: [128, 64],
+            warps: 8,
+            stages: 2,
+        })
+    }
+
+    /// The schedule the kernel runs for `s`: its own when it decodes and fits, else the default.
+    pub fn effective(s: &Schedule, depth: u32, width: u32, shared: u32) -> GpuAttentionSchedule {
+        match GpuAttentionSchedule::decode(s) {
+            Ok(a) if a.fits(depth, width, shared) => a,
+            _ => GpuAttentionSchedule::default_for(depth, width, shared),
+        }
+    }
+
+    /// The tuner's space for head dimensions `depth` and `width`, best first (as measured on an
+    /// H100 where measured): every candidate fits.
+    pub fn space(depth: u32, width: u32, shared: u32) -> Vec<GpuAttentionSchedule> {
+        let mut out = Vec::new();
+        for (br, bc, warps) in [(64, 64, 4), (128, 64, 8), (128, 64, 4), (128, 128, 8), (64, 128, 4), (128, 32, 4)] {
+            for stages in [2, 3] {
+                let a = GpuAttentionSchedule { block: [br, bc], warps, stages };
+                if a.fits(depth, width, shared) {
+                    out.push(a);
+                }
+            }
+        }
+        out
+    }
+}
+
 /// A schedule as its kernel family's code generator reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ScheduleKind {
@@ -242,6 +364,8 @@ pub enum ScheduleKind {
     },
     /// A warpgroup (wgmma) GEMM (sm_90a).
     Wgmma(WgmmaSchedule),
+    /// The GPU attention kernel (an attention body it runs: [`crate::attention::gpu_head_dims`]).
+    GpuAttention(GpuAttentionSchedule),
 }
 
 impl ScheduleKind {
@@ -256,6 +380,7 @@ impl ScheduleKind {
             ScheduleKind::SimtGemm(_) => "simt-gemm",
             ScheduleKind::MmaSync { .. } => "mma.sync",
             ScheduleKind::Wgmma(_) => "wgmma",
+            ScheduleKind::GpuAttention(_) => "gpu-attention",
         }
     }
 }
@@ -286,6 +411,16 @@ impl Kernel {
                 ScheduleKind::CpuAttention { block: [queries, keys], threads: s.threads }
             }
             Target::Cpu(_) => ScheduleKind::CpuLoops { threads: s.threads },
+            Target::Gpu(arch) if self.class == KernelClass::Attention => {
+                let caps = arch.caps();
+                let tensor_cores = caps.has(Feature::MmaM16N8K16) && caps.has(Feature::CpAsync);
+                match crate::attention::gpu_head_dims(&self.graph) {
+                    Some([depth, width]) if tensor_cores => ScheduleKind::GpuAttention(
+                        GpuAttentionSchedule::effective(s, depth, width, caps.max_shared_optin_bytes),
+                    ),
+                    _ => ScheduleKind::GpuFixed,
+                }
+            }
             Target::Gpu(_) if !product => ScheduleKind::GpuFixed,
             Target::Gpu(arch) => {
                 let caps = arch.caps();
@@ -347,6 +482,9 @@ impl fmt::Display for ScheduleKind {
                 if w.tma { "tma" } else { "cp.async" },
                 w.swizzle
             ),
+            ScheduleKind::GpuAttention(a) => {
+                write!(f, "gpu-attention block={}x{} warps={} stages={}", a.block[0], a.block[1], a.warps, a.stages)
+            }
         }
     }
 }

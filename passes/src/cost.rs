@@ -1,7 +1,8 @@
 //! The cost model: time = max(bytes moved / bandwidth, flops / throughput) / schedule efficiency
 //! + launch overhead, per op (for the algebra phase) and per kernel (for fusion and schedules).
 
-use tcc_ir::schedule::is_warpgroup_encoding;
+use tcc_ir::attention::GpuAttention;
+use tcc_ir::schedule::{GpuAttentionSchedule, is_warpgroup_encoding};
 use tcc_ir::{Bindings, DType, Dim, KernelClass, Schedule, Shape, TensorType, UnaryOp};
 
 use crate::body::{Body, BodyNode};
@@ -130,6 +131,13 @@ fn matmul_prologue(body: &Body) -> Vec<bool> {
     feeds
 }
 
+/// What a GPU attention schedule other than the kernel's default costs more in the estimate.
+const NOT_DEFAULT_FACTOR: f64 = 1.05;
+
+/// What the estimate adds for a kernel the target cannot run as one (an attention body the GPU
+/// kernel does not accept): far more than any alternative made of kernels it runs.
+const UNRUNNABLE_SECONDS: f64 = 1e9;
+
 /// The estimate of `body` run under `schedule` on `target`.
 pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b: &Bindings) -> Estimate {
     let out_ty = body.output_type();
@@ -208,7 +216,22 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
     let t_mem = moved / target.bandwidth;
     let flops_other = flops_other + flops_prologue;
     let t_flop = flops_mm / target.matmul_flops(dtype) + flops_other / target.flops_f32;
-    let seconds = t_mem.max(t_flop) / efficiency.max(1e-3) + target.launch_overhead;
+    let mut seconds = t_mem.max(t_flop) / efficiency.max(1e-3) + target.launch_overhead;
+    if body.class == KernelClass::Attention && target.gpu() {
+        match body.to_graph("attention").ok().and_then(|g| GpuAttention::find(&g)) {
+            // The model does not tell the attention kernel's schedules apart: it prefers the
+            // kernel's default (measured fastest), and the tuner measures the others.
+            Some(a) => {
+                let shared = target.shared_memory_per_block;
+                let runs = GpuAttentionSchedule::effective(schedule, a.depth, a.width, shared);
+                if runs != GpuAttentionSchedule::default_for(a.depth, a.width, shared) {
+                    seconds *= NOT_DEFAULT_FACTOR;
+                }
+            }
+            // No kernel of this target runs it: priced out, so the three kernels it replaces stay.
+            None => seconds += UNRUNNABLE_SECONDS,
+        }
+    }
     Estimate { seconds, bytes: moved, flops: flops_mm + flops_other, memory_bound: t_mem >= t_flop }
 }
 

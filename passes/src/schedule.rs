@@ -269,6 +269,15 @@ pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec
                 });
             }
         }
+        (KernelClass::Attention, true) => {
+            // The attention kernel's space for the body's head dimensions (each fits).
+            let dims = body.to_graph("attention").ok().and_then(|g| tcc_ir::attention::gpu_head_dims(&g));
+            if let Some([depth, width]) = dims {
+                for a in tcc_ir::schedule::GpuAttentionSchedule::space(depth, width, target.shared_memory_per_block) {
+                    out.push(a.encode());
+                }
+            }
+        }
         (KernelClass::Attention, false) => {
             // Blocks of queries x keys: a block of keys (and its values) stays in L1 while the
             // block's queries pass over it.

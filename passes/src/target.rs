@@ -74,11 +74,11 @@ impl TargetModel {
     }
 
     /// Whether the target's code generator has an attention kernel, so that fusion may form one:
-    /// the CPU tiers and the interpreter. The GPU lowering of an attention body would be the
-    /// generic plan (the scores through memory, slower than the three kernels it replaces) until
-    /// the GPU attention kernels land.
+    /// every target. On a GPU the kernel runs only the bodies [`tcc_ir::attention::GpuAttention`]
+    /// accepts; the cost model prices any other attention body out ([`crate::cost`]), so such an
+    /// attention keeps its three kernels there.
     pub fn attention_kernels(&self) -> bool {
-        !self.gpu()
+        true
     }
 
     /// The host CPU with the Cranelift tier: this project's 2-core Zen 5 machines, 128-bit vectors.

@@ -133,3 +133,15 @@ fn the_row_log_sum_exp_is_a_second_output_of_the_one_attention_kernel() {
         compare_outputs(&expected, &actual, &Tolerance::default()).unwrap();
     }
 }
+
+#[test]
+fn on_a_gpu_an_attention_that_returns_its_log_sum_exp_keeps_its_three_kernels_until_the_kernel_writes_it() {
+    let runnable = AttentionCase { dtype: DType::F16, ..AttentionCase::causal(64, 64, 64) };
+    let with_lse = AttentionCase { log_sum_exp: true, ..runnable.clone() };
+    let attention_kernels = |c: &AttentionCase| {
+        let out = optimize(&c.graph().unwrap(), &OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
+        out.program.launches.iter().filter(|l| l.kernel.class == KernelClass::Attention).count()
+    };
+    assert_eq!(attention_kernels(&runnable), 1);
+    assert_eq!(attention_kernels(&with_lse), 0);
+}

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod attention;
+mod attention_gpu;
 mod common;
 mod cuda;
 mod cuda_rows;

@@ -20,6 +20,7 @@ use tcc_codegen::ptx::wgmma::wgmma_schedule_space;
 use tcc_codegen::ptx::{BLayout, GpuArch, MatmulProblem, matmul_schedule_space, simt_schedule_runs};
 use tcc_ir::{Bindings, DType, Kernel, KernelClass, Op, Schedule, Tier};
 
+use tcc_ir::schedule::GpuAttentionSchedule;
 use tcc_ir::target::{CpuTier, Target};
 
 /// Register tiles (`micro_m`, `micro_n`) tried for matmul kernels.
@@ -276,6 +277,7 @@ pub fn gpu_knob_space(m: u64, n: u64, k: u64, base: &Schedule, sm_count: u32, pr
 /// come first. Matmul kernels with f16/bf16 operands take every schedule the tensor-core lowering
 /// lists ([`matmul_schedule_space`], each valid by construction); other matmuls (the SIMT lowering)
 /// take [`gpu_knob_space`] pruned by [`simt_admits`]; both are ordered by the cost model. Other
+/// attention kernels take the attention kernel's space ([`GpuAttentionSchedule::space`]); other
 /// kernel classes have nothing the PTX backend varies: their space is the proposals. With
 /// `max_len`, the space is thinned evenly along the cost order to at most that many candidates
 /// (the proposals are kept).
@@ -304,6 +306,17 @@ pub fn gpu_space(
         } else if let Some((m, n, k)) = matmul_dims(kernel, bindings) {
             rest = gpu_knob_space(m, n, k, &base, sm_count, &|s: &Schedule| simt_admits(s, arch));
         }
+    }
+    if kernel.class == KernelClass::Attention
+        && let Some([depth, width]) = tcc_ir::attention::gpu_head_dims(&kernel.graph)
+    {
+        // The attention kernel's space (each schedule fits), in its listed order.
+        let shared = arch.caps().max_shared_optin_bytes;
+        rest = GpuAttentionSchedule::space(depth, width, shared)
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| Candidate { variant: 0, schedule: a.encode(), cost: i as f64 })
+            .collect();
     }
     // Thinning keeps every warpgroup schedule (a small family) and spreads the rest.
     if let Some(limit) = max_len.filter(|&l| l > 0 && rest.len() + warpgroup.len() > l) {

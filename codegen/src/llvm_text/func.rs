@@ -158,6 +158,16 @@ impl Func {
         self.start_block(&lp.exit);
     }
 
+    /// The label of the block being written.
+    pub(crate) fn current_block(&self) -> String {
+        self.block.clone()
+    }
+
+    /// Ends the block with `br i1 cond, label %yes, label %no`.
+    pub(crate) fn cond_br(&mut self, cond: &str, yes: &str, no: &str) {
+        self.op(format!("br i1 {cond}, label %{yes}, label %{no}"));
+    }
+
     /// Opens `if cond { ... }`; returns the label to pass to [`Func::if_end`].
     pub(crate) fn if_begin(&mut self, cond: &str) -> String {
         let then = self.label("then");

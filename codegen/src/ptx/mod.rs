@@ -21,6 +21,7 @@
 //! kernels would clash (see `program.rs`).
 
 mod arch;
+mod attention;
 mod error;
 mod expr;
 #[cfg(feature = "llvm")]
@@ -148,7 +149,8 @@ fn emit_module(
     caps: &GpuCaps,
 ) -> Result<(KernelIr, ModuleText), PtxError> {
     let caps = caps.clone();
-    let plan = plan::plan(kernel, bindings)?;
+    let tensor_cores = caps.has(Feature::MmaM16N8K16) && caps.has(Feature::CpAsync);
+    let plan = plan::plan(kernel, bindings, tensor_cores)?;
     let g = &kernel.graph;
     let mut params: Vec<String> =
         (0..g.params.len()).map(|i| format!("ptr addrspace(1) noalias readonly align 16 %in{i}")).collect();
@@ -184,6 +186,7 @@ fn emit_module(
             }
             Stage::Reduce { node, dest } => ("reduce", stages::reduce(&cx, &mut module, &entry, *node, *dest)?),
             Stage::MatMul { node, outs } => ("matmul", stages::matmul(&cx, &mut module, &entry, *node, outs)?),
+            Stage::Attention => ("attention", attention::lower(&cx, &mut module, &entry)?),
         };
         steps.push(PtxStep { entry, lowering, launch, tensor_maps: Vec::new() });
     }

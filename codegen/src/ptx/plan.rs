@@ -67,6 +67,9 @@ pub(crate) enum Stage {
         /// The values written from each output tile.
         outs: Vec<Out>,
     },
+    /// The attention kernel (`super::attention`): the whole graph, its one output written from
+    /// each block of queries.
+    Attention,
 }
 
 /// The plan of one kernel.
@@ -174,8 +177,10 @@ fn trailing_split(op: &Op, input_rank: usize) -> Option<usize> {
     None
 }
 
-/// Plans `kernel` under `bindings`.
-pub(crate) fn plan(kernel: &Kernel, bindings: &Bindings) -> Result<Plan, PtxError> {
+/// Plans `kernel` under `bindings`; an attention kernel the GPU attention kernel runs
+/// ([`tcc_ir::attention::GpuAttention`]) is one [`Stage::Attention`] when the target has
+/// `tensor_cores` (`mma.sync` and `cp.async`).
+pub(crate) fn plan(kernel: &Kernel, bindings: &Bindings, tensor_cores: bool) -> Result<Plan, PtxError> {
     let g = &kernel.graph;
     for (i, node) in g.nodes.iter().enumerate() {
         for o in node.op.operands() {
@@ -196,7 +201,12 @@ pub(crate) fn plan(kernel: &Kernel, bindings: &Bindings) -> Result<Plan, PtxErro
     let mat = materialized(g);
     let biggest = dims.iter().chain(&param_dims).map(|d| numel(d)).max().unwrap_or(0);
     let mut p = Plan { dims, stages: Vec::new(), loc: HashMap::new(), scratch_bytes: 0, index64: false };
-    if !try_rows(g, &mat, &mut p) && !try_matmul(g, &mat, &mut p) {
+    let attention = tensor_cores
+        && kernel.class == tcc_ir::KernelClass::Attention
+        && tcc_ir::attention::GpuAttention::find(g).is_some();
+    if attention {
+        p.stages.push(Stage::Attention);
+    } else if !try_rows(g, &mat, &mut p) && !try_matmul(g, &mat, &mut p) {
         generic(g, &mat, &mut p);
     }
     p.index64 = biggest >= (1 << 30) || p.scratch_bytes >= (1 << 30);

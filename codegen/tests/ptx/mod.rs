@@ -1,6 +1,7 @@
 //! PTX backend (feature `llvm`): hand-built kernels of every class and random generator programs
 //! compiled for sm_80 and sm_90a and assembled with ptxas (no GPU needed), with no spills.
 
+mod attention;
 mod gemm;
 mod rows;
 mod sim;

@@ -8,7 +8,7 @@
 //! Kernel-independent: a caller describes a thread's accumulators as a [`Fragment`] (pairs at
 //! constant offsets from the thread's origin in the block tile; [`mma_fragment`] builds it from
 //! `mma.sync`'s C fragments, which wgmma shares per 16-row slice), where the tile lies
-//! ([`TileAt`]), the product ([`GemmProduct`]) and the shared memory to use ([`Staging`]), then calls
+//! ([`TileAt`]), the output it computes ([`Output`]) and the shared memory to use ([`Staging`]), then calls
 //! [`staged`] (or [`write_fragment`], its own barrier, and [`store_tile`], when only some threads
 //! hold accumulators).
 //!
@@ -24,6 +24,29 @@ use crate::ptx::math;
 use crate::ptx::plan::Out;
 
 use super::kernel::GemmProduct;
+
+/// The value a tiled kernel computes, as the epilogue stores it: a `[.., m, n]` node whose
+/// elements are the staged accumulators (the fused outputs are evaluated from it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Output<'a> {
+    /// Rows.
+    pub(crate) m: u64,
+    /// Columns.
+    pub(crate) n: u64,
+    /// The node the accumulators are the value of.
+    pub(crate) node: tcc_ir::NodeId,
+    /// Its batch dims.
+    pub(crate) batch_dims: &'a [u64],
+    /// Its dims.
+    pub(crate) out_dims: &'a [u64],
+}
+
+impl GemmProduct<'_> {
+    /// The product as the epilogue stores it.
+    pub(crate) fn output(&self) -> Output<'_> {
+        Output { m: self.m, n: self.n, node: self.node, batch_dims: self.batch_dims, out_dims: self.out_dims }
+    }
+}
 
 /// A block tile staged in shared memory.
 #[derive(Debug, Clone, Copy)]
@@ -147,7 +170,7 @@ fn clamp(em: &mut Em, v: &str, last: u64) -> String {
 pub(crate) fn store_tile(
     em: &mut Em,
     st: &Staging,
-    p: &GemmProduct,
+    p: &Output,
     outs: &[Out],
     at: &TileAt,
     (tid, threads): (&str, u32),
@@ -201,7 +224,7 @@ type ChunkStore = (String, String, Vec<Vec<String>>);
 fn eval_chunk(
     em: &mut Em,
     st: &Staging,
-    p: &GemmProduct,
+    p: &Output,
     outs: &[Out],
     at: &TileAt,
     bmulti: &[String],
@@ -274,7 +297,7 @@ fn eval_chunk(
 pub(crate) fn staged(
     em: &mut Em,
     st: &Staging,
-    p: &GemmProduct,
+    p: &Output,
     outs: &[Out],
     at: &TileAt,
     fragment: &Fragment,

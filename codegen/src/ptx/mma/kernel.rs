@@ -71,7 +71,7 @@ pub(crate) enum Epilogue<'a> {
 
 /// The XOR applied to the 16-byte chunk index of row `row` (a register or constant) in a tile
 /// whose rows hold `chunks` chunks, so that 8 consecutive rows hit 8 distinct bank groups.
-fn swz(em: &mut Em, row: &str, chunks: u32) -> String {
+pub(crate) fn swz(em: &mut Em, row: &str, chunks: u32) -> String {
     if chunks >= 8 {
         em.f.v(format!("and i32 {row}, 7"))
     } else {
@@ -104,12 +104,13 @@ pub(crate) fn base_ptr(em: &mut Em, r: MemRef) -> String {
 
 /// One thread's share of a tile copy: per chunk, its shared-memory byte offset within the tile,
 /// its row and chunk index within the tile, and whether this thread has it at all.
-struct CopyPlan {
-    chunks: Vec<(String, String, String, Option<String>)>,
+pub(crate) struct CopyPlan {
+    /// Per chunk: shared-memory byte offset, row, chunk index and the guard (`None`: always).
+    pub(crate) chunks: Vec<(String, String, String, Option<String>)>,
 }
 
 /// Plans a copy of a tile of `rows` rows of `row_chunks` 16-byte chunks by `threads` threads.
-fn copy_plan(em: &mut Em, tid: &str, rows: u32, row_chunks: u32, threads: u32) -> CopyPlan {
+pub(crate) fn copy_plan(em: &mut Em, tid: &str, rows: u32, row_chunks: u32, threads: u32) -> CopyPlan {
     let total = rows * row_chunks;
     let iters = total.div_ceil(threads);
     let mut chunks = Vec::new();
@@ -541,14 +542,7 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
 
     /// One `ldmatrix.x4` (`.trans` when `trans`) at byte offset `off` of the shared memory.
     fn ldm(&self, em: &mut Em, off: &str, trans: bool) -> Vec<String> {
-        let p = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {}, i32 {off}", self.smem));
-        let name = if trans {
-            "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16.p3"
-        } else {
-            "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16.p3"
-        };
-        let r = em.f.call("{i32, i32, i32, i32}", name, &[("ptr addrspace(3)", &p)]);
-        (0..4).map(|i| em.f.v(format!("extractvalue {{i32, i32, i32, i32}} {r}, {i}"))).collect::<Vec<_>>()
+        ldmatrix_x4(em, &self.smem, off, trans)
     }
 
     /// The A and B fragments of k16 step `kk` of stage `stage`.
@@ -680,14 +674,14 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
                 let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
                 let threads = (self.tid.as_str(), c.threads());
                 match only_warp0 {
-                    None => epilogue::staged(em, &st, &g.p, outs, &at, &frag, threads, barrier)?,
+                    None => epilogue::staged(em, &st, &g.p.output(), outs, &at, &frag, threads, barrier)?,
                     Some(cont) => {
                         // Warp 0 holds the sums; every warp takes part in the stores.
                         epilogue::write_fragment(em, &st, &frag)?;
                         em.f.if_end(&cont);
                         em.restore(before_sum);
                         barrier(em);
-                        epilogue::store_tile(em, &st, &g.p, outs, &at, threads)?;
+                        epilogue::store_tile(em, &st, &g.p.output(), outs, &at, threads)?;
                     }
                 }
                 // Every thread has read the staged tile before the next tile refills the ring.
@@ -750,8 +744,21 @@ fn sum_warps(
     (sum, cont)
 }
 
+/// One `ldmatrix.x4` (`.trans` when `trans`) at byte offset `off` (i32) of the shared array `smem`
+/// (`@symbol`): four registers of two 16-bit elements each.
+pub(crate) fn ldmatrix_x4(em: &mut Em, smem: &str, off: &str, trans: bool) -> Vec<String> {
+    let p = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {smem}, i32 {off}"));
+    let name = if trans {
+        "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16.p3"
+    } else {
+        "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16.p3"
+    };
+    let r = em.f.call("{i32, i32, i32, i32}", name, &[("ptr addrspace(3)", &p)]);
+    (0..4).map(|i| em.f.v(format!("extractvalue {{i32, i32, i32, i32}} {r}, {i}"))).collect::<Vec<_>>()
+}
+
 /// `mma.sync.m16n8k16` with f32 accumulators `c`; returns the four results.
-fn mma(em: &mut Em, dtype: DType, a: &[String], b: &[String; 2], c: &[String]) -> Vec<String> {
+pub(crate) fn mma(em: &mut Em, dtype: DType, a: &[String], b: &[String; 2], c: &[String]) -> Vec<String> {
     let ret = "{float, float, float, float}";
     let r = if dtype == DType::BF16 {
         let args: Vec<(&str, &str)> = a

@@ -992,7 +992,7 @@ fn staged_epilogue(
     let st = epilogue::Staging { smem, base: 0, rows: c.bm(), cols: c.bn, dtype: em.dtype(g.p.node) };
     let at = epilogue::TileAt { row0: &tile.row0, col0: &tile.col0, bidx: &tile.bidx };
     let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
-    epilogue::staged(em, &st, &g.p, outs, &at, &frag, (tid, c.threads()), barrier)
+    epilogue::staged(em, &st, &g.p.output(), outs, &at, &frag, (tid, c.threads()), barrier)
 }
 
 /// Stores a tile's accumulators: per warp 16 rows (`mma.sync`'s C layout per 8 columns).

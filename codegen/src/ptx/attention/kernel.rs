@@ -1,0 +1,553 @@
+//! The attention kernel's body, as named steps: [`AttnKernel::prologue`] (thread layout, copy
+//! plans, fragment addresses), then per tile of the grid-stride loop over (query block, batch
+//! entry) [`AttnKernel::tile_begin`] (operand rows, live key blocks, positions),
+//! [`AttnKernel::load_queries`] and [`AttnKernel::fill_ring`] (the pipeline's prologue),
+//! [`AttnKernel::key_loop`] (per key block: scores, score function, online softmax, `O += P V`)
+//! and [`AttnKernel::finish`] (`O / l` and the staged epilogue).
+
+use tcc_ir::{DType, NodeId};
+
+use super::Geometry;
+use super::blocks::{block_is_full, key_range, query_span};
+use super::operands::{Orientation, Rows, rows};
+use super::softmax::{pack, quad_sum, round_pair, update};
+use crate::llvm_text::Loop;
+use crate::ptx::error::PtxError;
+use crate::ptx::expr::{Em, Ix};
+use crate::ptx::math;
+use crate::ptx::mma::epilogue::{self, Output, Staging, TileAt};
+use crate::ptx::mma::kernel::{cp_async as cp_async_at, ldmatrix_x4, mma};
+use crate::ptx::plan::{Out, Src};
+
+/// Emits the kernel body into `em` (`smem`: the dynamic shared array, `@symbol`).
+pub(crate) fn emit(em: &mut Em, geo: &Geometry, smem: &str) -> Result<(), PtxError> {
+    let k = AttnKernel::prologue(em, geo, smem);
+    let saved = em.save();
+    let total = geo.q_blocks() * geo.batch();
+    let tl = em.f.loop_begin("i32", &k.ctaid, &total.to_string(), &[]);
+    let tile = k.tile_begin(em, &tl)?;
+    k.load_queries(em, &tile);
+    k.fill_ring(em, &tile);
+    let queries = k.queries_in_registers(em);
+    let state = k.key_loop(em, &tile, queries.as_deref())?;
+    k.finish(em, &tile, &state)?;
+    em.f.loop_end(&tl, &k.nctaid, &[]);
+    em.restore(saved);
+    Ok(())
+}
+
+/// One thread's share of copying a tile of `rows` rows of `chunks` 16-byte chunks (padded rows
+/// of `pitch` bytes): `rows / (threads / chunks)` passes over rows `r0 + pass * step`, always
+/// the chunk `c0` (threads is a multiple of `chunks`), guarded when the last pass is partial.
+struct Copy {
+    rows: u32,
+    step: u32,
+    passes: u32,
+    pitch: u32,
+    /// The thread's first row and its chunk (i32).
+    r0: String,
+    c0: String,
+}
+
+impl Copy {
+    fn new(em: &mut Em, tid: &str, rows: u32, chunks: u32, pitch: u32, threads: u32) -> Copy {
+        let step = threads / chunks;
+        let r0 = em.f.v(format!("udiv i32 {tid}, {chunks}"));
+        let c0 = em.f.v(format!("urem i32 {tid}, {chunks}"));
+        Copy { rows, step, passes: rows.div_ceil(step), pitch, r0, c0 }
+    }
+}
+
+/// An i32 value LLVM cannot see through (an inline `mov`), so that the constant offsets added to
+/// it stay in the instructions' immediates instead of becoming loop-invariant registers.
+fn opaque(em: &mut Em, v: &str) -> String {
+    em.f.v(format!("call i32 asm sideeffect \"mov.u32 $0, $1;\", \"=r,r\"(i32 {v})"))
+}
+
+/// What every step shares: the geometry and the loop-invariant values of one thread.
+struct AttnKernel<'g> {
+    geo: &'g Geometry,
+    smem: String,
+    st: &'static str,
+    tid: String,
+    ctaid: String,
+    nctaid: String,
+    lane: String,
+    /// This warp's first query row in the block.
+    wrow: String,
+    /// The lane's row (`lane / 4`) and column pair (`2 (lane % 4)`) in an accumulator tile.
+    g4: String,
+    t2: String,
+    q_copy: Copy,
+    k_copy: Copy,
+    v_copy: Copy,
+    /// This lane's `ldmatrix` byte offsets in the query, key and value tiles (k16 step, 16-row
+    /// tile and 16-column group 0); the others are constant bytes further.
+    q_lane: String,
+    k_lane: String,
+    v_lane: String,
+}
+
+/// One tile: its place, the operands' rows, the key blocks it visits and its rows' positions.
+struct AttnTile {
+    q0: String,
+    bidx: String,
+    /// The batch entry's multi-index over the scores' batch axes (index type).
+    batch: Vec<String>,
+    q: Rows,
+    k: Rows,
+    v: Rows,
+    lo: String,
+    hi: String,
+    /// The block's query rows, first and last (i64, clamped to S - 1).
+    qspan: (String, String),
+    /// Per 16-row tile and half: the row's position (i32) and, clamped to `S - 1`, in the index type.
+    rows: Vec<[(String, String); 2]>,
+}
+
+/// The running state after the key loop: output accumulators, row maxima and lane sums.
+struct State {
+    o: Vec<String>,
+    l: Vec<String>,
+}
+
+impl<'g> AttnKernel<'g> {
+    fn prologue(em: &mut Em, geo: &'g Geometry, smem: &str) -> AttnKernel<'g> {
+        let threads = geo.threads();
+        let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
+        let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
+        let nctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.nctaid.x", &[]);
+        let lane = em.f.v(format!("and i32 {tid}, 31"));
+        let warp = em.f.v(format!("lshr i32 {tid}, 5"));
+        let wrow = em.f.v(format!("mul i32 {warp}, {}", geo.sched.rows_per_warp()));
+        let g4 = em.f.v(format!("lshr i32 {lane}, 2"));
+        let t4 = em.f.v(format!("and i32 {lane}, 3"));
+        let t2 = em.f.v(format!("shl i32 {t4}, 1"));
+        let (qc, vc) = (geo.depth / 8, geo.width / 8);
+        let (qp, vp) = (geo.qk_pitch(), geo.v_pitch());
+        let q_copy = Copy::new(em, &tid, geo.br, qc, qp, threads);
+        let k_copy = Copy::new(em, &tid, geo.bc, qc, qp, threads);
+        let v_copy = Copy::new(em, &tid, geo.bc, vc, vp, threads);
+        let l16 = em.f.v(format!("and i32 {lane}, 15"));
+        let hi = em.f.v(format!("lshr i32 {lane}, 4"));
+        let hi16 = em.f.v(format!("shl i32 {hi}, 4"));
+        let lane_at = |em: &mut Em, row: &str, pitch: u32, chunk: &str| {
+            let rb = em.f.v(format!("mul i32 {row}, {pitch}"));
+            em.f.v(format!("add i32 {rb}, {chunk}"))
+        };
+        // A (queries): rows wrow + lane % 16, chunk 2 kk + lane / 16.
+        let qrow = em.f.v(format!("add i32 {wrow}, {l16}"));
+        let q_lane = lane_at(em, &qrow, qp, &hi16);
+        // B of the scores (keys, [key, head]): key rows (lane % 8) + 8 (lane / 16), chunk
+        // 2 kk + (lane / 8) % 2.
+        let l8 = em.f.v(format!("and i32 {lane}, 7"));
+        let h8 = em.f.v(format!("shl i32 {hi}, 3"));
+        let nloc = em.f.v(format!("or i32 {l8}, {h8}"));
+        let kh = em.f.v(format!("and i32 {lane}, 8"));
+        let kh16 = em.f.v(format!("shl i32 {kh}, 1"));
+        let k_lane = lane_at(em, &nloc, qp, &kh16);
+        // B of the output (values, [key, head], .trans): key rows lane % 16, chunk 2 nj + lane / 16.
+        let v_lane = lane_at(em, &l16, vp, &hi16);
+        AttnKernel {
+            geo,
+            smem: smem.to_string(),
+            st: math::stype(geo.dtype),
+            tid,
+            ctaid,
+            nctaid,
+            lane,
+            wrow,
+            g4,
+            t2,
+            q_copy,
+            k_copy,
+            v_copy,
+            q_lane,
+            k_lane,
+            v_lane,
+        }
+    }
+
+    /// The tile `tl.i` = (query block, batch entry), query blocks in reverse (the longest rows of a
+    /// causal mask first).
+    fn tile_begin(&self, em: &mut Em, tl: &Loop) -> Result<AttnTile, PtxError> {
+        let geo = self.geo;
+        let ga = &geo.ga;
+        let nqb = geo.q_blocks();
+        let qb_raw = em.f.v(format!("urem i32 {}, {nqb}", tl.i));
+        let bidx = em.f.v(format!("udiv i32 {}, {nqb}", tl.i));
+        let qb = em.f.v(format!("sub i32 {}, {qb_raw}", nqb - 1));
+        let q0 = em.f.v(format!("mul i32 {qb}, {}", geo.br));
+        let b = em.widen(&bidx);
+        let batch = em.delinearize(&b, &geo.batch_dims);
+        let q = rows(em, ga.queries, Orientation::Rows, &batch)?;
+        let k = rows(em, ga.keys, Orientation::Columns, &batch)?;
+        let v = rows(em, ga.values, Orientation::Rows, &batch)?;
+        let (lo, hi) = key_range(em, geo, &q0);
+        let qspan = query_span(em, geo, &q0);
+        let base = em.f.v(format!("add i32 {q0}, {}", self.wrow));
+        let base = em.f.v(format!("add i32 {base}, {}", self.g4));
+        let mut positions = Vec::with_capacity(geo.mt);
+        for mi in 0..geo.mt {
+            let mut pair = Vec::with_capacity(2);
+            for h in 0..2u32 {
+                let i = em.f.v(format!("add i32 {base}, {}", mi as u32 * 16 + h * 8));
+                let ic = clamp(em, &i, geo.s_len - 1);
+                let ic = em.widen(&ic);
+                pair.push((i, ic));
+            }
+            positions.push([pair[0].clone(), pair[1].clone()]);
+        }
+        Ok(AttnTile { q0, bidx, batch, q, k, v, lo, hi, qspan, rows: positions })
+    }
+
+    /// Copies the rows `first..` of an operand (real below `len`) into the shared tile at byte
+    /// `sbase` + `sbase_dyn` (an i32 value) by this thread's share `plan`.
+    // Reason: one copy's source, destination and extent, from its two callers.
+    #[allow(clippy::too_many_arguments)]
+    fn copy(&self, em: &mut Em, plan: &Copy, src: &Rows, first: &str, len: u64, sbase: u32, sbase_dyn: &str) {
+        let row = em.f.v(format!("add i32 {first}, {}", plan.r0));
+        let r64 = em.f.v(format!("zext i32 {row} to i64"));
+        let ro = em.f.v(format!("mul i64 {r64}, {}", src.ld));
+        let c8 = em.f.v(format!("shl i32 {}, 3", plan.c0));
+        let c64 = em.f.v(format!("zext i32 {c8} to i64"));
+        let g0 = em.f.v(format!("add i64 {}, {ro}", src.base));
+        let g0 = em.f.v(format!("add i64 {g0}, {c64}"));
+        let gstep = em.f.v(format!("mul i64 {}, {}", src.ld, plan.step));
+        let rb = em.f.v(format!("mul i32 {}, {}", plan.r0, plan.pitch));
+        let cb = em.f.v(format!("shl i32 {}, 4", plan.c0));
+        let s0 = em.f.v(format!("add i32 {rb}, {cb}"));
+        let s0 = em.f.v(format!("add i32 {s0}, {sbase_dyn}"));
+        let s0 = opaque(em, &s0);
+        let mut go = g0;
+        for pass in 0..plan.passes {
+            let local = em.f.v(format!("add i32 {}, {}", plan.r0, pass * plan.step));
+            let guard = (!plan.rows.is_multiple_of(plan.step)).then(|| {
+                let inside = em.f.v(format!("icmp ult i32 {local}, {}", plan.rows));
+                em.f.if_begin(&inside)
+            });
+            let pos = em.f.v(format!("add i32 {row}, {}", pass * plan.step));
+            let ok = em.f.v(format!("icmp ult i32 {pos}, {len}"));
+            let so = em.f.v(format!("add i32 {s0}, {}", sbase + pass * plan.step * plan.pitch));
+            cp_async_at(em, &self.smem, &so, &src.ptr, self.st, &go, &ok);
+            if let Some(cont) = guard {
+                em.f.if_end(&cont);
+            }
+            if pass + 1 < plan.passes {
+                go = em.f.v(format!("add i64 {go}, {gstep}"));
+            }
+        }
+    }
+
+    /// The query block into shared memory (offset 0), as its own `cp.async` group.
+    fn load_queries(&self, em: &mut Em, tile: &AttnTile) {
+        self.copy(em, &self.q_copy, &tile.q, &tile.q0, self.geo.s_len, 0, "0");
+        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+    }
+
+    /// Key block `kb` (i32) with its values into stage `stage` (i32) of the ring.
+    fn load_block(&self, em: &mut Em, tile: &AttnTile, kb: &str, stage: &str) {
+        let geo = self.geo;
+        let first = em.f.v(format!("mul i32 {kb}, {}", geo.bc));
+        let sb = em.f.v(format!("mul i32 {stage}, {}", geo.stage_bytes()));
+        self.copy(em, &self.k_copy, &tile.k, &first, geo.t_len, geo.q_bytes(), &sb);
+        self.copy(em, &self.v_copy, &tile.v, &first, geo.t_len, geo.q_bytes() + geo.k_bytes(), &sb);
+    }
+
+    /// The pipeline's prologue: key blocks `lo .. lo + stages - 1` into stages `0 .. stages - 1`,
+    /// one `cp.async` group each (empty past `hi`).
+    fn fill_ring(&self, em: &mut Em, tile: &AttnTile) {
+        for s in 0..self.geo.sched.stages - 1 {
+            let kb = em.f.v(format!("add i32 {}, {s}", tile.lo));
+            let p = em.f.v(format!("icmp ult i32 {kb}, {}", tile.hi));
+            let cont = em.f.if_begin(&p);
+            self.load_block(em, tile, &kb, &s.to_string());
+            em.f.if_end(&cont);
+            em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+        }
+    }
+
+    /// The query fragments `[mi]` of k16 step `kk`, read from shared memory at `q_at` (this
+    /// lane's offset, opaque).
+    fn query_fragments(&self, em: &mut Em, q_at: &str, kk: u32) -> Vec<Vec<String>> {
+        (0..self.geo.mt)
+            .map(|mi| {
+                let off = em.f.v(format!("add i32 {q_at}, {}", mi as u32 * 16 * self.geo.qk_pitch() + kk * 32));
+                ldmatrix_x4(em, &self.smem, &off, false)
+            })
+            .collect()
+    }
+
+    /// With [`tcc_ir::schedule::GpuAttentionSchedule::queries_in_registers`], the query
+    /// fragments of every k16 step, loaded once (after the query block has landed).
+    fn queries_in_registers(&self, em: &mut Em) -> Option<Vec<Vec<Vec<String>>>> {
+        let geo = self.geo;
+        if !geo.sched.queries_in_registers(geo.depth) {
+            return None;
+        }
+        let pending = (geo.sched.stages - 1).to_string();
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &pending)]);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let q_at = opaque(em, &self.q_lane);
+        Some((0..geo.depth / 16).map(|kk| self.query_fragments(em, &q_at, kk)).collect())
+    }
+
+    /// The loop over the tile's key blocks; returns the output accumulators and lane sums.
+    fn key_loop(&self, em: &mut Em, tile: &AttnTile, queries: Option<&[Vec<Vec<String>>]>) -> Result<State, PtxError> {
+        let geo = self.geo;
+        let (mt, stages) = (geo.mt, geo.sched.stages);
+        let (kn, on) = ((geo.bc / 8) as usize, (geo.width / 8) as usize);
+        let n_o = mt * on * 4;
+        let mut accs: Vec<(String, String)> = (0..n_o).map(|_| ("float".into(), math::fc(0.0))).collect();
+        accs.extend((0..2 * mt).map(|_| ("float".to_string(), math::fc(f32::NEG_INFINITY))));
+        accs.extend((0..2 * mt).map(|_| ("float".to_string(), math::fc(0.0))));
+        accs.push(("i32".into(), "0".into()));
+        accs.push(("i32".into(), (stages - 1).to_string()));
+        let kl = em.f.loop_begin("i32", &tile.lo, &tile.hi, &accs);
+        let saved = em.save();
+        let kb = kl.i.clone();
+        let mut o: Vec<String> = kl.accs[..n_o].to_vec();
+        let m_old = kl.accs[n_o..n_o + 2 * mt].to_vec();
+        let l_old = kl.accs[n_o + 2 * mt..n_o + 4 * mt].to_vec();
+        let (rs, ws) = (kl.accs[n_o + 4 * mt].clone(), kl.accs[n_o + 4 * mt + 1].clone());
+
+        // Block kb has landed, and every warp is done with the stage the next copy overwrites.
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(stages - 2).to_string())]);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let next = em.f.v(format!("add i32 {kb}, {}", stages - 1));
+        let p = em.f.v(format!("icmp ult i32 {next}, {}", tile.hi));
+        let cont = em.f.if_begin(&p);
+        self.load_block(em, tile, &next, &ws);
+        em.f.if_end(&cont);
+        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+
+        // S = Q Kᵀ.
+        let sbase = em.f.v(format!("mul i32 {rs}, {}", geo.stage_bytes()));
+        let kst = em.f.v(format!("add i32 {sbase}, {}", geo.q_bytes()));
+        let vst = em.f.v(format!("add i32 {kst}, {}", geo.k_bytes()));
+        let k_at = em.f.v(format!("add i32 {kst}, {}", self.k_lane));
+        let k_at = opaque(em, &k_at);
+        let v_at = em.f.v(format!("add i32 {vst}, {}", self.v_lane));
+        let v_at = opaque(em, &v_at);
+        let q_at = if queries.is_none() { opaque(em, &self.q_lane) } else { String::new() };
+        let mut s: Vec<String> = (0..mt * kn * 4).map(|_| math::fc(0.0)).collect();
+        for kk in 0..geo.depth / 16 {
+            let qa = match queries {
+                Some(q) => q[kk as usize].clone(),
+                None => self.query_fragments(em, &q_at, kk),
+            };
+            for nj in 0..geo.bc / 16 {
+                let off = em.f.v(format!("add i32 {k_at}, {}", nj * 16 * geo.qk_pitch() + kk * 32));
+                let b = ldmatrix_x4(em, &self.smem, &off, false);
+                for (mi, a) in qa.iter().enumerate() {
+                    for half in 0..2usize {
+                        let at = (mi * kn + 2 * nj as usize + half) * 4;
+                        let pair = [b[2 * half].clone(), b[2 * half + 1].clone()];
+                        let out = mma(em, geo.dtype, a, &pair, &s[at..at + 4]);
+                        s[at..at + 4].clone_from_slice(&out);
+                    }
+                }
+            }
+        }
+
+        // The logits, then the online softmax per row.
+        let x = self.logits(em, tile, &kb, &s)?;
+        let (mut m_new, mut l_new) = (Vec::new(), Vec::new());
+        let mut p = x.clone();
+        for mi in 0..mt {
+            for h in 0..2usize {
+                let idx: Vec<usize> =
+                    (0..kn).flat_map(|ni| [(mi * kn + ni) * 4 + 2 * h, (mi * kn + ni) * 4 + 2 * h + 1]).collect();
+                let row: Vec<String> = idx.iter().map(|&i| x[i].clone()).collect();
+                let u = update(em, &row, &m_old[2 * mi + h], &l_old[2 * mi + h]);
+                for (&i, v) in idx.iter().zip(&u.p) {
+                    p[i] = v.clone();
+                }
+                for n in 0..on {
+                    for e in 0..2 {
+                        let at = (mi * on + n) * 4 + 2 * h + e;
+                        o[at] = em.f.v(format!("fmul float {}, {}", o[at], u.alpha));
+                    }
+                }
+                m_new.push(u.m);
+                l_new.push(u.l);
+            }
+        }
+
+        // O += P V, P packed from the accumulators (tiles 2 kk2 and 2 kk2 + 1 are the A fragment).
+        for kk2 in 0..geo.bc / 16 {
+            let mut pa = Vec::with_capacity(mt);
+            for mi in 0..mt {
+                let t0 = (mi * kn + 2 * kk2 as usize) * 4;
+                let t1 = t0 + 4;
+                let mut a = Vec::with_capacity(4);
+                for (lo, hi) in [(t0, t0 + 1), (t0 + 2, t0 + 3), (t1, t1 + 1), (t1 + 2, t1 + 3)] {
+                    a.push(pack(em, geo.dtype, &p[lo], &p[hi])?);
+                }
+                pa.push(a);
+            }
+            for nj in 0..geo.width / 16 {
+                let off = em.f.v(format!("add i32 {v_at}, {}", kk2 * 16 * geo.v_pitch() + nj * 32));
+                let b = ldmatrix_x4(em, &self.smem, &off, true);
+                for (mi, a) in pa.iter().enumerate() {
+                    for half in 0..2usize {
+                        let at = (mi * on + 2 * nj as usize + half) * 4;
+                        let pair = [b[2 * half].clone(), b[2 * half + 1].clone()];
+                        let out = mma(em, geo.dtype, a, &pair, &o[at..at + 4]);
+                        o[at..at + 4].clone_from_slice(&out);
+                    }
+                }
+            }
+        }
+
+        let bump = |em: &mut Em, v: &str| -> String {
+            let v1 = em.f.v(format!("add i32 {v}, 1"));
+            let wrap = em.f.v(format!("icmp eq i32 {v1}, {stages}"));
+            em.f.v(format!("select i1 {wrap}, i32 0, i32 {v1}"))
+        };
+        let rs_next = bump(em, &rs);
+        let ws_next = bump(em, &ws);
+        let mut next = o;
+        next.extend(m_new);
+        next.extend(l_new);
+        next.push(rs_next);
+        next.push(ws_next);
+        em.restore(saved);
+        em.f.loop_end(&kl, "1", &next);
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
+        // Every warp is done reading the ring (the next tile's copies and the staged output reuse it).
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        Ok(State { o: kl.accs[..n_o].to_vec(), l: kl.accs[n_o + 2 * mt..n_o + 4 * mt].to_vec() })
+    }
+
+    /// The logits `f(S)` (f32) of key block `kb` at every score accumulator: the scores rounded to
+    /// the product's dtype, then the graph's score function. In a block where the mask holds
+    /// everywhere ([`block_is_full`]: most blocks of a causal or windowed mask), the logits
+    /// before the mask ([`tcc_ir::attention::Mask::unmasked`]) without any comparison.
+    fn logits(&self, em: &mut Em, tile: &AttnTile, kb: &str, s: &[String]) -> Result<Vec<String>, PtxError> {
+        let geo = self.geo;
+        let a = &geo.ga.attention;
+        let scores = self.rounded_scores(em, s)?;
+        let ragged = !geo.t_len.is_multiple_of(u64::from(geo.bc));
+        let Some(inner) = a.mask.as_ref().and_then(|m| m.unmasked(em.g, a)) else {
+            return self.eval_logits(em, tile, kb, &scores, a.logits, ragged);
+        };
+        let full = block_is_full(em, geo, (&tile.qspan.0, &tile.qspan.1), kb);
+        let (yes, no, join) = (em.f.label("full"), em.f.label("masked"), em.f.label("logits"));
+        em.f.cond_br(&full, &yes, &no);
+        let saved = em.save();
+        em.f.start_block(&yes);
+        let unmasked = self.eval_logits(em, tile, kb, &scores, inner, false)?;
+        em.restore(saved.clone());
+        let from_yes = em.f.current_block();
+        em.f.br(&join);
+        em.f.start_block(&no);
+        let masked = self.eval_logits(em, tile, kb, &scores, a.logits, ragged)?;
+        em.restore(saved);
+        let from_no = em.f.current_block();
+        em.f.br(&join);
+        em.f.start_block(&join);
+        Ok(unmasked
+            .iter()
+            .zip(&masked)
+            .map(|(u, m)| em.f.v(format!("phi float [ {u}, %{from_yes} ], [ {m}, %{from_no} ]")))
+            .collect())
+    }
+
+    /// The score accumulators rounded to the scores' dtype (pairs of neighbours at once).
+    fn rounded_scores(&self, em: &mut Em, s: &[String]) -> Result<Vec<String>, PtxError> {
+        let dtype = em.dtype(self.geo.ga.attention.scores);
+        if !matches!(dtype, DType::F16 | DType::BF16) {
+            return s.iter().map(|v| math::round(&mut em.f, em.caps, dtype, v)).collect();
+        }
+        let mut out = Vec::with_capacity(s.len());
+        for pair in s.chunks(2) {
+            let [lo, hi] = round_pair(em, dtype, &pair[0], &pair[1])?;
+            out.extend([lo, hi]);
+        }
+        Ok(out)
+    }
+
+    /// Node `node` (the logits, or the logits before the mask) at every score accumulator, the
+    /// scores being `scores`, evaluated at the element's positions (clamped into the domain), as
+    /// f32; with `ragged`, `-inf` at keys past T.
+    fn eval_logits(
+        &self,
+        em: &mut Em,
+        tile: &AttnTile,
+        kb: &str,
+        scores: &[String],
+        node: NodeId,
+        ragged: bool,
+    ) -> Result<Vec<String>, PtxError> {
+        let geo = self.geo;
+        let a = &geo.ga.attention;
+        let kn = (geo.bc / 8) as usize;
+        let domain = em.dims(a.scores).to_vec();
+        let j0 = em.f.v(format!("mul i32 {kb}, {}", geo.bc));
+        let j0 = em.f.v(format!("add i32 {j0}, {}", self.t2));
+        let mut out = Vec::with_capacity(scores.len());
+        for mi in 0..geo.mt {
+            for ni in 0..kn {
+                for c in 0..4usize {
+                    let (_, ic) = &tile.rows[mi][c / 2];
+                    let j = em.f.v(format!("add i32 {j0}, {}", ni * 8 + c % 2));
+                    let jc = if ragged { clamp(em, &j, geo.t_len - 1) } else { j.clone() };
+                    let jc = em.widen(&jc);
+                    let mut multi = tile.batch.clone();
+                    multi.extend([ic.clone(), jc]);
+                    let flat = em.linearize(&multi, &domain);
+                    em.env.insert(a.scores, scores[(mi * kn + ni) * 4 + c].clone());
+                    let x = em.eval(node, &Ix { flat, multi: Some(multi), vec: None });
+                    em.env.remove(&a.scores);
+                    let mut x = x?;
+                    if ragged {
+                        let inside = em.f.v(format!("icmp ult i32 {j}, {}", geo.t_len));
+                        x = em.f.v(format!("select i1 {inside}, float {x}, float {}", math::fc(f32::NEG_INFINITY)));
+                    }
+                    out.push(x);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `O / l` per row, then the graph's epilogue on it through the staged tile (rows past S
+    /// are not stored).
+    fn finish(&self, em: &mut Em, tile: &AttnTile, state: &State) -> Result<(), PtxError> {
+        let geo = self.geo;
+        let a = &geo.ga.attention;
+        let on = (geo.width / 8) as usize;
+        let mut o = state.o.clone();
+        for mi in 0..geo.mt {
+            for h in 0..2usize {
+                let l = quad_sum(em, &state.l[2 * mi + h]);
+                for n in 0..on {
+                    for e in 0..2 {
+                        let at = (mi * on + n) * 4 + 2 * h + e;
+                        o[at] = em.f.v(format!("fdiv float {}, {l}", o[at]));
+                    }
+                }
+            }
+        }
+        let node: NodeId = a.normalized_output();
+        let frag = epilogue::mma_fragment(em, &self.lane, (&self.wrow, "0"), (geo.mt, on), &o);
+        let st = Staging { smem: &self.smem, base: 0, rows: geo.br, cols: geo.width, dtype: em.dtype(node) };
+        let out_dims = em.dims(node).to_vec();
+        let output =
+            Output { m: geo.s_len, n: u64::from(geo.width), node, batch_dims: &geo.batch_dims, out_dims: &out_dims };
+        let outs = [Out { node: em.g.outputs[0], dest: Src::Output(0) }];
+        let at = TileAt { row0: &tile.q0, col0: "0", bidx: &tile.bidx };
+        let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
+        epilogue::staged(em, &st, &output, &outs, &at, &frag, (&self.tid, geo.threads()), barrier)?;
+        // Every thread has read the staged tile before the next tile's copies overwrite it.
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        Ok(())
+    }
+}
+
+/// `v` (i32) clamped to at most `last`.
+fn clamp(em: &mut Em, v: &str, last: u64) -> String {
+    let over = em.f.v(format!("icmp ugt i32 {v}, {last}"));
+    em.f.v(format!("select i1 {over}, i32 {last}, i32 {v}"))
+}

@@ -1,0 +1,154 @@
+//! The GPU attention kernel: `softmax(f(q kᵀ)) v` ([`tcc_ir::attention::GpuAttention`]) in one
+//! entry with the FlashAttention-2 structure on `mma.sync` tensor cores (sm_80 and sm_90a alike).
+//!
+//! ```text
+//!  grid-stride over (query block, batch entry)        one block: `warps` warps x 16 or 32 query rows
+//!    Q block ──cp.async──▶ shared (rows padded) ──ldmatrix──▶ A fragments (per block, or kept)
+//!    key blocks lo..hi (the mask's live ones) through a `stages`-deep cp.async ring of K and V:
+//!      S = Q Kᵀ           mma.sync m16n8k16, K by ldmatrix
+//!      x = f(S)           the graph's score function per accumulator, positions known (expr.rs)
+//!      online softmax     row max by quad shuffles, p = 2^(x·log2e − m·log2e), α rescales O and l
+//!      O += P V           P packed from the accumulators (they are the A fragment), V by ldmatrix.trans
+//!    O / l ──staged epilogue (cast, residual: mma/epilogue.rs)──▶ output, rows past S dropped
+//! ```
+//!
+//! Semantics are the CPU kernel's (`loops/lower/attention.rs`) and the interpreter's: the scores
+//! are rounded to the product's dtype before `f`; keys past T weigh nothing; the running maximum
+//! is read as 0 while it is `-inf`, so a row whose every logit is `-inf` ends as `0 / 0` (NaN, as
+//! the written formula gives) and one whose logits are all a finite fill as the average of V. Key
+//! blocks the mask excludes everywhere are skipped only with a `-inf` fill
+//! ([`tcc_ir::attention::Mask::skips_blocks`]). K and V are read through the graph's views
+//! (grouped-query heads: the K/V head of each query head, never copied).
+//!
+//! The schedule ([`GpuAttentionSchedule`]) is decoded once by `GpuAttentionSchedule::effective`:
+//! one that does not fit the head dimensions runs as the default.
+
+mod blocks;
+mod kernel;
+mod operands;
+mod softmax;
+
+use tcc_ir::DType;
+use tcc_ir::attention::GpuAttention;
+use tcc_ir::schedule::GpuAttentionSchedule;
+
+use super::LaunchConfig;
+use super::error::PtxError;
+use super::expr::Em;
+use super::module::ModuleText;
+use super::stages::StageCx;
+
+/// The sizes of one attention kernel: its schedule, head dimensions, lengths and shared memory.
+pub(crate) struct Geometry {
+    /// The attention and its operands.
+    pub(crate) ga: GpuAttention,
+    /// The schedule it runs.
+    pub(crate) sched: GpuAttentionSchedule,
+    /// Queries (`Br`) and keys (`Bc`) per block.
+    pub(crate) br: u32,
+    pub(crate) bc: u32,
+    /// 16-row tiles of one warp.
+    pub(crate) mt: usize,
+    /// Query/key and value head dimensions.
+    pub(crate) depth: u32,
+    pub(crate) width: u32,
+    /// Queries (S) and keys (T).
+    pub(crate) s_len: u64,
+    pub(crate) t_len: u64,
+    /// The batch axes of the scores (every operand's batch broadcasts to them).
+    pub(crate) batch_dims: Vec<u64>,
+    /// The operands' element type (f16 or bf16).
+    pub(crate) dtype: DType,
+}
+
+impl Geometry {
+    /// Threads per block.
+    pub(crate) fn threads(&self) -> u32 {
+        32 * self.sched.warps
+    }
+
+    /// Bytes between rows of a query or key tile in shared memory: the row and 16 bytes of
+    /// padding, so that the 8 rows an `ldmatrix` phase reads start in distinct bank groups.
+    pub(crate) fn qk_pitch(&self) -> u32 {
+        self.depth * 2 + 16
+    }
+
+    /// Bytes between rows of a value tile.
+    pub(crate) fn v_pitch(&self) -> u32 {
+        self.width * 2 + 16
+    }
+
+    /// Bytes of the query block in shared memory (at offset 0).
+    pub(crate) fn q_bytes(&self) -> u32 {
+        self.br * self.qk_pitch()
+    }
+
+    /// Bytes of one key block.
+    pub(crate) fn k_bytes(&self) -> u32 {
+        self.bc * self.qk_pitch()
+    }
+
+    /// Bytes of one stage of the ring: a key block, then its value block.
+    pub(crate) fn stage_bytes(&self) -> u32 {
+        self.k_bytes() + self.bc * self.v_pitch()
+    }
+
+    /// Query blocks.
+    pub(crate) fn q_blocks(&self) -> u64 {
+        self.s_len.div_ceil(u64::from(self.br))
+    }
+
+    /// Key blocks.
+    pub(crate) fn k_blocks(&self) -> u64 {
+        self.t_len.div_ceil(u64::from(self.bc))
+    }
+
+    /// Batch entries.
+    pub(crate) fn batch(&self) -> u64 {
+        self.batch_dims.iter().product()
+    }
+}
+
+/// Lowers the kernel's graph (its attention) to one entry `name`; returns its launch.
+pub(crate) fn lower(cx: &StageCx, module: &mut ModuleText, name: &str) -> Result<LaunchConfig, PtxError> {
+    let invalid = |reason: &str| PtxError::InvalidGraph { kernel: cx.g.name.clone(), reason: reason.to_string() };
+    let ga = GpuAttention::find(cx.g).ok_or_else(|| invalid("not an attention the GPU kernel runs"))?;
+    let sched = GpuAttentionSchedule::effective(cx.schedule, ga.depth, ga.width, cx.caps.max_shared_optin_bytes);
+    let domain = cx.plan.dims[ga.attention.scores.index()].clone();
+    let r = domain.len();
+    if r < 2 {
+        return Err(invalid("attention scores of rank below 2"));
+    }
+    let dtype = cx.g.nodes[ga.queries.index()].ty.dtype;
+    let geo = Geometry {
+        sched,
+        br: sched.block[0],
+        bc: sched.block[1],
+        mt: (sched.rows_per_warp() / 16) as usize,
+        depth: ga.depth,
+        width: ga.width,
+        s_len: domain[r - 2],
+        t_len: domain[r - 1],
+        batch_dims: domain[..r - 2].to_vec(),
+        dtype,
+        ga,
+    };
+    if geo.s_len >= 1 << 31 || geo.t_len >= 1 << 31 || geo.q_blocks() * geo.batch() >= 1 << 31 {
+        return Err(PtxError::TooLarge { kernel: cx.g.name.clone(), what: "attention lengths of 2^31 or more".into() });
+    }
+    let smem_sym = format!("{name}_smem");
+    module.add_extern_shared(&smem_sym);
+    let mut em = Em::new(cx.g, cx.plan, cx.caps);
+    if geo.s_len > 0 && geo.batch() > 0 {
+        kernel::emit(&mut em, &geo, &format!("@{smem_sym}"))?;
+    }
+    module.add_kernel(name, cx.params, em.f, geo.threads());
+    Ok(LaunchConfig {
+        block_threads: geo.threads(),
+        max_blocks: (geo.q_blocks() * geo.batch()).max(1),
+        // Every (query block, batch entry) gets its own block; the hardware runs them in waves.
+        blocks_per_sm: cx.caps.max_blocks_per_sm,
+        shared_bytes: 0,
+        dynamic_shared_bytes: sched.shared_bytes(geo.depth, geo.width),
+    })
+}

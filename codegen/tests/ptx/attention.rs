@@ -1,0 +1,78 @@
+//! The GPU attention kernel assembled by ptxas for sm_80 and sm_90a: every schedule of the
+//! tuner's space at head dimensions 64 and 128 (and 32, 80), with every score form and mask,
+//! grouped-query heads, lengths off the blocks, f16 and bf16 — one `attention` entry each, no
+//! spills. Runs on a GPU are the runtime's `gpu-tests` (`runtime/tests/attention_gpu.rs`).
+
+use tcc_codegen::ptx::GpuArch;
+use tcc_ir::schedule::GpuAttentionSchedule;
+use tcc_ir::testing::attention::{AttentionCase, MaskForm, ScoreForm};
+use tcc_ir::{Bindings, DType, Kernel, KernelClass};
+
+use super::{check_kernel, kernel, lowerings};
+
+fn case(dtype: DType, head_dim: u64, score: ScoreForm, mask: MaskForm) -> AttentionCase {
+    AttentionCase {
+        batch: vec![2],
+        heads: 4,
+        kv_heads: 2,
+        dtype,
+        score,
+        mask,
+        ..AttentionCase::causal(200, 333, head_dim)
+    }
+}
+
+fn attention_kernel(c: &AttentionCase, schedule: GpuAttentionSchedule) -> Kernel {
+    let mut k = kernel("attn", KernelClass::Attention, c.graph().unwrap());
+    k.schedule = schedule.encode();
+    k
+}
+
+#[test]
+fn every_schedule_of_the_space_assembles_without_spills() {
+    let shared = GpuArch::Sm80.caps().max_shared_optin_bytes;
+    for head_dim in [64u64, 128] {
+        let space = GpuAttentionSchedule::space(head_dim as u32, head_dim as u32, shared);
+        assert!(space.len() >= 4, "head dim {head_dim}: {space:?}");
+        for s in space {
+            for dtype in [DType::F16, DType::BF16] {
+                let c = case(dtype, head_dim, ScoreForm::Plain, MaskForm::Causal);
+                for compiled in check_kernel(&attention_kernel(&c, s), &Bindings::new()) {
+                    assert_eq!(lowerings(&compiled), ["attention"], "{s:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_score_form_and_mask_assembles_with_the_default_schedule() {
+    let forms = [
+        (ScoreForm::Plain, MaskForm::None),
+        (ScoreForm::Plain, MaskForm::Window(100)),
+        (ScoreForm::Alibi(0.125), MaskForm::Causal),
+        (ScoreForm::SoftCap(30.0), MaskForm::None),
+        (ScoreForm::BiasTensor, MaskForm::Causal),
+        (ScoreForm::Plain, MaskForm::Tensor),
+    ];
+    for head_dim in [32u64, 80, 128] {
+        for (score, mask) in forms {
+            let c = case(DType::BF16, head_dim, score, mask);
+            let s = GpuAttentionSchedule::default_for(head_dim as u32, head_dim as u32, 163 * 1024);
+            for compiled in check_kernel(&attention_kernel(&c, s), &Bindings::new()) {
+                assert_eq!(lowerings(&compiled), ["attention"], "{c:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn f32_attention_and_other_head_dims_keep_the_generic_plan() {
+    for (dtype, head_dim) in [(DType::F32, 64u64), (DType::F16, 40)] {
+        let c = case(dtype, head_dim, ScoreForm::Plain, MaskForm::Causal);
+        let k = attention_kernel(&c, GpuAttentionSchedule::default_for(64, 64, 163 * 1024));
+        for compiled in check_kernel(&k, &Bindings::new()) {
+            assert!(!lowerings(&compiled).contains(&"attention"), "{c:?}");
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The GPU attention kernel on a CUDA device (feature `gpu-tests`) against the f64 interpreter:
+//! every schedule of the tuner's space at head dimensions 64 and 128, every score form and mask
+//! (causal, sliding window, ALiBi, soft cap, a bias tensor, a mask tensor) at head dimensions 32,
+//! 64, 80 and 128 in f16 and bf16, grouped-query heads, query and key lengths off the blocks
+//! and different from each other (more queries than keys too), one query, and rows whose every
+//! key is masked (NaN with a `-inf` fill, the average of V with a finite one). Each case checks
+//! that the kernel really is the `attention` lowering.
+
+#![cfg(feature = "gpu-tests")]
+
+use tcc_codegen::ptx;
+use tcc_ir::interp::{Tensor, run_graph};
+use tcc_ir::schedule::GpuAttentionSchedule;
+use tcc_ir::testing::attention::{AttentionCase, MaskForm, ScoreForm};
+use tcc_ir::testing::{Tolerance, compare_outputs, random_inputs};
+use tcc_ir::{Bindings, DType, KernelClass, Program};
+use tcc_runtime::HostTensor;
+
+use crate::common::whole;
+use crate::gemm::device;
+
+fn program(case: &AttentionCase, schedule: GpuAttentionSchedule) -> Program {
+    let g = case.graph().unwrap();
+    let mut p = whole(&g, KernelClass::Attention);
+    p.launches[0].kernel.schedule = schedule.encode();
+    p
+}
+
+fn tolerance(case: &AttentionCase) -> Tolerance {
+    // As the CPU kernel's: an online softmax sums in another order and rounds p to the operands'
+    // dtype unnormalized, where the formula rounds it normalized.
+    Tolerance::default().with_accumulation(case.kv_len.max(case.head_dim)).scaled(2.0)
+}
+
+fn check_with(case: &AttentionCase, inputs: &[Tensor], schedule: GpuAttentionSchedule) -> Result<(), String> {
+    let dev = device();
+    let p = program(case, schedule);
+    let lowering = ptx::emit_llvm_ir(&p.launches[0].kernel, &Bindings::new(), dev.info().arch)
+        .map_err(|e| e.to_string())?
+        .steps
+        .iter()
+        .map(|s| s.lowering)
+        .collect::<Vec<_>>();
+    if lowering != ["attention"] {
+        return Err(format!("lowered as {lowering:?}, not the attention kernel: {case:?}"));
+    }
+    let g = case.graph().map_err(|e| e.to_string())?;
+    let expected = run_graph(&g, inputs).map_err(|e| e.to_string())?;
+    let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+    let actual: Vec<Tensor> =
+        dev.run_program(&p, &host).map_err(|e| e.to_string())?.iter().map(HostTensor::to_interp).collect();
+    compare_outputs(&expected, &actual, &tolerance(case)).map_err(|e| format!("{schedule:?}: {e}\n{case:?}"))
+}
+
+fn check(case: &AttentionCase, seed: u64, schedule: GpuAttentionSchedule) -> Result<(), String> {
+    let g = case.graph().map_err(|e| e.to_string())?;
+    let inputs = random_inputs(&g, &Bindings::new(), seed).map_err(|e| e.to_string())?;
+    check_with(case, &inputs, schedule)
+}
+
+fn case(dtype: DType, head_dim: u64, (q_len, kv_len): (u64, u64), score: ScoreForm, mask: MaskForm) -> AttentionCase {
+    AttentionCase {
+        batch: vec![2],
+        heads: 4,
+        kv_heads: 2,
+        dtype,
+        score,
+        mask,
+        ..AttentionCase::causal(q_len, kv_len, head_dim)
+    }
+}
+
+fn shared() -> u32 {
+    device().info().arch.caps().max_shared_optin_bytes
+}
+
+/// Every failure of `cases`, each a line.
+fn all(results: impl IntoIterator<Item = Result<(), String>>) {
+    let failures: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn every_schedule_of_the_space_matches_the_interpreter() {
+    let mut results = Vec::new();
+    for head_dim in [64u64, 128] {
+        for s in GpuAttentionSchedule::space(head_dim as u32, head_dim as u32, shared()) {
+            for (lens, mask) in [((200, 333), MaskForm::Causal), ((130, 70), MaskForm::None)] {
+                let c = case(DType::F16, head_dim, lens, ScoreForm::Plain, mask);
+                results.push(check(&c, 1, s));
+            }
+        }
+    }
+    all(results);
+}
+
+#[test]
+fn every_score_form_and_mask_at_several_head_dims_and_both_dtypes() {
+    let forms = [
+        (ScoreForm::Plain, MaskForm::None),
+        (ScoreForm::Plain, MaskForm::Causal),
+        (ScoreForm::Plain, MaskForm::Window(37)),
+        (ScoreForm::Alibi(0.125), MaskForm::Causal),
+        (ScoreForm::SoftCap(30.0), MaskForm::None),
+        (ScoreForm::BiasTensor, MaskForm::Causal),
+        (ScoreForm::Plain, MaskForm::Tensor),
+    ];
+    let mut results = Vec::new();
+    for head_dim in [32u64, 64, 80, 128] {
+        for dtype in [DType::F16, DType::BF16] {
+            for (i, &(score, mask)) in forms.iter().enumerate() {
+                let c = case(dtype, head_dim, (77, 150), score, mask);
+                let s = GpuAttentionSchedule::default_for(head_dim as u32, head_dim as u32, shared());
+                results.push(check(&c, i as u64, s));
+            }
+        }
+    }
+    all(results);
+}
+
+#[test]
+fn more_queries_than_keys_one_query_and_grouped_heads() {
+    let s = GpuAttentionSchedule::default_for(128, 128, shared());
+    let mut results = Vec::new();
+    // Causal with 150 queries over 70 keys: the first 80 rows see no key (NaN).
+    results.push(check(&case(DType::F16, 128, (150, 70), ScoreForm::Plain, MaskForm::Causal), 3, s));
+    results.push(check(&case(DType::BF16, 128, (1, 1000), ScoreForm::Plain, MaskForm::Causal), 4, s));
+    let gqa =
+        AttentionCase { heads: 8, kv_heads: 2, ..case(DType::F16, 64, (129, 257), ScoreForm::Plain, MaskForm::Causal) };
+    results.push(check(&gqa, 5, s));
+    let mqa = AttentionCase { heads: 4, kv_heads: 1, batch: vec![], ..gqa.clone() };
+    results.push(check(&mqa, 6, s));
+    all(results);
+}
+
+#[test]
+fn rows_whose_every_key_is_masked_are_nan_with_minus_inf_and_an_average_with_a_finite_fill() {
+    let s = GpuAttentionSchedule::default_for(64, 64, shared());
+    let mut results = Vec::new();
+    for fill in [f64::NEG_INFINITY, -10000.0] {
+        let c = AttentionCase { fill, ..case(DType::F16, 64, (70, 140), ScoreForm::Plain, MaskForm::Tensor) };
+        let g = c.graph().unwrap();
+        let mut inputs = random_inputs(&g, &Bindings::new(), 3).unwrap();
+        // keep[S, T]: rows 0 and 65 keep nothing, the others every key from 100 on.
+        let keep = inputs.last_mut().unwrap();
+        for (i, x) in keep.data.iter_mut().enumerate() {
+            let (row, col) = (i / 140, i % 140);
+            *x = if row == 0 || row == 65 || col < 100 { 0.0 } else { 1.0 };
+        }
+        let expected = run_graph(&g, &inputs).unwrap();
+        let nan = expected[0].data.iter().filter(|x| x.is_nan()).count();
+        assert_eq!(nan > 0, fill.is_infinite(), "the written formula's NaN rows");
+        results.push(check_with(&c, &inputs, s));
+    }
+    all(results);
+}
+
+/// Times every schedule of the space on the suite's d128 shapes (b8 h16 s4096 f16, plain and
+/// causal; run with `--ignored --nocapture`), printing `SWEEP` lines, and checks that each
+/// schedule's output equals the default schedule's within the tolerance.
+#[test]
+#[ignore]
+fn time_every_schedule_on_the_suite_shapes() {
+    let dev = device();
+    let opts = tcc_runtime::cuda::TimingOptions::default();
+    for mask in [MaskForm::None, MaskForm::Causal] {
+        let c = AttentionCase {
+            batch: vec![8],
+            heads: 16,
+            kv_heads: 16,
+            dtype: DType::F16,
+            mask,
+            ..AttentionCase::causal(4096, 4096, 128)
+        };
+        let g = c.graph().unwrap();
+        let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
+        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+        let default = GpuAttentionSchedule::default_for(128, 128, shared());
+        let reference = dev.run_program(&program(&c, default), &host).unwrap()[0].to_interp();
+        for s in GpuAttentionSchedule::space(128, 128, shared()) {
+            let p = program(&c, s);
+            let t = dev.time_program(&p, &host, opts).unwrap();
+            let out = dev.run_program(&p, &host).unwrap()[0].to_interp();
+            compare_outputs(std::slice::from_ref(&reference), &[out], &tolerance(&c)).unwrap();
+            println!("SWEEP {mask:?} {s:?} median_ms={:.4}", t.median_ms);
+        }
+    }
+}
