@@ -113,7 +113,7 @@ impl Geometry {
 pub(crate) fn lower(cx: &StageCx, module: &mut ModuleText, name: &str) -> Result<LaunchConfig, PtxError> {
     let invalid = |reason: &str| PtxError::InvalidGraph { kernel: cx.g.name.clone(), reason: reason.to_string() };
     let ga = GpuAttention::find(cx.g).ok_or_else(|| invalid("not an attention the GPU kernel runs"))?;
-    let sched = GpuAttentionSchedule::effective(cx.schedule, ga.depth, ga.width, cx.caps.max_shared_optin_bytes);
+    let sched = GpuAttentionSchedule::effective(cx.schedule, &ga.shape(), cx.caps.max_shared_optin_bytes);
     let domain = cx.plan.dims[ga.attention.scores.index()].clone();
     let r = domain.len();
     if r < 2 {
