@@ -101,8 +101,8 @@ struct AttnTile {
     hi: String,
     /// The block's query rows, first and last (i64, clamped to S - 1).
     qspan: (String, String),
-    /// Per 16-row tile and half: the row's position (i32) and, clamped to `S - 1`, in the index type.
-    rows: Vec<[(String, String); 2]>,
+    /// Per 16-row tile and half: this lane's row position clamped to `S - 1`, in the index type.
+    rows: Vec<[String; 2]>,
 }
 
 /// The running state after the key loop: output accumulators, row maxima and lane sums.
@@ -188,15 +188,13 @@ impl<'g> AttnKernel<'g> {
         let base = em.f.v(format!("add i32 {q0}, {}", self.wrow));
         let base = em.f.v(format!("add i32 {base}, {}", self.g4));
         let mut positions = Vec::with_capacity(geo.mt);
-        for mi in 0..geo.mt {
-            let mut pair = Vec::with_capacity(2);
-            for h in 0..2u32 {
-                let i = em.f.v(format!("add i32 {base}, {}", mi as u32 * 16 + h * 8));
+        for mi in 0..geo.mt as u32 {
+            let mut at = |h: u32| {
+                let i = em.f.v(format!("add i32 {base}, {}", mi * 16 + h * 8));
                 let ic = clamp(em, &i, geo.s_len - 1);
-                let ic = em.widen(&ic);
-                pair.push((i, ic));
-            }
-            positions.push([pair[0].clone(), pair[1].clone()]);
+                em.widen(&ic)
+            };
+            positions.push([at(0), at(1)]);
         }
         Ok(AttnTile { q0, bidx, batch, q, k, v, lo, hi, qspan, rows: positions })
     }
@@ -490,7 +488,7 @@ impl<'g> AttnKernel<'g> {
         for mi in 0..geo.mt {
             for ni in 0..kn {
                 for c in 0..4usize {
-                    let (_, ic) = &tile.rows[mi][c / 2];
+                    let ic = &tile.rows[mi][c / 2];
                     let j = em.f.v(format!("add i32 {j0}, {}", ni * 8 + c % 2));
                     let jc = if ragged { clamp(em, &j, geo.t_len - 1) } else { j.clone() };
                     let jc = em.widen(&jc);

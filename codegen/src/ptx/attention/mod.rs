@@ -44,16 +44,19 @@ pub(crate) struct Geometry {
     pub(crate) ga: GpuAttention,
     /// The schedule it runs.
     pub(crate) sched: GpuAttentionSchedule,
-    /// Queries (`Br`) and keys (`Bc`) per block.
+    /// Queries per block (`Br`).
     pub(crate) br: u32,
+    /// Keys per block (`Bc`).
     pub(crate) bc: u32,
     /// 16-row tiles of one warp.
     pub(crate) mt: usize,
-    /// Query/key and value head dimensions.
+    /// The query/key head dimension.
     pub(crate) depth: u32,
+    /// The value head dimension.
     pub(crate) width: u32,
-    /// Queries (S) and keys (T).
+    /// Queries (S).
     pub(crate) s_len: u64,
+    /// Keys (T).
     pub(crate) t_len: u64,
     /// The batch axes of the scores (every operand's batch broadcasts to them).
     pub(crate) batch_dims: Vec<u64>,
