@@ -39,7 +39,7 @@ pub(crate) fn emit(em: &mut Em, geo: &Geometry, smem: &str) -> Result<(), PtxErr
 /// One thread's share of copying a tile of `rows` rows of `chunks` 16-byte chunks (padded rows
 /// of `pitch` bytes): `rows / (threads / chunks)` passes over rows `r0 + pass * step`, always
 /// the chunk `c0` (threads is a multiple of `chunks`), guarded when the last pass is partial.
-struct Copy {
+struct CopyShare {
     rows: u32,
     step: u32,
     passes: u32,
@@ -49,12 +49,12 @@ struct Copy {
     c0: String,
 }
 
-impl Copy {
-    fn new(em: &mut Em, tid: &str, rows: u32, chunks: u32, pitch: u32, threads: u32) -> Copy {
+impl CopyShare {
+    fn new(em: &mut Em, tid: &str, rows: u32, chunks: u32, pitch: u32, threads: u32) -> CopyShare {
         let step = threads / chunks;
         let r0 = em.f.v(format!("udiv i32 {tid}, {chunks}"));
         let c0 = em.f.v(format!("urem i32 {tid}, {chunks}"));
-        Copy { rows, step, passes: rows.div_ceil(step), pitch, r0, c0 }
+        CopyShare { rows, step, passes: rows.div_ceil(step), pitch, r0, c0 }
     }
 }
 
@@ -78,9 +78,9 @@ struct AttnKernel<'g> {
     /// The lane's row (`lane / 4`) and column pair (`2 (lane % 4)`) in an accumulator tile.
     g4: String,
     t2: String,
-    q_copy: Copy,
-    k_copy: Copy,
-    v_copy: Copy,
+    q_copy: CopyShare,
+    k_copy: CopyShare,
+    v_copy: CopyShare,
     /// This lane's `ldmatrix` byte offsets in the query, key and value tiles (k16 step, 16-row
     /// tile and 16-column group 0); the others are constant bytes further.
     q_lane: String,
@@ -105,13 +105,14 @@ struct AttnTile {
     rows: Vec<[String; 2]>,
 }
 
-/// The running state after the key loop: output accumulators, row maxima and lane sums.
+/// The running state after the key loop: the output accumulators and this lane's row sums.
 struct State {
     o: Vec<String>,
     l: Vec<String>,
 }
 
 impl<'g> AttnKernel<'g> {
+    /// The thread's ids, copy shares and `ldmatrix` lane offsets (all loop invariant).
     fn prologue(em: &mut Em, geo: &'g Geometry, smem: &str) -> AttnKernel<'g> {
         let threads = geo.threads();
         let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
@@ -125,9 +126,9 @@ impl<'g> AttnKernel<'g> {
         let t2 = em.f.v(format!("shl i32 {t4}, 1"));
         let (qc, vc) = (geo.depth / 8, geo.width / 8);
         let (qp, vp) = (geo.qk_pitch(), geo.v_pitch());
-        let q_copy = Copy::new(em, &tid, geo.br, qc, qp, threads);
-        let k_copy = Copy::new(em, &tid, geo.bc, qc, qp, threads);
-        let v_copy = Copy::new(em, &tid, geo.bc, vc, vp, threads);
+        let q_copy = CopyShare::new(em, &tid, geo.br, qc, qp, threads);
+        let k_copy = CopyShare::new(em, &tid, geo.bc, qc, qp, threads);
+        let v_copy = CopyShare::new(em, &tid, geo.bc, vc, vp, threads);
         let l16 = em.f.v(format!("and i32 {lane}, 15"));
         let hi = em.f.v(format!("lshr i32 {lane}, 4"));
         let hi16 = em.f.v(format!("shl i32 {hi}, 4"));
@@ -203,7 +204,7 @@ impl<'g> AttnKernel<'g> {
     /// `sbase` + `sbase_dyn` (an i32 value) by this thread's share `plan`.
     // Reason: one copy's source, destination and extent, from its two callers.
     #[allow(clippy::too_many_arguments)]
-    fn copy(&self, em: &mut Em, plan: &Copy, src: &Rows, first: &str, len: u64, sbase: u32, sbase_dyn: &str) {
+    fn copy(&self, em: &mut Em, plan: &CopyShare, src: &Rows, first: &str, len: u64, sbase: u32, sbase_dyn: &str) {
         let row = em.f.v(format!("add i32 {first}, {}", plan.r0));
         let r64 = em.f.v(format!("zext i32 {row} to i64"));
         let ro = em.f.v(format!("mul i64 {r64}, {}", src.ld));
