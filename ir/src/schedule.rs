@@ -218,7 +218,7 @@ pub struct AttentionShape {
 }
 
 /// Registers per thread the attention kernel's estimate may reach ([`GpuAttentionSchedule::registers`]).
-const ATTENTION_REGISTER_BUDGET: u32 = 200;
+const ATTENTION_REGISTER_BUDGET: u32 = 224;
 
 impl GpuAttentionSchedule {
     /// Query rows of one warp.
@@ -273,15 +273,17 @@ impl GpuAttentionSchedule {
     }
 
     /// A rough count of a thread's registers with a score function that reads no tensor: the
-    /// output accumulators (`width / 2` per 16-row tile), about one per key of the block per tile
-    /// for the scores, their probabilities and the logits' temporaries, the query fragments when
-    /// kept, and a reserve for addresses and statistics. Fitted to ptxas 12.9 on sm_80 and sm_90a
-    /// (e.g. 184 at d128 with 128x64 blocks of 8 warps, 235-253 at d64 with 4 warps, 254 and
-    /// spills at d128 with 64x128 blocks).
+    /// output accumulators (`width / 2` per 16-row tile), about one per key of the block for the
+    /// scores, their probabilities and the logits' temporaries (half as much again for a second
+    /// 16-row tile), the query fragments when kept, and a reserve for addresses and statistics.
+    /// Fitted to ptxas 12.9 on sm_80 and sm_90a, worst of a causal, a plain and a soft-capped
+    /// score function (estimate, measured): 64x64 on 4 warps 184, 203 at d128; 128x64 on 4 warps
+    /// 216, 238 at d64 and 248, 255 with spills at d96; 128x32 on 4 warps 216, 245 at d112 and
+    /// 232, 255 with spills at d128; 64x128 on 4 warps 224, 242 at d80 and 232, 255 at d96.
     pub fn registers(&self, depth: u32, width: u32) -> u32 {
         let tiles = self.rows_per_warp() / 16;
         let queries = if self.queries_in_registers(depth) { depth / 4 } else { 0 };
-        tiles * (width / 2 + self.block[1]) + queries + 56
+        tiles * width / 2 + self.block[1] * (tiles + 1) / 2 + queries + 56
     }
 
     /// Whether the kernel runs this schedule for `shape` on a target with `shared` bytes of shared
@@ -296,9 +298,10 @@ impl GpuAttentionSchedule {
             && (shape.score_reads == 0 || lean)
     }
 
-    /// The default for `shape`: the first of [`Self::space`], 64 queries by 64 keys on 4 warps
-    /// with 2 stages where it fits (measured fastest of the space on an H100 at d128, plain and
-    /// causal: BENCHMARKS.md, session 11), else 128 by 64 on 8 warps.
+    /// The default for `shape`: the first of [`Self::space`]: 128 queries by 64 keys on 4 warps
+    /// (32 rows each, FlashAttention-2's layout) with 2 stages where it fits (head dimensions up
+    /// to 64), else 64 by 64 on 4 warps (measured fastest of the space on an H100 at d128, plain
+    /// and causal: BENCHMARKS.md, session 11), else 128 by 64 on 8 warps.
     pub fn default_for(shape: &AttentionShape, shared: u32) -> GpuAttentionSchedule {
         GpuAttentionSchedule::space(shape, shared).first().copied().unwrap_or(GpuAttentionSchedule {
             block: [128, 64],
@@ -319,7 +322,7 @@ impl GpuAttentionSchedule {
     /// candidate fits.
     pub fn space(shape: &AttentionShape, shared: u32) -> Vec<GpuAttentionSchedule> {
         let mut out = Vec::new();
-        for (br, bc, warps) in [(64, 64, 4), (128, 64, 8), (128, 64, 4), (128, 128, 8), (64, 128, 4), (128, 32, 4)] {
+        for (br, bc, warps) in [(128, 64, 4), (64, 64, 4), (128, 64, 8), (128, 128, 8), (64, 128, 4), (128, 32, 4)] {
             for stages in [2, 3] {
                 let a = GpuAttentionSchedule { block: [br, bc], warps, stages };
                 if a.fits(shape, shared) {

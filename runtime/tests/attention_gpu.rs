@@ -174,22 +174,25 @@ fn rows_whose_every_key_is_masked_are_nan_with_minus_inf_and_an_average_with_a_f
     all(results);
 }
 
-/// Times every schedule of the space on the suite's d128 shapes (b8 h16 s4096 f16, plain and
-/// causal; run with `--ignored --nocapture`), printing `SWEEP` lines, and checks that each
-/// schedule's output equals the default schedule's within the tolerance.
+/// Times every schedule of the space on the suite's shapes (b8 h16 s4096 d128 f16, plain and
+/// causal; b16 h16 s2048 d64 f16, plain; run with `--ignored --nocapture`), printing `SWEEP`
+/// lines, and checks that each schedule's output equals the default schedule's within the
+/// tolerance.
 #[test]
 #[ignore]
 fn time_every_schedule_on_the_suite_shapes() {
     let dev = device();
     let opts = tcc_runtime::cuda::TimingOptions::default();
-    for mask in [MaskForm::None, MaskForm::Causal] {
+    for (batch, len, head_dim, mask) in
+        [(8, 4096, 128, MaskForm::None), (8, 4096, 128, MaskForm::Causal), (16, 2048, 64, MaskForm::None)]
+    {
         let c = AttentionCase {
-            batch: vec![8],
+            batch: vec![batch],
             heads: 16,
             kv_heads: 16,
             dtype: DType::F16,
             mask,
-            ..AttentionCase::causal(4096, 4096, 128)
+            ..AttentionCase::causal(len, len, head_dim)
         };
         let g = c.graph().unwrap();
         let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
@@ -200,7 +203,7 @@ fn time_every_schedule_on_the_suite_shapes() {
             let t = dev.time_program(&p, &host, opts).unwrap();
             let out = dev.run_program(&p, &host).unwrap()[0].to_interp();
             compare_outputs(std::slice::from_ref(&reference), &[out], &tolerance(&c)).unwrap();
-            println!("SWEEP {mask:?} {s:?} median_ms={:.4}", t.median_ms);
+            println!("SWEEP d{head_dim} {mask:?} {s:?} median_ms={:.4}", t.median_ms);
         }
     }
 }
