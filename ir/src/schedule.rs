@@ -298,10 +298,10 @@ impl GpuAttentionSchedule {
             && (shape.score_reads == 0 || lean)
     }
 
-    /// The default for `shape`: the first of [`Self::space`]: 128 queries by 64 keys on 4 warps
-    /// (32 rows each, FlashAttention-2's layout) with 2 stages where it fits (head dimensions up
-    /// to 64), else 64 by 64 on 4 warps (measured fastest of the space on an H100 at d128, plain
-    /// and causal: BENCHMARKS.md, session 11), else 128 by 64 on 8 warps.
+    /// The default for `shape`: the first of [`Self::space`], 64 queries by 64 keys on 4 warps
+    /// with 2 stages where it fits (measured fastest of the space on an H100 at d128, plain and
+    /// causal: BENCHMARKS.md, session 11; 128 by 64 on 4 warps, 32 rows each, is in the space up
+    /// to d64 but was not timed), else 128 by 64 on 8 warps.
     pub fn default_for(shape: &AttentionShape, shared: u32) -> GpuAttentionSchedule {
         GpuAttentionSchedule::space(shape, shared).first().copied().unwrap_or(GpuAttentionSchedule {
             block: [128, 64],
@@ -322,7 +322,7 @@ impl GpuAttentionSchedule {
     /// candidate fits.
     pub fn space(shape: &AttentionShape, shared: u32) -> Vec<GpuAttentionSchedule> {
         let mut out = Vec::new();
-        for (br, bc, warps) in [(128, 64, 4), (64, 64, 4), (128, 64, 8), (128, 128, 8), (64, 128, 4), (128, 32, 4)] {
+        for (br, bc, warps) in [(64, 64, 4), (128, 64, 8), (128, 64, 4), (128, 128, 8), (64, 128, 4), (128, 32, 4)] {
             for stages in [2, 3] {
                 let a = GpuAttentionSchedule { block: [br, bc], warps, stages };
                 if a.fits(shape, shared) {
