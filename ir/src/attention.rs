@@ -496,9 +496,16 @@ pub struct GpuAttention {
     pub depth: u32,
     /// The value head dimension.
     pub width: u32,
+    /// Tensors the score function reads (a bias or a mask passed as data).
+    pub score_reads: u32,
 }
 
 impl GpuAttention {
+    /// What its schedule must fit.
+    pub fn shape(&self) -> crate::schedule::AttentionShape {
+        crate::schedule::AttentionShape { depth: self.depth, width: self.width, score_reads: self.score_reads }
+    }
+
     /// The attention of `g` when the GPU kernel runs it: f16 or bf16 queries, keys, values and
     /// probabilities (f32 accumulation); head dimensions known, multiples of 16 and at most
     /// [`GPU_MAX_HEAD_DIM`]; and each operand a view of a parameter (permutes, broadcasts and
@@ -527,14 +534,34 @@ impl GpuAttention {
         let rows_in_memory = row_view(g, queries, rank(queries).checked_sub(2)?, rank(queries) - 1)
             && row_view(g, keys, rank(keys).checked_sub(1)?, rank(keys) - 2)
             && row_view(g, values, rank(values).checked_sub(2)?, rank(values) - 1);
-        rows_in_memory.then_some(GpuAttention { attention, queries, keys, values, depth, width })
+        let score_reads = score_reads(g, &attention);
+        rows_in_memory.then_some(GpuAttention { attention, queries, keys, values, depth, width, score_reads })
     }
 }
 
-/// The head dimensions (depth, width) of `g`'s attention when the GPU kernel runs it
-/// ([`GpuAttention::find`]).
-pub fn gpu_head_dims(g: &Graph) -> Option<[u32; 2]> {
-    GpuAttention::find(g).map(|a| [a.depth, a.width])
+/// The parameters the score function reads: inputs upstream of the logits but not of the scores.
+fn score_reads(g: &Graph, a: &Attention) -> u32 {
+    let mut upstream = vec![false; g.nodes.len()];
+    if let Some(u) = upstream.get_mut(a.logits.index()) {
+        *u = true;
+    }
+    let mut reads = 0;
+    for i in (0..=a.logits.index().min(g.nodes.len().saturating_sub(1))).rev() {
+        if !upstream[i] || i == a.scores.index() {
+            continue;
+        }
+        match &g.nodes[i].op {
+            Op::Input { .. } => reads += 1,
+            op => {
+                for o in op.operands() {
+                    if let Some(u) = upstream.get_mut(o.index()) {
+                        *u = true;
+                    }
+                }
+            }
+        }
+    }
+    reads
 }
 
 /// Whether `n`, read along axis `row` (positions) and axis `head` (the head dimension), is a view

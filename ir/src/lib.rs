@@ -31,6 +31,8 @@ pub use graph::{BuildError, Graph, Module, Node, Param};
 pub use infer::TypeError;
 pub use op::{BinaryOp, CompareOp, NodeId, Op, ReduceOp, TensorType, UnaryOp};
 pub use program::{Kernel, KernelClass, Launch, Program, Schedule, ScheduleSource, Tier, ValueRef};
-pub use schedule::{CODEGEN_VERSION, GpuAttentionSchedule, SCHEDULE_FORMAT, ScheduleKind, SimtTiles, WgmmaSchedule};
+pub use schedule::{
+    AttentionShape, CODEGEN_VERSION, GpuAttentionSchedule, SCHEDULE_FORMAT, ScheduleKind, SimtTiles, WgmmaSchedule,
+};
 pub use shape::{Bindings, Dim, Shape};
 pub use target::{CpuTier, GpuArch, Target, TargetSpec};

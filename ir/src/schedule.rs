@@ -205,8 +205,20 @@ pub struct GpuAttentionSchedule {
     pub stages: u32,
 }
 
+/// What an attention's schedule must fit: its head dimensions and how many tensors its score
+/// function reads per score (a bias or a mask passed as data; each costs registers per score).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionShape {
+    /// The query/key head dimension.
+    pub depth: u32,
+    /// The value head dimension.
+    pub width: u32,
+    /// Tensors the score function reads.
+    pub score_reads: u32,
+}
+
 /// Registers per thread the attention kernel's estimate may reach ([`GpuAttentionSchedule::registers`]).
-const ATTENTION_REGISTER_BUDGET: u32 = 200;
+const ATTENTION_REGISTER_BUDGET: u32 = 224;
 
 impl GpuAttentionSchedule {
     /// Query rows of one warp.
@@ -227,7 +239,7 @@ impl GpuAttentionSchedule {
     }
 
     /// The attention schedule `s` encodes, or why it encodes none (the encoding only: whether it
-    /// fits a head dimension is [`GpuAttentionSchedule::fits`]).
+    /// fits an attention is [`GpuAttentionSchedule::fits`]).
     pub fn decode(s: &Schedule) -> Result<GpuAttentionSchedule, String> {
         let a = GpuAttentionSchedule { block: [s.tile_m, s.tile_n], warps: s.warps, stages: s.stages };
         if !matches!(a.warps, 1 | 2 | 4 | 8) {
@@ -260,29 +272,38 @@ impl GpuAttentionSchedule {
         self.rows_per_warp() == 16 && depth <= 64
     }
 
-    /// A rough count of a thread's registers with a plain score function: the output
-    /// accumulators (`width / 2` per 16-row tile), about one per key of the block per tile for
-    /// the scores, their probabilities and the logits' temporaries, the query fragments when kept,
-    /// and a reserve for addresses and statistics. Fitted to ptxas 12.9 on sm_80 and sm_90a (e.g.
-    /// 184 at d128 with 128x64 blocks of 8 warps, 235-253 at d64 with 4 warps, 254 and spills at
-    /// d128 with 64x128 blocks); a score function that reads a tensor adds about 50.
+    /// A rough count of a thread's registers with a score function that reads no tensor: the
+    /// output accumulators (`width / 2` per 16-row tile), about one per key of the block for the
+    /// scores, their probabilities and the logits' temporaries (half as much again for a second
+    /// 16-row tile), the query fragments when kept, and a reserve for addresses and statistics.
+    /// Fitted to ptxas 12.9 on sm_80 and sm_90a, worst of a causal, a plain and a soft-capped
+    /// score function (estimate, measured): 64x64 on 4 warps 184, 203 at d128; 128x64 on 4 warps
+    /// 216, 238 at d64 and 248, 255 with spills at d96; 128x32 on 4 warps 216, 245 at d112 and
+    /// 232, 255 with spills at d128; 64x128 on 4 warps 224, 242 at d80 and 232, 255 at d96.
     pub fn registers(&self, depth: u32, width: u32) -> u32 {
         let tiles = self.rows_per_warp() / 16;
         let queries = if self.queries_in_registers(depth) { depth / 4 } else { 0 };
-        tiles * (width / 2 + self.block[1]) + queries + 56
+        tiles * width / 2 + self.block[1] * (tiles + 1) / 2 + queries + 56
     }
 
-    /// Whether the kernel runs this schedule for head dimensions `depth` and `width` on a target
-    /// with `shared` bytes of shared memory per block, without spilling registers.
-    pub fn fits(&self, depth: u32, width: u32, shared: u32) -> bool {
-        self.shared_bytes(depth, width) <= shared && self.registers(depth, width) <= ATTENTION_REGISTER_BUDGET
+    /// Whether the kernel runs this schedule for `shape` on a target with `shared` bytes of shared
+    /// memory per block, without spilling registers. A score function that reads tensors loads
+    /// each score's elements separately (ptxas: 240-255 registers at every head dimension): it
+    /// runs only 16 rows per warp, 64 keys and 2 stages (no spills at any head dimension up to
+    /// 128; 32 rows per warp, 128 keys or 3 stages spilled at some).
+    pub fn fits(&self, shape: &AttentionShape, shared: u32) -> bool {
+        let lean = self.rows_per_warp() == 16 && self.block[1] == 64 && self.stages == 2;
+        self.shared_bytes(shape.depth, shape.width) <= shared
+            && self.registers(shape.depth, shape.width) <= ATTENTION_REGISTER_BUDGET
+            && (shape.score_reads == 0 || lean)
     }
 
-    /// The default for head dimensions `depth` and `width`: the first of [`Self::space`], 64
-    /// queries by 64 keys on 4 warps with 2 stages where it fits (measured fastest of the space on
-    /// an H100 at d128, plain and causal: BENCHMARKS.md, session 11), else 128 by 64 on 8 warps.
-    pub fn default_for(depth: u32, width: u32, shared: u32) -> GpuAttentionSchedule {
-        GpuAttentionSchedule::space(depth, width, shared).first().copied().unwrap_or(GpuAttentionSchedule {
+    /// The default for `shape`: the first of [`Self::space`], 64 queries by 64 keys on 4 warps
+    /// with 2 stages where it fits (measured fastest of the space on an H100 at d128, plain and
+    /// causal: BENCHMARKS.md, session 11; 128 by 64 on 4 warps, 32 rows each, is in the space up
+    /// to d64 but was not timed), else 128 by 64 on 8 warps.
+    pub fn default_for(shape: &AttentionShape, shared: u32) -> GpuAttentionSchedule {
+        GpuAttentionSchedule::space(shape, shared).first().copied().unwrap_or(GpuAttentionSchedule {
             block: [128, 64],
             warps: 8,
             stages: 2,
@@ -290,21 +311,21 @@ impl GpuAttentionSchedule {
     }
 
     /// The schedule the kernel runs for `s`: its own when it decodes and fits, else the default.
-    pub fn effective(s: &Schedule, depth: u32, width: u32, shared: u32) -> GpuAttentionSchedule {
+    pub fn effective(s: &Schedule, shape: &AttentionShape, shared: u32) -> GpuAttentionSchedule {
         match GpuAttentionSchedule::decode(s) {
-            Ok(a) if a.fits(depth, width, shared) => a,
-            _ => GpuAttentionSchedule::default_for(depth, width, shared),
+            Ok(a) if a.fits(shape, shared) => a,
+            _ => GpuAttentionSchedule::default_for(shape, shared),
         }
     }
 
-    /// The tuner's space for head dimensions `depth` and `width`, best first (as measured on an
-    /// H100 where measured): every candidate fits.
-    pub fn space(depth: u32, width: u32, shared: u32) -> Vec<GpuAttentionSchedule> {
+    /// The tuner's space for `shape`, best first (as measured on an H100 where measured): every
+    /// candidate fits.
+    pub fn space(shape: &AttentionShape, shared: u32) -> Vec<GpuAttentionSchedule> {
         let mut out = Vec::new();
         for (br, bc, warps) in [(64, 64, 4), (128, 64, 8), (128, 64, 4), (128, 128, 8), (64, 128, 4), (128, 32, 4)] {
             for stages in [2, 3] {
                 let a = GpuAttentionSchedule { block: [br, bc], warps, stages };
-                if a.fits(depth, width, shared) {
+                if a.fits(shape, shared) {
                     out.push(a);
                 }
             }
@@ -364,7 +385,7 @@ pub enum ScheduleKind {
     },
     /// A warpgroup (wgmma) GEMM (sm_90a).
     Wgmma(WgmmaSchedule),
-    /// The GPU attention kernel (an attention body it runs: [`crate::attention::gpu_head_dims`]).
+    /// The GPU attention kernel (an attention body it runs: [`crate::attention::GpuAttention`]).
     GpuAttention(GpuAttentionSchedule),
 }
 
@@ -414,10 +435,12 @@ impl Kernel {
             Target::Gpu(arch) if self.class == KernelClass::Attention => {
                 let caps = arch.caps();
                 let tensor_cores = caps.has(Feature::MmaM16N8K16) && caps.has(Feature::CpAsync);
-                match crate::attention::gpu_head_dims(&self.graph) {
-                    Some([depth, width]) if tensor_cores => ScheduleKind::GpuAttention(
-                        GpuAttentionSchedule::effective(s, depth, width, caps.max_shared_optin_bytes),
-                    ),
+                match crate::attention::GpuAttention::find(&self.graph) {
+                    Some(a) if tensor_cores => ScheduleKind::GpuAttention(GpuAttentionSchedule::effective(
+                        s,
+                        &a.shape(),
+                        caps.max_shared_optin_bytes,
+                    )),
                     _ => ScheduleKind::GpuFixed,
                 }
             }

@@ -223,8 +223,8 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
             // kernel's default (measured fastest), and the tuner measures the others.
             Some(a) => {
                 let shared = target.shared_memory_per_block;
-                let runs = GpuAttentionSchedule::effective(schedule, a.depth, a.width, shared);
-                if runs != GpuAttentionSchedule::default_for(a.depth, a.width, shared) {
+                let runs = GpuAttentionSchedule::effective(schedule, &a.shape(), shared);
+                if runs != GpuAttentionSchedule::default_for(&a.shape(), shared) {
                     seconds *= NOT_DEFAULT_FACTOR;
                 }
             }

@@ -270,10 +270,11 @@ pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec
             }
         }
         (KernelClass::Attention, true) => {
-            // The attention kernel's space for the body's head dimensions (each fits).
-            let dims = body.to_graph("attention").ok().and_then(|g| tcc_ir::attention::gpu_head_dims(&g));
-            if let Some([depth, width]) = dims {
-                for a in tcc_ir::schedule::GpuAttentionSchedule::space(depth, width, target.shared_memory_per_block) {
+            // The attention kernel's space for the body (each fits).
+            let found = body.to_graph("attention").ok().and_then(|g| tcc_ir::attention::GpuAttention::find(&g));
+            if let Some(attention) = found {
+                let shared = target.shared_memory_per_block;
+                for a in tcc_ir::schedule::GpuAttentionSchedule::space(&attention.shape(), shared) {
                     out.push(a.encode());
                 }
             }

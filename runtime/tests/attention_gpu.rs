@@ -1,14 +1,16 @@
 //! The GPU attention kernel on a CUDA device (feature `gpu-tests`) against the f64 interpreter:
-//! every schedule of the tuner's space at head dimensions 64 and 128, every score form and mask
-//! (causal, sliding window, ALiBi, soft cap, a bias tensor, a mask tensor) at head dimensions 32,
-//! 64, 80 and 128 in f16 and bf16, grouped-query heads, query and key lengths off the blocks
-//! and different from each other (more queries than keys too), one query, and rows whose every
-//! key is masked (NaN with a `-inf` fill, the average of V with a finite one). Each case checks
-//! that the kernel really is the `attention` lowering.
+//! every schedule of the tuner's space at head dimensions 64 and 128 (with and without a bias
+//! tensor, whose space is smaller), every score form and mask (causal, sliding window, ALiBi, soft
+//! cap, a bias tensor, a mask tensor) at head dimensions 32, 64, 80 and 128 in f16 and bf16,
+//! grouped-query heads, query and key lengths off the blocks and different from each other (more
+//! queries than keys too), one query, and rows whose every key is masked (NaN with a `-inf` fill,
+//! the average of V with a finite one). Each case checks that the kernel really is the
+//! `attention` lowering.
 
 #![cfg(feature = "gpu-tests")]
 
 use tcc_codegen::ptx;
+use tcc_ir::attention::GpuAttention;
 use tcc_ir::interp::{Tensor, run_graph};
 use tcc_ir::schedule::GpuAttentionSchedule;
 use tcc_ir::testing::attention::{AttentionCase, MaskForm, ScoreForm};
@@ -74,6 +76,19 @@ fn shared() -> u32 {
     device().info().arch.caps().max_shared_optin_bytes
 }
 
+/// The schedule space of case `c` on this device (its head dimensions and the tensors its score
+/// function reads).
+fn space(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
+    let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
+    GpuAttentionSchedule::space(&shape, shared())
+}
+
+/// The default schedule of case `c` on this device.
+fn default(c: &AttentionCase) -> GpuAttentionSchedule {
+    let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
+    GpuAttentionSchedule::default_for(&shape, shared())
+}
+
 /// Every failure of `cases`, each a line.
 fn all(results: impl IntoIterator<Item = Result<(), String>>) {
     let failures: Vec<String> = results.into_iter().filter_map(Result::err).collect();
@@ -84,9 +99,13 @@ fn all(results: impl IntoIterator<Item = Result<(), String>>) {
 fn every_schedule_of_the_space_matches_the_interpreter() {
     let mut results = Vec::new();
     for head_dim in [64u64, 128] {
-        for s in GpuAttentionSchedule::space(head_dim as u32, head_dim as u32, shared()) {
-            for (lens, mask) in [((200, 333), MaskForm::Causal), ((130, 70), MaskForm::None)] {
-                let c = case(DType::F16, head_dim, lens, ScoreForm::Plain, mask);
+        for (lens, score, mask) in [
+            ((200, 333), ScoreForm::Plain, MaskForm::Causal),
+            ((130, 70), ScoreForm::Plain, MaskForm::None),
+            ((130, 70), ScoreForm::BiasTensor, MaskForm::Causal),
+        ] {
+            let c = case(DType::F16, head_dim, lens, score, mask);
+            for s in space(&c) {
                 results.push(check(&c, 1, s));
             }
         }
@@ -110,8 +129,7 @@ fn every_score_form_and_mask_at_several_head_dims_and_both_dtypes() {
         for dtype in [DType::F16, DType::BF16] {
             for (i, &(score, mask)) in forms.iter().enumerate() {
                 let c = case(dtype, head_dim, (77, 150), score, mask);
-                let s = GpuAttentionSchedule::default_for(head_dim as u32, head_dim as u32, shared());
-                results.push(check(&c, i as u64, s));
+                results.push(check(&c, i as u64, default(&c)));
             }
         }
     }
@@ -120,25 +138,26 @@ fn every_score_form_and_mask_at_several_head_dims_and_both_dtypes() {
 
 #[test]
 fn more_queries_than_keys_one_query_and_grouped_heads() {
-    let s = GpuAttentionSchedule::default_for(128, 128, shared());
     let mut results = Vec::new();
     // Causal with 150 queries over 70 keys: the first 80 rows see no key (NaN).
-    results.push(check(&case(DType::F16, 128, (150, 70), ScoreForm::Plain, MaskForm::Causal), 3, s));
-    results.push(check(&case(DType::BF16, 128, (1, 1000), ScoreForm::Plain, MaskForm::Causal), 4, s));
+    let more = case(DType::F16, 128, (150, 70), ScoreForm::Plain, MaskForm::Causal);
+    results.push(check(&more, 3, default(&more)));
+    let one = case(DType::BF16, 128, (1, 1000), ScoreForm::Plain, MaskForm::Causal);
+    results.push(check(&one, 4, default(&one)));
     let gqa =
         AttentionCase { heads: 8, kv_heads: 2, ..case(DType::F16, 64, (129, 257), ScoreForm::Plain, MaskForm::Causal) };
-    results.push(check(&gqa, 5, s));
+    results.push(check(&gqa, 5, default(&gqa)));
     let mqa = AttentionCase { heads: 4, kv_heads: 1, batch: vec![], ..gqa.clone() };
-    results.push(check(&mqa, 6, s));
+    results.push(check(&mqa, 6, default(&mqa)));
     all(results);
 }
 
 #[test]
 fn rows_whose_every_key_is_masked_are_nan_with_minus_inf_and_an_average_with_a_finite_fill() {
-    let s = GpuAttentionSchedule::default_for(64, 64, shared());
     let mut results = Vec::new();
     for fill in [f64::NEG_INFINITY, -10000.0] {
         let c = AttentionCase { fill, ..case(DType::F16, 64, (70, 140), ScoreForm::Plain, MaskForm::Tensor) };
+        let s = default(&c);
         let g = c.graph().unwrap();
         let mut inputs = random_inputs(&g, &Bindings::new(), 3).unwrap();
         // keep[S, T]: rows 0 and 65 keep nothing, the others every key from 100 on.
@@ -155,34 +174,36 @@ fn rows_whose_every_key_is_masked_are_nan_with_minus_inf_and_an_average_with_a_f
     all(results);
 }
 
-/// Times every schedule of the space on the suite's d128 shapes (b8 h16 s4096 f16, plain and
-/// causal; run with `--ignored --nocapture`), printing `SWEEP` lines, and checks that each
-/// schedule's output equals the default schedule's within the tolerance.
+/// Times every schedule of the space on the suite's shapes (b8 h16 s4096 d128 f16, plain and
+/// causal; b16 h16 s2048 d64 f16, plain; run with `--ignored --nocapture`), printing `SWEEP`
+/// lines, and checks that each schedule's output equals the default schedule's within the
+/// tolerance.
 #[test]
 #[ignore]
 fn time_every_schedule_on_the_suite_shapes() {
     let dev = device();
     let opts = tcc_runtime::cuda::TimingOptions::default();
-    for mask in [MaskForm::None, MaskForm::Causal] {
+    for (batch, len, head_dim, mask) in
+        [(8, 4096, 128, MaskForm::None), (8, 4096, 128, MaskForm::Causal), (16, 2048, 64, MaskForm::None)]
+    {
         let c = AttentionCase {
-            batch: vec![8],
+            batch: vec![batch],
             heads: 16,
             kv_heads: 16,
             dtype: DType::F16,
             mask,
-            ..AttentionCase::causal(4096, 4096, 128)
+            ..AttentionCase::causal(len, len, head_dim)
         };
         let g = c.graph().unwrap();
         let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
         let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
-        let default = GpuAttentionSchedule::default_for(128, 128, shared());
-        let reference = dev.run_program(&program(&c, default), &host).unwrap()[0].to_interp();
-        for s in GpuAttentionSchedule::space(128, 128, shared()) {
+        let reference = dev.run_program(&program(&c, default(&c)), &host).unwrap()[0].to_interp();
+        for s in space(&c) {
             let p = program(&c, s);
             let t = dev.time_program(&p, &host, opts).unwrap();
             let out = dev.run_program(&p, &host).unwrap()[0].to_interp();
             compare_outputs(std::slice::from_ref(&reference), &[out], &tolerance(&c)).unwrap();
-            println!("SWEEP {mask:?} {s:?} median_ms={:.4}", t.median_ms);
+            println!("SWEEP d{head_dim} {mask:?} {s:?} median_ms={:.4}", t.median_ms);
         }
     }
 }

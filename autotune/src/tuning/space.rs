@@ -308,11 +308,11 @@ pub fn gpu_space(
         }
     }
     if kernel.class == KernelClass::Attention
-        && let Some([depth, width]) = tcc_ir::attention::gpu_head_dims(&kernel.graph)
+        && let Some(attention) = tcc_ir::attention::GpuAttention::find(&kernel.graph)
     {
         // The attention kernel's space (each schedule fits), in its listed order.
         let shared = arch.caps().max_shared_optin_bytes;
-        rest = GpuAttentionSchedule::space(depth, width, shared)
+        rest = GpuAttentionSchedule::space(&attention.shape(), shared)
             .into_iter()
             .enumerate()
             .map(|(i, a)| Candidate { variant: 0, schedule: a.encode(), cost: i as f64 })

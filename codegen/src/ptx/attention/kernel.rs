@@ -39,7 +39,7 @@ pub(crate) fn emit(em: &mut Em, geo: &Geometry, smem: &str) -> Result<(), PtxErr
 /// One thread's share of copying a tile of `rows` rows of `chunks` 16-byte chunks (padded rows
 /// of `pitch` bytes): `rows / (threads / chunks)` passes over rows `r0 + pass * step`, always
 /// the chunk `c0` (threads is a multiple of `chunks`), guarded when the last pass is partial.
-struct Copy {
+struct CopyShare {
     rows: u32,
     step: u32,
     passes: u32,
@@ -49,12 +49,12 @@ struct Copy {
     c0: String,
 }
 
-impl Copy {
-    fn new(em: &mut Em, tid: &str, rows: u32, chunks: u32, pitch: u32, threads: u32) -> Copy {
+impl CopyShare {
+    fn new(em: &mut Em, tid: &str, rows: u32, chunks: u32, pitch: u32, threads: u32) -> CopyShare {
         let step = threads / chunks;
         let r0 = em.f.v(format!("udiv i32 {tid}, {chunks}"));
         let c0 = em.f.v(format!("urem i32 {tid}, {chunks}"));
-        Copy { rows, step, passes: rows.div_ceil(step), pitch, r0, c0 }
+        CopyShare { rows, step, passes: rows.div_ceil(step), pitch, r0, c0 }
     }
 }
 
@@ -78,9 +78,9 @@ struct AttnKernel<'g> {
     /// The lane's row (`lane / 4`) and column pair (`2 (lane % 4)`) in an accumulator tile.
     g4: String,
     t2: String,
-    q_copy: Copy,
-    k_copy: Copy,
-    v_copy: Copy,
+    q_copy: CopyShare,
+    k_copy: CopyShare,
+    v_copy: CopyShare,
     /// This lane's `ldmatrix` byte offsets in the query, key and value tiles (k16 step, 16-row
     /// tile and 16-column group 0); the others are constant bytes further.
     q_lane: String,
@@ -101,17 +101,18 @@ struct AttnTile {
     hi: String,
     /// The block's query rows, first and last (i64, clamped to S - 1).
     qspan: (String, String),
-    /// Per 16-row tile and half: the row's position (i32) and, clamped to `S - 1`, in the index type.
-    rows: Vec<[(String, String); 2]>,
+    /// Per 16-row tile and half: this lane's row position clamped to `S - 1`, in the index type.
+    rows: Vec<[String; 2]>,
 }
 
-/// The running state after the key loop: output accumulators, row maxima and lane sums.
+/// The running state after the key loop: the output accumulators and this lane's row sums.
 struct State {
     o: Vec<String>,
     l: Vec<String>,
 }
 
 impl<'g> AttnKernel<'g> {
+    /// The thread's ids, copy shares and `ldmatrix` lane offsets (all loop invariant).
     fn prologue(em: &mut Em, geo: &'g Geometry, smem: &str) -> AttnKernel<'g> {
         let threads = geo.threads();
         let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
@@ -125,9 +126,9 @@ impl<'g> AttnKernel<'g> {
         let t2 = em.f.v(format!("shl i32 {t4}, 1"));
         let (qc, vc) = (geo.depth / 8, geo.width / 8);
         let (qp, vp) = (geo.qk_pitch(), geo.v_pitch());
-        let q_copy = Copy::new(em, &tid, geo.br, qc, qp, threads);
-        let k_copy = Copy::new(em, &tid, geo.bc, qc, qp, threads);
-        let v_copy = Copy::new(em, &tid, geo.bc, vc, vp, threads);
+        let q_copy = CopyShare::new(em, &tid, geo.br, qc, qp, threads);
+        let k_copy = CopyShare::new(em, &tid, geo.bc, qc, qp, threads);
+        let v_copy = CopyShare::new(em, &tid, geo.bc, vc, vp, threads);
         let l16 = em.f.v(format!("and i32 {lane}, 15"));
         let hi = em.f.v(format!("lshr i32 {lane}, 4"));
         let hi16 = em.f.v(format!("shl i32 {hi}, 4"));
@@ -188,15 +189,13 @@ impl<'g> AttnKernel<'g> {
         let base = em.f.v(format!("add i32 {q0}, {}", self.wrow));
         let base = em.f.v(format!("add i32 {base}, {}", self.g4));
         let mut positions = Vec::with_capacity(geo.mt);
-        for mi in 0..geo.mt {
-            let mut pair = Vec::with_capacity(2);
-            for h in 0..2u32 {
-                let i = em.f.v(format!("add i32 {base}, {}", mi as u32 * 16 + h * 8));
+        for mi in 0..geo.mt as u32 {
+            let mut at = |h: u32| {
+                let i = em.f.v(format!("add i32 {base}, {}", mi * 16 + h * 8));
                 let ic = clamp(em, &i, geo.s_len - 1);
-                let ic = em.widen(&ic);
-                pair.push((i, ic));
-            }
-            positions.push([pair[0].clone(), pair[1].clone()]);
+                em.widen(&ic)
+            };
+            positions.push([at(0), at(1)]);
         }
         Ok(AttnTile { q0, bidx, batch, q, k, v, lo, hi, qspan, rows: positions })
     }
@@ -205,7 +204,7 @@ impl<'g> AttnKernel<'g> {
     /// `sbase` + `sbase_dyn` (an i32 value) by this thread's share `plan`.
     // Reason: one copy's source, destination and extent, from its two callers.
     #[allow(clippy::too_many_arguments)]
-    fn copy(&self, em: &mut Em, plan: &Copy, src: &Rows, first: &str, len: u64, sbase: u32, sbase_dyn: &str) {
+    fn copy(&self, em: &mut Em, plan: &CopyShare, src: &Rows, first: &str, len: u64, sbase: u32, sbase_dyn: &str) {
         let row = em.f.v(format!("add i32 {first}, {}", plan.r0));
         let r64 = em.f.v(format!("zext i32 {row} to i64"));
         let ro = em.f.v(format!("mul i64 {r64}, {}", src.ld));
@@ -490,7 +489,7 @@ impl<'g> AttnKernel<'g> {
         for mi in 0..geo.mt {
             for ni in 0..kn {
                 for c in 0..4usize {
-                    let (_, ic) = &tile.rows[mi][c / 2];
+                    let ic = &tile.rows[mi][c / 2];
                     let j = em.f.v(format!("add i32 {j0}, {}", ni * 8 + c % 2));
                     let jc = if ragged { clamp(em, &j, geo.t_len - 1) } else { j.clone() };
                     let jc = em.widen(&jc);

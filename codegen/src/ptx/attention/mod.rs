@@ -44,16 +44,19 @@ pub(crate) struct Geometry {
     pub(crate) ga: GpuAttention,
     /// The schedule it runs.
     pub(crate) sched: GpuAttentionSchedule,
-    /// Queries (`Br`) and keys (`Bc`) per block.
+    /// Queries per block (`Br`).
     pub(crate) br: u32,
+    /// Keys per block (`Bc`).
     pub(crate) bc: u32,
     /// 16-row tiles of one warp.
     pub(crate) mt: usize,
-    /// Query/key and value head dimensions.
+    /// The query/key head dimension.
     pub(crate) depth: u32,
+    /// The value head dimension.
     pub(crate) width: u32,
-    /// Queries (S) and keys (T).
+    /// Queries (S).
     pub(crate) s_len: u64,
+    /// Keys (T).
     pub(crate) t_len: u64,
     /// The batch axes of the scores (every operand's batch broadcasts to them).
     pub(crate) batch_dims: Vec<u64>,
@@ -113,7 +116,7 @@ impl Geometry {
 pub(crate) fn lower(cx: &StageCx, module: &mut ModuleText, name: &str) -> Result<LaunchConfig, PtxError> {
     let invalid = |reason: &str| PtxError::InvalidGraph { kernel: cx.g.name.clone(), reason: reason.to_string() };
     let ga = GpuAttention::find(cx.g).ok_or_else(|| invalid("not an attention the GPU kernel runs"))?;
-    let sched = GpuAttentionSchedule::effective(cx.schedule, ga.depth, ga.width, cx.caps.max_shared_optin_bytes);
+    let sched = GpuAttentionSchedule::effective(cx.schedule, &ga.shape(), cx.caps.max_shared_optin_bytes);
     let domain = cx.plan.dims[ga.attention.scores.index()].clone();
     let r = domain.len();
     if r < 2 {
