@@ -116,7 +116,8 @@ mod gpu {
     }
 
     fn example_bindings() -> Bindings {
-        [("M", 8u64), ("N", 200), ("S", 96), ("T", 80), ("B", 2), ("D", 64)]
+        // Every shape variable of examples/ (the attention and decoder-layer ones too).
+        [("M", 8u64), ("N", 200), ("S", 96), ("T", 80), ("B", 2), ("D", 64), ("H", 3), ("KV", 2), ("G", 2), ("F", 96)]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect()
