@@ -135,7 +135,11 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
         let open_all = |device: Device| -> Result<Vec<Tuning>, CliError> {
             targets.iter().map(|&target| open(target, device)).collect()
         };
-        on_devices(&devices, &mine, open_all, |tunings, _, k| {
+        // Longest estimated tuning first, so that no GPU is left with a long kernel at the end
+        // while the others idle (the order the shards split by).
+        let mut queue = mine.clone();
+        queue.sort_by(|a, b| b.estimate_us.total_cmp(&a.estimate_us).then_with(|| a.id.cmp(&b.id)));
+        on_devices(&devices, &queue, open_all, |tunings, _, k| {
             let tuning = tunings
                 .iter()
                 .find(|t| t.target() == k.target)
