@@ -318,11 +318,14 @@ pub fn gpu_space(
             .map(|(i, a)| Candidate { variant: 0, schedule: a.encode(), cost: i as f64 })
             .collect();
     }
-    // Thinning keeps every warpgroup schedule (a small family) and spreads the rest.
+    // Thinning keeps every warpgroup schedule (a small family) while the limit leaves at least half
+    // of itself to the rest; a smaller limit thins both, each evenly along its cost order.
     if let Some(limit) = max_len.filter(|&l| l > 0 && rest.len() + warpgroup.len() > l) {
-        let keep = limit.saturating_sub(warpgroup.len()).max(limit / 2).min(rest.len());
-        let len = rest.len();
-        rest = (0..keep).map(|i| rest[i * len / keep.max(1)].clone()).collect();
+        let keep_rest = limit.saturating_sub(warpgroup.len()).max(limit / 2).min(rest.len());
+        let keep_warpgroup = warpgroup.len().min(limit - keep_rest);
+        warpgroup.sort_by(|a, b| a.cost.total_cmp(&b.cost).then_with(|| a.id().cmp(&b.id())));
+        rest = thin(&rest, keep_rest);
+        warpgroup = thin(&warpgroup, keep_warpgroup);
     }
     rest.extend(warpgroup);
     rest.sort_by(|a, b| a.cost.total_cmp(&b.cost).then_with(|| a.id().cmp(&b.id())));
@@ -333,6 +336,12 @@ pub fn gpu_space(
         .collect();
     candidates.extend(rest);
     SearchSpace::new(candidates)
+}
+
+/// `keep` of `candidates`, evenly spaced along their order (the first always among them).
+fn thin(candidates: &[Candidate], keep: usize) -> Vec<Candidate> {
+    let len = candidates.len();
+    (0..keep.min(len)).filter_map(|i| candidates.get(i * len / keep.max(1)).cloned()).collect()
 }
 
 /// The search-order discount of a warpgroup (`wgmma`) schedule against an `mma.sync` one of the
@@ -461,6 +470,12 @@ mod tests {
         let thin_warpgroup =
             thin.candidates()[1..].iter().filter(|c| warpgroup_ok(GpuArch::Sm90a, &c.schedule)).count();
         assert_eq!(thin_warpgroup, warpgroup, "thinning keeps every warpgroup schedule");
+        // A limit below the warpgroup family thins it too: at most 12 besides the proposal.
+        let quick = gpu_space(&k, &[k.schedule], &Bindings::new(), GpuArch::Sm90a, 132, Some(12));
+        assert_eq!(quick.len(), 13);
+        let quick_warpgroup =
+            quick.candidates()[1..].iter().filter(|c| warpgroup_ok(GpuArch::Sm90a, &c.schedule)).count();
+        assert!((1..12).contains(&quick_warpgroup), "{quick_warpgroup} warpgroup schedules of 12");
         // sm_80 has no wgmma: only mma.sync schedules.
         let ampere = gpu_space(&k, &[k.schedule], &Bindings::new(), GpuArch::Sm80, 108, None);
         for c in &ampere.candidates()[1..] {
