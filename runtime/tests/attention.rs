@@ -86,14 +86,7 @@ proptest! {
 }
 
 fn case(head_dim: u64, q_len: u64, kv_len: u64, score: ScoreForm, mask: MaskForm) -> AttentionCase {
-    AttentionCase {
-        batch: vec![2],
-        heads: 4,
-        kv_heads: 2,
-        score,
-        mask,
-        ..AttentionCase::causal(q_len, kv_len, head_dim)
-    }
+    AttentionCase { score, mask, ..AttentionCase::grouped_heads(q_len, kv_len, head_dim) }
 }
 
 #[test]

@@ -61,15 +61,7 @@ fn check(case: &AttentionCase, seed: u64, schedule: GpuAttentionSchedule) -> Res
 }
 
 fn case(dtype: DType, head_dim: u64, (q_len, kv_len): (u64, u64), score: ScoreForm, mask: MaskForm) -> AttentionCase {
-    AttentionCase {
-        batch: vec![2],
-        heads: 4,
-        kv_heads: 2,
-        dtype,
-        score,
-        mask,
-        ..AttentionCase::causal(q_len, kv_len, head_dim)
-    }
+    AttentionCase { dtype, score, mask, ..AttentionCase::grouped_heads(q_len, kv_len, head_dim) }
 }
 
 fn shared() -> u32 {

@@ -12,15 +12,7 @@ use tcc_ir::{Bindings, DType, Kernel, KernelClass};
 use super::{check_kernel, kernel, lowerings};
 
 fn case(dtype: DType, head_dim: u64, score: ScoreForm, mask: MaskForm) -> AttentionCase {
-    AttentionCase {
-        batch: vec![2],
-        heads: 4,
-        kv_heads: 2,
-        dtype,
-        score,
-        mask,
-        ..AttentionCase::causal(200, 333, head_dim)
-    }
+    AttentionCase { dtype, score, mask, ..AttentionCase::grouped_heads(200, 333, head_dim) }
 }
 
 fn attention_kernel(c: &AttentionCase, schedule: GpuAttentionSchedule) -> Kernel {

@@ -91,6 +91,12 @@ impl AttentionCase {
         }
     }
 
+    /// A causal f32 case with grouped heads, the differential tests' base: 2 batch entries, 4
+    /// query heads over 2 K/V heads.
+    pub fn grouped_heads(q_len: u64, kv_len: u64, head_dim: u64) -> AttentionCase {
+        AttentionCase { batch: vec![2], heads: 4, kv_heads: 2, ..AttentionCase::causal(q_len, kv_len, head_dim) }
+    }
+
     fn head_axes(&self, heads: u64) -> Vec<u64> {
         let mut dims = self.batch.clone();
         if self.heads > 1 || self.kv_heads != self.heads {
