@@ -95,21 +95,30 @@ struct Ranked<'a> {
 }
 
 /// An unscheduled kernel node of a class as fusion lists it: its position among the class's
-/// nodes, its body and its rank (kept in [`crate::rules::SearchState`] until the class changes).
+/// nodes, its body and its rank.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Listed {
+struct Listed {
     at: usize,
     body: u32,
     rank: Rank,
 }
 
-/// The unscheduled kernel nodes of `class`, in node order: listed once until the class changes.
-fn listed(egraph: &EG, class: Id) -> Arc<[Listed]> {
+/// The unscheduled kernel nodes of a class in node order, and their order by rank (kept in
+/// [`crate::rules::SearchState`] until the class changes).
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    in_node_order: Vec<Listed>,
+    /// Positions in `in_node_order`, most promising first (ties in node order).
+    by_rank: Vec<u32>,
+}
+
+/// The unscheduled kernel nodes of `class`: listed once until the class changes.
+fn listed(egraph: &EG, class: Id) -> Arc<Listing> {
     let class = egraph.find(class);
     if let Some(list) = egraph.analysis.search.kernels.borrow().get(&class) {
         return Arc::clone(list);
     }
-    let list: Arc<[Listed]> = egraph[class]
+    let in_node_order: Vec<Listed> = egraph[class]
         .nodes
         .iter()
         .enumerate()
@@ -122,25 +131,34 @@ fn listed(egraph: &EG, class: Id) -> Arc<[Listed]> {
             _ => None,
         })
         .collect();
+    let mut by_rank: Vec<u32> = (0..in_node_order.len()).filter_map(|i| u32::try_from(i).ok()).collect();
+    by_rank.sort_by_key(|&i| in_node_order.get(i as usize).map(|l| l.rank));
+    let list = Arc::new(Listing { in_node_order, by_rank });
     egraph.analysis.search.kernels.borrow_mut().insert(class, Arc::clone(&list));
     list
 }
 
+/// The kernel of `l` in `class` with its body.
+fn ranked<'a>(egraph: &'a EG, class: Id, l: &Listed) -> Option<Ranked<'a>> {
+    let node = egraph[class].nodes.get(l.at)?;
+    Some(Ranked { node, body: egraph.analysis.body(l.body)?, index: l.body, rank: l.rank })
+}
+
 /// The unscheduled kernel nodes of a class with their bodies, in node order.
 fn unscheduled_kernels(egraph: &EG, class: Id) -> impl Iterator<Item = Ranked<'_>> {
+    let class = egraph.find(class);
     let list = listed(egraph, class);
-    let nodes = &egraph[class].nodes;
-    (0..list.len()).filter_map(move |i| {
-        let l = list.get(i)?;
-        Some(Ranked { node: nodes.get(l.at)?, body: egraph.analysis.body(l.body)?, index: l.body, rank: l.rank })
-    })
+    (0..list.in_node_order.len()).filter_map(move |i| ranked(egraph, class, list.in_node_order.get(i)?))
 }
 
 /// The unscheduled kernel nodes of a class, most promising first.
-fn kernels(egraph: &EG, class: Id) -> Vec<Ranked<'_>> {
-    let mut out: Vec<Ranked<'_>> = unscheduled_kernels(egraph, class).collect();
-    out.sort_by_key(|k| k.rank);
-    out
+fn kernels(egraph: &EG, class: Id) -> impl Iterator<Item = Ranked<'_>> {
+    let class = egraph.find(class);
+    let list = listed(egraph, class);
+    (0..list.by_rank.len()).filter_map(move |i| {
+        let at = *list.by_rank.get(i)?;
+        ranked(egraph, class, list.in_node_order.get(at as usize)?)
+    })
 }
 
 fn is_reduction(class: KernelClass) -> bool {
@@ -298,7 +316,7 @@ fn fuse_attention(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
     let children = |n: &TNode| -> Vec<Id> { n.children.iter().map(|&c| egraph.find(c)).collect() };
     let has_product = |c: Id| unscheduled_kernels(egraph, c).any(|k| matmul(k.body.class));
     let mut out = Vec::new();
-    for product in kernels(egraph, class).into_iter().filter(|k| matmul(k.body.class)) {
+    for product in kernels(egraph, class).filter(|k| matmul(k.body.class)) {
         let kids = children(product.node);
         'operand: for (at, &probs) in kids.iter().enumerate() {
             // Cheap tests first (merging builds bodies): the input is the product's left operand,
@@ -306,7 +324,7 @@ fn fuse_attention(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
             if !left_operand_is_input(product.body, at) {
                 continue;
             }
-            let softmaxes = kernels(egraph, probs).into_iter().filter(|k| {
+            let softmaxes = kernels(egraph, probs).filter(|k| {
                 is_reduction(k.body.class)
                     && has_softmax_ops(k.body)
                     && children(k.node).iter().any(|&c| has_product(c))
@@ -319,7 +337,7 @@ fn fuse_attention(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
                 };
                 for (body, inputs) in with_row_statistics(egraph, partial) {
                     for (j, &scores) in inputs.iter().enumerate() {
-                        for first in kernels(egraph, scores).into_iter().filter(|k| matmul(k.body.class)) {
+                        for first in kernels(egraph, scores).filter(|k| matmul(k.body.class)) {
                             let merged = merge((&body, &inputs), j, (first.body, &children(first.node)), RULE);
                             if let Some((body, merged_inputs)) = merged
                                 && body.class == KernelClass::Attention
@@ -451,7 +469,7 @@ fn fuse_attention_prologue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, 
 fn with_row_statistics(egraph: &EG, partial: (Body, Vec<Id>)) -> Vec<(Body, Vec<Id>)> {
     let mut out = Vec::new();
     for (j, &input) in partial.1.iter().enumerate() {
-        let stats = kernels(egraph, input).into_iter().find(|k| is_reduction(k.body.class) && has_softmax_ops(k.body));
+        let stats = kernels(egraph, input).find(|k| is_reduction(k.body.class) && has_softmax_ops(k.body));
         if let Some(stats) = stats {
             let kids: Vec<Id> = stats.node.children.iter().map(|&c| egraph.find(c)).collect();
             out.extend(merge_unclassified((&partial.0, &partial.1), j, (stats.body, &kids), RULE));

@@ -179,7 +179,7 @@ pub struct SearchState {
     /// Each class's unscheduled kernel nodes as fusion last listed them (every rule asks for the
     /// kernels of a class and of its inputs, many times an iteration); an entry is dropped when
     /// its class gains a node, and all of them when an iteration starts (after the rebuild).
-    pub(crate) kernels: std::cell::RefCell<rustc_hash::FxHashMap<Id, Arc<[fusion::Listed]>>>,
+    pub(crate) kernels: std::cell::RefCell<rustc_hash::FxHashMap<Id, Arc<fusion::Listing>>>,
     /// Set while a class rule's applier asks for its terms (which it then adds to the e-graph).
     applying: std::cell::Cell<bool>,
 }
