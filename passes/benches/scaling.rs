@@ -1,6 +1,7 @@
 //! Compile time against program size: the optimizer (`tcc compile`'s work) on generated chains of
 //! about 100, 1,000 and 10,000 ops for the CPU target, and with explanations (`tcc explain`'s
 //! work) up to 1,000 ops. Prints each program's size and e-graph once. BENCHMARKS.md has the table.
+//! It runs under the `tcc` binary's allocator (mimalloc), as `tcc compile` and `tcc explain` do.
 //!
 //! `cargo bench -p tcc-passes --bench scaling`
 
@@ -16,6 +17,9 @@ use tcc_passes::{OptimizeOptions, TargetModel, optimize};
 mod chain;
 
 use chain::{compute_ops, let_chain};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `let`s giving about 100, 1,000 and 10,000 ops.
 const SIZES: [usize; 3] = [50, 500, 5_000];
