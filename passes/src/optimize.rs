@@ -133,14 +133,19 @@ impl KernelCost<'_> {
     }
 }
 
+/// How a report names a value: a parameter by its name, a kernel's result by the kernel's name,
+/// and output `i` of a kernel with several as `name.i`.
 fn value_name(v: ValueRef, program: &Program) -> String {
     match v {
         ValueRef::Param(i) => program.params.get(i).map_or_else(|| format!("param{i}"), |p| p.name.clone()),
         ValueRef::Buffer(b) => program
             .launches
             .iter()
-            .find(|l| l.outputs.contains(&ValueRef::Buffer(b)))
-            .map_or_else(|| format!("buffer{b}"), |l| l.kernel.name.clone()),
+            .find_map(|l| Some((l, l.outputs.iter().position(|&o| o == ValueRef::Buffer(b))?)))
+            .map_or_else(
+                || format!("buffer{b}"),
+                |(l, i)| if l.outputs.len() > 1 { format!("{}.{i}", l.kernel.name) } else { l.kernel.name.clone() },
+            ),
     }
 }
 

@@ -125,8 +125,11 @@ fn the_row_log_sum_exp_is_a_second_output_of_the_one_attention_kernel() {
         assert_eq!(launch.kernel.graph.outputs.len(), 2);
         let a = Attention::find(&launch.kernel.graph).expect("the kernel is an attention");
         assert_eq!(a.statistics.len(), 1);
-        // The program's outputs are the kernel's, in the program's order.
+        // The program's outputs are the kernel's, in the program's order, and the report names
+        // each output of the one kernel apart.
         assert_eq!(out.program.outputs, launch.outputs);
+        let name = &launch.kernel.name;
+        assert_eq!(out.report.outputs, [format!("{name}.0"), format!("{name}.1")], "{}", out.report);
         let inputs = random_inputs(&g, &Bindings::new(), 7).unwrap();
         let expected = run_graph(&g, &inputs).unwrap();
         let actual = run_program(&out.program, &inputs).unwrap();
