@@ -95,16 +95,18 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
         trials.fetch_add(result.decision.trials, Ordering::SeqCst);
         Ok(result.decision)
     };
-    let decisions = if devices.len() == 1 {
-        let mut decisions = Vec::with_capacity(count);
-        for (i, launch) in program.launches.iter().enumerate() {
-            decisions.push(work(&tuning, i, launch)?);
-        }
-        decisions
-    } else {
-        drop(tuning);
-        super::devices::on_devices(&devices, &program.launches, open, work)?
+    // The tuning opened for the header serves its device; the other devices open their own.
+    let first_device = devices.first().copied().flatten();
+    let opened = std::sync::Mutex::new(Some(tuning));
+    let open_or_reuse = |device: super::devices::Device| -> Result<Tuning, CliError> {
+        let reused = if device == first_device {
+            opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+        } else {
+            None
+        };
+        reused.map_or_else(|| open(device), Ok)
     };
+    let decisions = super::devices::on_devices(&devices, &program.launches, open_or_reuse, work)?;
     say(&summary(&decisions, start.elapsed(), trials.load(Ordering::SeqCst)));
     if let Some((path, mut lockfile)) = lock {
         let mut written = 0;
