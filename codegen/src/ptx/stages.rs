@@ -50,7 +50,7 @@ pub(crate) fn launch(caps: &GpuCaps, threads: u32, work_blocks: u64, shared: u32
 /// The widest vector (at most 16 bytes, at most 8 lanes) for elements of `size` bytes whose count
 /// `len` it divides.
 pub(crate) fn vector_width(size: usize, len: u64) -> u32 {
-    let mut w = (16 / size.max(1)).clamp(1, 8) as u32;
+    let mut w = widest_vector(size);
     while w > 1 && !len.is_multiple_of(u64::from(w)) {
         w /= 2;
     }
@@ -70,8 +70,20 @@ fn grid_ids(em: &mut Em) -> (String, String) {
     (gid, stride)
 }
 
+/// The widest vector (at most 16 bytes, at most 8 lanes) for elements of `size` bytes.
+fn widest_vector(size: usize) -> u32 {
+    (16 / size.max(1)).clamp(1, 8) as u32
+}
+
+/// At most this many output values (outputs times lanes) are live per step of an elementwise
+/// kernel: each lane's value of each output is held until the vector stores, and a kernel with
+/// many outputs would spill at full width.
+const MAX_LIVE_LANES: usize = 64;
+
 /// Elementwise stage: `outs` share `shape`; each thread computes `width` consecutive elements
-/// per step with vector loads and stores, then a scalar loop does the tail.
+/// per step with vector loads and stores, then a scalar loop does the tail. The width does not
+/// depend on the element count: an f16 kernel of odd length moves 16 bytes per access like an
+/// even one, and only its last few elements go one by one.
 pub(crate) fn elementwise(
     cx: &StageCx,
     module: &mut ModuleText,
@@ -82,28 +94,33 @@ pub(crate) fn elementwise(
     let mut em = Em::new(cx.g, cx.plan, cx.caps);
     let n = numel(shape);
     let min_size = outs.iter().map(|o| em.dtype(o.node).size_bytes()).min().unwrap_or(4);
-    let w = vector_width(min_size, n);
+    let mut w = widest_vector(min_size);
+    while w > 1 && outs.len() * w as usize > MAX_LIVE_LANES {
+        w /= 2;
+    }
     let nvec = n / u64::from(w);
     let (gid, stride) = grid_ids(&mut em);
     let ix = em.ix;
     let saved = em.save();
-    let lp = em.f.loop_begin(ix, &gid, &nvec.to_string(), &[]);
-    let base = em.mad(&lp.i, u64::from(w), "0");
-    let mut vals: Vec<Vec<String>> = vec![Vec::new(); outs.len()];
-    for lane in 0..w {
-        let flat = if lane == 0 { base.clone() } else { em.f.v(format!("add nuw {ix} {base}, {lane}")) };
-        let at = Ix { flat, multi: None, vec: Some((base.clone(), lane, w)) };
-        for (k, o) in outs.iter().enumerate() {
-            let v = em.eval_out(o, &at)?;
-            vals[k].push(v);
+    if nvec > 0 {
+        let lp = em.f.loop_begin(ix, &gid, &nvec.to_string(), &[]);
+        let base = em.mad(&lp.i, u64::from(w), "0");
+        let mut vals: Vec<Vec<String>> = vec![Vec::new(); outs.len()];
+        for lane in 0..w {
+            let flat = if lane == 0 { base.clone() } else { em.f.v(format!("add nuw {ix} {base}, {lane}")) };
+            let at = Ix { flat, multi: None, vec: Some((base.clone(), lane, w)) };
+            for (k, o) in outs.iter().enumerate() {
+                let v = em.eval_out(o, &at)?;
+                vals[k].push(v);
+            }
         }
+        for (k, o) in outs.iter().enumerate() {
+            let dt = em.dtype(o.node);
+            em.store_vec(o.dest, dt, &base, &vals[k])?;
+        }
+        em.f.loop_end(&lp, &stride, &[]);
+        em.restore(saved.clone());
     }
-    for (k, o) in outs.iter().enumerate() {
-        let dt = em.dtype(o.node);
-        em.store_vec(o.dest, dt, &base, &vals[k])?;
-    }
-    em.f.loop_end(&lp, &stride, &[]);
-    em.restore(saved.clone());
     if nvec * u64::from(w) < n {
         let start = em.f.v(format!("add nuw {ix} {gid}, {}", nvec * u64::from(w)));
         let lp = em.f.loop_begin(ix, &start, &n.to_string(), &[]);

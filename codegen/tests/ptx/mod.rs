@@ -223,6 +223,34 @@ fn pointwise_kernels_are_vectorized_and_assemble() {
     }
 }
 
+/// `relu(x * a + b)` over `n` elements of `dtype` (the suite's axpb_relu at any length).
+fn axpb_relu(dtype: DType, n: u64) -> Graph {
+    let mut g = Graph::new("axpb_relu");
+    let [x, a, b] = ["x", "a", "b"].map(|name| g.add_param(name, t(dtype, &[n])).unwrap());
+    let xa = g.push(Op::Binary(BinaryOp::Mul, x, a)).unwrap();
+    let s = g.push(Op::Binary(BinaryOp::Add, xa, b)).unwrap();
+    let r = g.push(Op::Unary(UnaryOp::Relu, s)).unwrap();
+    g.outputs.push(r);
+    g
+}
+
+#[test]
+fn pointwise_kernels_of_any_length_move_16_bytes_per_access_and_match_the_interpreter() {
+    // Lengths: 1, below one vector, primes, one off a power of two either way.
+    for dtype in [DType::F16, DType::BF16, DType::F32] {
+        let lanes = 16 / dtype.size_bytes() as u64;
+        for n in [1u64, 3, 7, 9, 97, 1021, 4095, 4097] {
+            let k = kernel(&format!("axpb_relu_{n}"), KernelClass::Pointwise, axpb_relu(dtype, n));
+            for c in check_kernel(&k, &Bindings::new()) {
+                let vector = c.ptx.contains(".v4.") || c.ptx.contains(".v2.b64");
+                assert_eq!(vector, n >= lanes, "{dtype} n={n}: vector accesses {vector}\n{}", c.ptx);
+            }
+            let inputs = random_inputs(&k.graph, &Bindings::new(), n).unwrap();
+            sim_check(&k, &inputs, &Bindings::new(), 2).unwrap_or_else(|e| panic!("{dtype} n={n}: {e}"));
+        }
+    }
+}
+
 #[test]
 fn softmax_layernorm_rmsnorm_are_one_row_stage() {
     let mut bindings = Bindings::new();
