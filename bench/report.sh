@@ -27,5 +27,16 @@ mkdir -p "$out"
 # numpy's OpenBLAS must not be told about another machine's cores (see BENCHMARKS.md).
 (unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
  python3 "$peers" --suite "$suite" --workloads "$here/workloads.json" "${only[@]}" --out "$out/peers.jsonl")
+peer_files=(--peers "$out/peers.jsonl")
+# PyTorch on the CPU (eager and torch.compile) where the Python in $TORCH_PYTHON (default python3)
+# has it: `pip install torch`.
+torch_python=${TORCH_PYTHON:-python3}
+if [[ $suite == cpu ]] && "$torch_python" -c 'import torch' 2>/dev/null; then
+    "$torch_python" "$here/cpu_torch_peers.py" --workloads "$here/workloads.json" \
+        ${only[1]:+--only "${only[1]}"} --out "$out/peers_torch.jsonl"
+    peer_files+=(--peers "$out/peers_torch.jsonl")
+elif [[ $suite == cpu ]]; then
+    echo "no PyTorch in $torch_python: the CPU report has numpy as its only peer (pip install torch)" >&2
+fi
 "$tcc" bench --workloads "$here/workloads.json" --suite "$suite" --target "$target" \
-    --out "$out/tcc.jsonl" --report "$out" --peers "$out/peers.jsonl" "$@"
+    --out "$out/tcc.jsonl" --report "$out" "${peer_files[@]}" "$@"
