@@ -45,6 +45,11 @@ pub struct BufDecl {
     pub len: u64,
     /// Role.
     pub kind: BufKind,
+    /// For temporary memory ([`BufKind::Scratch`], [`BufKind::Local`]): whether it must start as
+    /// zeros. When `false`, the kernel writes every element it reads whose value reaches a stored
+    /// result (a matmul's packed panels: the padding of an edge panel only feeds accumulator lanes
+    /// that are never stored), so the runtime may hand out reused memory as it was left.
+    pub zeroed: bool,
 }
 
 /// An affine element index `offset + sum(coef * var)`, normalized (terms sorted by variable, no

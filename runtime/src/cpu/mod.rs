@@ -329,17 +329,17 @@ impl CompiledProgram {
         }
         let mut scratch: Vec<Vec<u8>> = Vec::new();
         let mut ptrs: Vec<usize> = Vec::with_capacity(decls.len());
-        let mut locals: Vec<(usize, usize)> = Vec::new();
+        let mut locals: Vec<(usize, usize, bool)> = Vec::new();
         for decl in decls {
             let need = usize::try_from(decl.len)
                 .ok()
                 .and_then(|n| n.checked_mul(decl.dtype.size_bytes()))
                 .ok_or_else(|| bad("buffer too large"))?;
             if decl.kind == BufKind::Scratch {
-                scratch.push(launch.spares.take(need));
+                scratch.push(launch.spares.take(need, decl.zeroed));
             }
             if decl.kind == BufKind::Local {
-                locals.push((ptrs.len(), need));
+                locals.push((ptrs.len(), need, decl.zeroed));
             }
             ptrs.push(need);
         }
@@ -388,8 +388,8 @@ impl CompiledProgram {
         let run = |phase: usize, begin: u64, end: u64| {
             let mut mine = ptrs.clone();
             let mut storage: Vec<Vec<u8>> = Vec::with_capacity(locals.len());
-            for &(slot, bytes) in &locals {
-                let mut v = launch.spares.take(bytes);
+            for &(slot, bytes, zeroed) in &locals {
+                let mut v = launch.spares.take(bytes, zeroed);
                 mine[slot] = v.as_mut_ptr() as usize;
                 storage.push(v);
             }
@@ -425,4 +425,66 @@ impl CompiledProgram {
 
 fn bad(msg: impl Into<String>) -> RuntimeError {
     RuntimeError::Internal(msg.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use tcc_ir::interp::run_graph;
+    use tcc_ir::testing::{Tolerance, compare_outputs, random_inputs};
+    use tcc_ir::{DType, Kernel, KernelClass, Launch, Schedule, Tier};
+
+    use super::*;
+
+    /// `g` as one matmul kernel.
+    fn one_kernel(g: tcc_ir::Graph) -> Program {
+        let outputs: Vec<ValueRef> = (0..g.outputs.len()).map(ValueRef::Buffer).collect();
+        let buffers = g.outputs.iter().map(|o| g.nodes[o.index()].ty.clone()).collect();
+        let kernel = Kernel {
+            name: "k0_matmul".into(),
+            class: KernelClass::MatMul,
+            graph: g.clone(),
+            schedule: Schedule::default_for(Tier::Cranelift),
+        };
+        let inputs = (0..g.params.len()).map(ValueRef::Param).collect();
+        Program {
+            name: g.name.clone(),
+            params: g.params.clone(),
+            buffers,
+            launches: vec![Launch { kernel, inputs, outputs: outputs.clone() }],
+            outputs,
+        }
+    }
+
+    #[test]
+    fn temporaries_reused_without_zeros_leave_products_exact() {
+        // Edge tiles in both dimensions, a depth past one panel, a product of one row; f16 also
+        // rounds through an f32 buffer that is reused without zeros.
+        for (dtype, (m, n, k)) in [
+            (DType::F32, (13, 37, 29)),
+            (DType::F32, (1, 5, 3)),
+            (DType::F32, (70, 33, 600)),
+            (DType::F16, (9, 19, 40)),
+        ] {
+            let g = tcc_ir::testing::gemm_graph(dtype, &[], (m, n, k), false, true).unwrap();
+            let program = one_kernel(g.clone());
+            let inputs = random_inputs(&g, &Bindings::new(), m ^ n ^ k).unwrap();
+            let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+            let expected = run_graph(&g, &inputs).unwrap();
+            let mut devices = vec![CpuDevice::with_threads(2).unwrap()];
+            #[cfg(feature = "llvm")]
+            devices.push(CpuDevice::with_llvm(2).unwrap());
+            for device in &devices {
+                let compiled = device.compile(&program, &Bindings::new()).unwrap();
+                for run in 0..3 {
+                    // Every temporary kept from the last run is NaN in every element.
+                    for launch in &compiled.launches {
+                        launch.spares.poison(0xFF);
+                    }
+                    let actual: Vec<_> = compiled.run(&host).unwrap().iter().map(HostTensor::to_interp).collect();
+                    compare_outputs(&expected, &actual, &Tolerance::default().with_accumulation(k))
+                        .unwrap_or_else(|e| panic!("{:?} {dtype} {m}x{n}x{k}, run {run}: {e}", device.tier()));
+                }
+            }
+        }
+    }
 }
