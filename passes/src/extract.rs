@@ -117,7 +117,7 @@ pub fn extract(egraph: &EG, roots: &[Id], cost: &NodeCost<'_>, banned: &BTreeSet
         let mut unions: Vec<(Vec<Id>, Option<Union>)> = Vec::new();
         let mut improved = false;
         for node in &egraph[c].nodes {
-            if banned.contains(&(c, node.clone())) {
+            if !banned.is_empty() && banned.contains(&(c, node.clone())) {
                 continue;
             }
             let Some(own) = cost(egraph, c, node).filter(|c| !c.is_nan()) else { continue };
