@@ -29,10 +29,15 @@ pub enum BufKind {
     Input(usize),
     /// The kernel graph's `i`-th output.
     Output(usize),
-    /// Temporary memory the caller allocates for the kernel, shared by all its calls.
+    /// Temporary memory the caller allocates for the kernel, shared by all its calls. Like
+    /// [`BufKind::Local`] memory, it starts with unspecified contents (a runtime reuses it between
+    /// runs as it was left): a kernel writes every element whose value reaches a stored result
+    /// before reading it (an edge panel's padding, never written, only feeds lanes that are
+    /// never stored).
     Scratch,
     /// Temporary memory private to each call (each thread's row range), such as packed matmul
-    /// panels; the caller allocates one per concurrent call.
+    /// panels; the caller allocates one per concurrent call. Unspecified contents, as
+    /// [`BufKind::Scratch`].
     Local,
 }
 
@@ -45,11 +50,6 @@ pub struct BufDecl {
     pub len: u64,
     /// Role.
     pub kind: BufKind,
-    /// For temporary memory ([`BufKind::Scratch`], [`BufKind::Local`]): whether it must start as
-    /// zeros. When `false`, the kernel writes every element it reads whose value reaches a stored
-    /// result (a matmul's packed panels: the padding of an edge panel only feeds accumulator lanes
-    /// that are never stored), so the runtime may hand out reused memory as it was left.
-    pub zeroed: bool,
 }
 
 /// An affine element index `offset + sum(coef * var)`, normalized (terms sorted by variable, no

@@ -186,7 +186,7 @@ impl<'g> Lowerer<'g> {
         for p in &g.params {
             let dims = resolve_dims(&p.ty.shape, bindings)?;
             let kind = BufKind::Input(kernel.bufs.len());
-            kernel.bufs.push(BufDecl { dtype: p.ty.dtype, len: numel(&dims), kind, zeroed: false });
+            kernel.bufs.push(BufDecl { dtype: p.ty.dtype, len: numel(&dims), kind });
         }
         Ok(Lowerer {
             g,
@@ -218,7 +218,7 @@ impl<'g> Lowerer<'g> {
     fn scratch(&mut self, n: NodeId) -> Result<BufId, CodegenError> {
         let dtype = self.dtype(n)?;
         let len = numel(self.shape(n)?);
-        Ok(self.push_buf(BufDecl { dtype, len, kind: BufKind::Scratch, zeroed: true }))
+        Ok(self.push_buf(BufDecl { dtype, len, kind: BufKind::Scratch }))
     }
 
     fn push_buf(&mut self, decl: BufDecl) -> BufId {
@@ -253,7 +253,7 @@ impl<'g> Lowerer<'g> {
         for (k, &o) in self.g.outputs.iter().enumerate() {
             let dtype = self.dtype(o)?;
             let len = numel(self.shape(o)?);
-            let buf = self.push_buf(BufDecl { dtype, len, kind: BufKind::Output(k), zeroed: false });
+            let buf = self.push_buf(BufDecl { dtype, len, kind: BufKind::Output(k) });
             if self.mat[o.index()].is_none() {
                 self.mat[o.index()] = Some(buf);
             } else {
@@ -562,8 +562,7 @@ impl<'g> Lowerer<'g> {
         let c = if dtype == DType::F32 {
             buf
         } else {
-            // Every element is written by its tile before the rounding nest reads it.
-            self.push_buf(BufDecl { dtype: DType::F32, len: numel(&out_dims), kind: BufKind::Scratch, zeroed: false })
+            self.push_buf(BufDecl { dtype: DType::F32, len: numel(&out_dims), kind: BufKind::Scratch })
         };
         let i64c = as_i64;
         let n_panels = nn.div_ceil(nr);
@@ -571,15 +570,14 @@ impl<'g> Lowerer<'g> {
         let panel_len = k.saturating_mul(nr);
         let b_len = n_panels.saturating_mul(panel_len);
         let b_batch_dims = b_dims[..rb - 2].to_vec();
-        // Neither panel is cleared: an edge panel's padding (columns past n, rows past m) is
-        // never written, and only feeds accumulator lanes that are never stored.
+        // An edge panel's padding (columns past n, rows past m) is never written: it only feeds
+        // accumulator lanes that are never stored (temporaries start unspecified, see BufKind).
         let bp = self.push_buf(BufDecl {
             dtype: DType::F32,
             len: numel(&b_batch_dims).saturating_mul(b_len),
             kind: BufKind::Scratch,
-            zeroed: false,
         });
-        let ap = self.push_buf(BufDecl { dtype: DType::F32, len: mc * kc, kind: BufKind::Local, zeroed: false });
+        let ap = self.push_buf(BufDecl { dtype: DType::F32, len: mc * kc, kind: BufKind::Local });
 
         // Pack B: for bb, jp, p, jj: bp[bb*b_len + jp*k*nr + p*nr + jj] = B[bb, p, jp*nr + jj].
         let bb_vars: Vec<VarId> = b_batch_dims.iter().map(|_| self.new_var()).collect();

@@ -329,17 +329,17 @@ impl CompiledProgram {
         }
         let mut scratch: Vec<Vec<u8>> = Vec::new();
         let mut ptrs: Vec<usize> = Vec::with_capacity(decls.len());
-        let mut locals: Vec<(usize, usize, bool)> = Vec::new();
+        let mut locals: Vec<(usize, usize)> = Vec::new();
         for decl in decls {
             let need = usize::try_from(decl.len)
                 .ok()
                 .and_then(|n| n.checked_mul(decl.dtype.size_bytes()))
                 .ok_or_else(|| bad("buffer too large"))?;
             if decl.kind == BufKind::Scratch {
-                scratch.push(launch.spares.take(need, decl.zeroed));
+                scratch.push(launch.spares.take(need));
             }
             if decl.kind == BufKind::Local {
-                locals.push((ptrs.len(), need, decl.zeroed));
+                locals.push((ptrs.len(), need));
             }
             ptrs.push(need);
         }
@@ -388,8 +388,8 @@ impl CompiledProgram {
         let run = |phase: usize, begin: u64, end: u64| {
             let mut mine = ptrs.clone();
             let mut storage: Vec<Vec<u8>> = Vec::with_capacity(locals.len());
-            for &(slot, bytes, zeroed) in &locals {
-                let mut v = launch.spares.take(bytes, zeroed);
+            for &(slot, bytes) in &locals {
+                let mut v = launch.spares.take(bytes);
                 mine[slot] = v.as_mut_ptr() as usize;
                 storage.push(v);
             }
@@ -456,7 +456,7 @@ mod tests {
     }
 
     #[test]
-    fn temporaries_reused_without_zeros_leave_products_exact() {
+    fn products_never_read_an_unwritten_temporary() {
         // Edge tiles in both dimensions, a depth past one panel, a product of one row; f16 also
         // rounds through an f32 buffer that is reused without zeros.
         for (dtype, (m, n, k)) in [
@@ -470,16 +470,14 @@ mod tests {
             let inputs = random_inputs(&g, &Bindings::new(), m ^ n ^ k).unwrap();
             let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
             let expected = run_graph(&g, &inputs).unwrap();
+            #[cfg_attr(not(feature = "llvm"), allow(unused_mut))]
             let mut devices = vec![CpuDevice::with_threads(2).unwrap()];
             #[cfg(feature = "llvm")]
             devices.push(CpuDevice::with_llvm(2).unwrap());
             for device in &devices {
                 let compiled = device.compile(&program, &Bindings::new()).unwrap();
+                // A debug build hands every temporary out as NaN bytes, fresh or reused.
                 for run in 0..3 {
-                    // Every temporary kept from the last run is NaN in every element.
-                    for launch in &compiled.launches {
-                        launch.spares.poison(0xFF);
-                    }
                     let actual: Vec<_> = compiled.run(&host).unwrap().iter().map(HostTensor::to_interp).collect();
                     compare_outputs(&expected, &actual, &Tolerance::default().with_accumulation(k))
                         .unwrap_or_else(|e| panic!("{:?} {dtype} {m}x{n}x{k}, run {run}: {e}", device.tier()));

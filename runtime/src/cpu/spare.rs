@@ -6,6 +6,9 @@
 
 use std::sync::Mutex;
 
+/// The byte a debug build fills temporaries with (0xFF bytes: NaN as f32, f16 and bf16).
+const POISON: u8 = 0xFF;
+
 /// At most this many spare buffers are kept per launch.
 const MAX_SPARES: usize = 64;
 
@@ -16,22 +19,25 @@ pub(crate) struct Spares {
 }
 
 impl Spares {
-    /// `len` bytes: a spare buffer of that length (cleared if `zeroed`, else as it was left), or
-    /// a fresh zeroed one. Clearing a 1024^3 GEMM's packed panels on every run cost several
-    /// percent of it; a kernel declares which temporaries it needs cleared.
-    pub(crate) fn take(&self, len: usize, zeroed: bool) -> Vec<u8> {
+    /// `len` bytes of temporary memory ([`tcc_codegen::BufKind::Scratch`] or `Local`: unspecified
+    /// contents): a spare buffer of that length as it was left, or a fresh one. (Clearing a
+    /// 1024^3 GEMM's packed panels on every run cost several percent of it.) A debug build fills
+    /// it with NaN bytes, so that a kernel that reads an element before writing it shows NaN in
+    /// every test.
+    pub(crate) fn take(&self, len: usize) -> Vec<u8> {
         let reused = {
             let mut free = self.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             free.iter().position(|v| v.len() == len).map(|i| free.swap_remove(i))
         };
+        let poison = cfg!(debug_assertions);
         match reused {
             Some(mut v) => {
-                if zeroed {
-                    v.fill(0);
+                if poison {
+                    v.fill(POISON);
                 }
                 v
             }
-            None => vec![0u8; len],
+            None => vec![if poison { POISON } else { 0 }; len],
         }
     }
 
@@ -45,42 +51,20 @@ impl Spares {
 }
 
 #[cfg(test)]
-impl Spares {
-    /// Fills every kept buffer with `byte` (0xFF: f32 NaN in every element), so that a test sees
-    /// what a kernel reads of memory it was handed without zeros.
-    pub(crate) fn poison(&self, byte: u8) {
-        let mut free = self.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for v in free.iter_mut() {
-            v.fill(byte);
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn buffers_come_back_zeroed_and_by_length() {
+    fn buffers_are_reused_by_length_and_poisoned_in_debug_builds() {
         let s = Spares::default();
-        let mut a = s.take(16, true);
+        let mut a = s.take(16);
         a.fill(7);
         let ptr = a.as_ptr();
         s.give(a);
-        let b = s.take(8, true);
-        assert_eq!(b, vec![0u8; 8]);
-        let c = s.take(16, true);
+        assert_eq!(s.take(8).len(), 8);
+        let c = s.take(16);
         assert_eq!(c.as_ptr(), ptr, "the spare of that length is reused");
-        assert_eq!(c, vec![0u8; 16]);
-    }
-
-    #[test]
-    fn a_buffer_that_needs_no_zeros_comes_back_as_it_was_left() {
-        let s = Spares::default();
-        assert_eq!(s.take(8, false), vec![0u8; 8], "fresh memory is zeroed either way");
-        let mut a = s.take(16, false);
-        a.fill(7);
-        s.give(a);
-        assert_eq!(s.take(16, false), vec![7u8; 16]);
+        let expected = if cfg!(debug_assertions) { POISON } else { 7 };
+        assert_eq!(c, vec![expected; 16]);
     }
 }

@@ -103,7 +103,7 @@ impl Lowerer<'_> {
             }
             let dtype = self.dtype(out)?;
             let len = numel(self.shape(out)?);
-            let buf = self.push_buf(BufDecl { dtype, len, kind: BufKind::Output(k), zeroed: false });
+            let buf = self.push_buf(BufDecl { dtype, len, kind: BufKind::Output(k) });
             self.mat[out.index()] = Some(buf);
         }
         let after_scores = g.downstream_of(a.scores);
@@ -198,9 +198,7 @@ impl Lowerer<'_> {
         let (qi, jl) = (Index::var(queries.inner), Index::var(keys.inner));
 
         // Call-local block buffers.
-        let local = |l: &mut Self, dtype: DType, len: u64| {
-            l.push_buf(BufDecl { dtype, len, kind: BufKind::Local, zeroed: true })
-        };
+        let local = |l: &mut Self, dtype: DType, len: u64| l.push_buf(BufDecl { dtype, len, kind: BufKind::Local });
         let s_buf = local(self, DType::F32, bq * bk);
         let x_buf = local(self, DType::F32, bq * bk);
         let o_buf = local(self, DType::F32, bq * width.max(1));
@@ -533,8 +531,7 @@ impl Lowerer<'_> {
         (mr, nr, t): (u64, u64, crate::loops::GemmTiles),
     ) -> Result<Products, CodegenError> {
         let (bq, bk, depth, width) = (queries.block, keys.block, ops.depth, ops.width);
-        let local =
-            |l: &mut Self, len: u64| l.push_buf(BufDecl { dtype: DType::F32, len, kind: BufKind::Local, zeroed: true });
+        let local = |l: &mut Self, len: u64| l.push_buf(BufDecl { dtype: DType::F32, len, kind: BufKind::Local });
         let q_panels = local(self, bq * depth.max(1));
         let p_panels = local(self, bq * bk);
         let (ir, ii, pp) = (self.new_var(), self.new_var(), self.new_var());
@@ -679,7 +676,6 @@ impl Lowerer<'_> {
                 dtype: DType::F32,
                 len: entries.saturating_mul(stride).max(1),
                 kind: BufKind::Scratch,
-                zeroed: true,
             });
             let at = entry
                 .scale(as_i64(stride))
