@@ -34,7 +34,10 @@ pub struct Data {
 type MergeKey = (u32, usize, u32, u64);
 /// A computed merge: consumer inputs, producer inputs, the result, and whether an applier has
 /// added the result to the e-graph.
-type MergeEntry = (Inputs, Inputs, Merged, std::cell::Cell<bool>);
+/// A merge's consumer inputs, producer inputs, and what is known of it: its result, or `None`
+/// once an applier added it (the e-graph then holds the body; keeping a copy here would only
+/// hold memory).
+type MergeEntry = (Inputs, Inputs, Option<Merged>);
 /// A kernel's input classes as a merge entry keeps them (inline: there are many entries, and
 /// kernels have few inputs).
 type Inputs = smallvec::SmallVec<[Id; 6]>;
@@ -148,9 +151,10 @@ impl TensorAnalysis {
     ) -> MergeLookup {
         let key = Self::merge_key(consumer, at, producer);
         let hit = self.merges.borrow().get(&key).and_then(|entries| {
-            entries.iter().find(|(c, p, ..)| c.as_slice() == consumer.1 && p.as_slice() == producer.1).map(
-                |(_, _, m, added)| {
-                    if added.get() { MergeLookup::Added } else { MergeLookup::Result(m.clone()) }
+            entries.iter().find(|(c, p, _)| c.as_slice() == consumer.1 && p.as_slice() == producer.1).map(
+                |(_, _, m)| match m {
+                    Some(m) => MergeLookup::Result(m.clone()),
+                    None => MergeLookup::Added,
                 },
             )
         });
@@ -158,24 +162,20 @@ impl TensorAnalysis {
             return hit;
         }
         let result = compute();
-        let entry = (
-            Inputs::from_slice(consumer.1),
-            Inputs::from_slice(producer.1),
-            result.clone(),
-            std::cell::Cell::new(false),
-        );
+        let entry = (Inputs::from_slice(consumer.1), Inputs::from_slice(producer.1), Some(result.clone()));
         self.merges.borrow_mut().entry(key).or_default().push(entry);
         MergeLookup::Result(result)
     }
 
-    /// Records that an applier added the result of this merge to the e-graph.
+    /// Records that an applier added the result of this merge to the e-graph (and drops the
+    /// copy of its body kept here: a body equal to one already interned would otherwise live on).
     pub fn mark_added(&self, consumer: (u32, &[Id]), at: usize, producer: (u32, &[Id])) {
         let key = Self::merge_key(consumer, at, producer);
-        if let Some(entries) = self.merges.borrow().get(&key)
-            && let Some((.., added)) =
-                entries.iter().find(|(c, p, ..)| c.as_slice() == consumer.1 && p.as_slice() == producer.1)
+        if let Some(entries) = self.merges.borrow_mut().get_mut(&key)
+            && let Some((.., known)) =
+                entries.iter_mut().find(|(c, p, _)| c.as_slice() == consumer.1 && p.as_slice() == producer.1)
         {
-            added.set(true);
+            *known = None;
         }
     }
 
