@@ -194,12 +194,18 @@ mod nd {
     use crate::error::RuntimeError;
 
     impl HostTensor {
-        /// A tensor with the elements and shape of an ndarray array (in logical row-major order).
+        /// A tensor with the elements and shape of an ndarray array, in its logical row-major
+        /// order whatever its layout: a standard-layout array is copied as one slice; any other
+        /// (transposed, sliced with steps, reversed, broadcast) is gathered element by element.
         pub fn from_ndarray<T: Element, S: Data<Elem = T>, D: Dimension>(
             a: &ArrayBase<S, D>,
         ) -> Result<HostTensor, RuntimeError> {
-            let data: Vec<T> = a.iter().copied().collect();
-            HostTensor::from_vec(a.shape().to_vec(), data)
+            // A broadcast view can stand for more elements than memory holds: refuse it first.
+            super::numel(a.shape())?;
+            match a.as_slice() {
+                Some(data) => HostTensor::from_slice(a.shape().to_vec(), data),
+                None => HostTensor::from_vec(a.shape().to_vec(), a.iter().copied().collect::<Vec<T>>()),
+            }
         }
 
         /// The tensor as an ndarray array, if it holds `T`s.

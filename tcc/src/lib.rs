@@ -7,6 +7,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "ndarray")]
+pub mod arrays;
 pub mod builder;
 pub mod device;
 pub mod engine;
@@ -36,3 +38,22 @@ pub use ndarray;
 pub use tcc_macros::kernel;
 pub use tcc_runtime as runtime;
 pub use tcc_runtime::{Element, HostTensor};
+
+/// Expands to the items it is given when `tcc` has feature `ndarray`, else to nothing: the
+/// `kernel!` macro wraps the `array` functions it generates in it, so they follow a feature of
+/// `tcc`, not of the crate that calls the macro.
+#[cfg(feature = "ndarray")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_ndarray {
+    ($($items:tt)*) => { $($items)* };
+}
+
+/// Expands to the items it is given when `tcc` has feature `ndarray`, else to nothing (this build
+/// has not).
+#[cfg(not(feature = "ndarray"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_ndarray {
+    ($($items:tt)*) => {};
+}

@@ -7,3 +7,5 @@ mod examples;
 mod macro_kernel;
 mod macro_ui;
 mod memory;
+#[cfg(feature = "ndarray")]
+mod ndarray;
