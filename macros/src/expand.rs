@@ -107,13 +107,13 @@ fn function(g: &Graph, names: Option<&FnNames>) -> TokenStream {
         .collect();
     let (ret_array, value_array) = match (outs.as_slice(), out_elems.as_slice()) {
         ([one], [elem]) => {
-            (quote!(::tcc::ndarray::ArrayD<#elem>), quote!(::tcc::arrays::into_array::<#elem>(self::NAME, &#one)?))
+            (quote!(::tcc::ndarray::ArrayD<#elem>), quote!(::tcc::arrays::into_array::<#elem>(self::NAME, &#one)))
         }
         _ => {
             let tys = out_elems.iter().map(|e| quote!(::tcc::ndarray::ArrayD<#e>));
             let vals =
                 outs.iter().zip(&out_elems).map(|(o, e)| quote!(::tcc::arrays::into_array::<#e>(self::NAME, &#o)?));
-            (quote!((#(#tys,)*)), quote!((#(#vals,)*)))
+            (quote!((#(#tys,)*)), quote!(::core::result::Result::Ok((#(#vals,)*))))
         }
     };
     let device = Ident::new("device", Span::mixed_site());
@@ -192,7 +192,7 @@ fn function(g: &Graph, names: Option<&FnNames>) -> TokenStream {
                         #device,
                         ::std::vec![#(::tcc::IntoTensor::<'a, #types>::into_tensor(#params)),*],
                     )?;
-                    ::core::result::Result::Ok(#value_array)
+                    #value_array
                 }
             }
         }

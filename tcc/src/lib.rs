@@ -10,6 +10,8 @@
 #[cfg(feature = "ndarray")]
 pub mod arrays;
 pub mod builder;
+#[cfg(feature = "candle")]
+pub mod candle;
 pub mod device;
 pub mod engine;
 pub mod error;
@@ -28,6 +30,9 @@ pub use tcc_ir::{DType, Dim, Graph, Module, Shape};
 /// tuner.
 pub use tcc_runtime::inputs;
 
+/// The `candle-core` crate tcc kernels apply to (feature `candle`).
+#[cfg(feature = "candle")]
+pub use candle_core;
 pub use device::{Device, DeviceKind, DeviceTensor};
 pub use error::Error;
 pub use half::{bf16, f16};

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[cfg(feature = "candle")]
+mod candle;
 mod device_args;
 mod examples;
 mod macro_kernel;

@@ -97,7 +97,7 @@ fn strided_views_are_read_in_logical_order() {
         assert!(!view.is_standard_layout() || view.ncols() == 1, "{view:?}");
         let y = softmax::array(view).unwrap();
         // The same values in standard layout give the same result, bit for bit.
-        assert_eq!(y, softmax::array(&view.as_standard_layout()).unwrap());
+        assert_eq!(y, softmax::array(view.as_standard_layout()).unwrap());
         assert_close(&y, &softmax::array_on(&interp, view).unwrap(), 1e-4, 1e-6);
     }
     // A broadcast view (stride 0) stands for its repeated rows.
@@ -139,18 +139,18 @@ fn several_outputs_and_half_precision_are_arrays() {
 #[test]
 fn mismatched_arrays_are_errors_naming_the_parameter() {
     // A rank the parameter does not have.
-    let e = softmax::array(&random(&[6], 31)).unwrap_err();
+    let e = softmax::array(random(&[6], 31)).unwrap_err();
     assert!(matches!(&e, Error::Shape { param, got, .. } if param == "x" && got == &[6]), "{e}");
     assert!(e.is_argument_error());
     // A shape variable bound twice to different sizes (K from `a`, then from `b`).
-    let e = product::array(&random(&[2, 3], 32), &random(&[4, 5], 33)).unwrap_err();
+    let e = product::array(random(&[2, 3], 32), random(&[4, 5], 33)).unwrap_err();
     assert!(matches!(&e, Error::Shape { param, .. } if param == "b"), "{e}");
     assert!(e.to_string().contains("K=3"), "{e}");
     // A strided view of the right size is an argument; one of another size is not.
     let x = random(&[2, 3, 5], 34);
     let w = random(&[10], 35);
     let every_other = scale3::array(&x, w.slice(s![..;2])).unwrap();
-    assert_eq!(every_other, scale3::array(&x, &w.slice(s![..;2]).to_owned()).unwrap());
+    assert_eq!(every_other, scale3::array(&x, w.slice(s![..;2]).to_owned()).unwrap());
     let e = scale3::array(&x, w.slice(s![..;3])).unwrap_err();
     assert!(matches!(&e, Error::Shape { param, got, .. } if param == "w" && got == &[4]), "{e}");
     // A broadcast view of more elements than a tensor may hold: refused before allocating.
