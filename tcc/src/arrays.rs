@@ -1,10 +1,10 @@
 //! Kernel results as `ndarray` arrays (feature `ndarray`).
 //!
 //! Arguments: every `ndarray` array or view of a kernel parameter's element type is an argument
-//! ([`crate::IntoTensor`]), of any dimension and any layout. A standard-layout (C-order) array is
-//! copied as one slice; any other layout (a transpose, a slice with steps, a reversed axis, a
-//! broadcast view) is read element by element in its logical row-major order, so a kernel sees the
-//! same values either way. A broadcast view whose element count is over the limits of contract §6
+//! ([`crate::IntoTensor`]), of any dimension and any layout. A standard-layout (C-order) array
+//! passed by reference is read in place by the CPU, with no copy; any other layout (a transpose, a
+//! slice with steps, a reversed axis, a broadcast view), or an array passed by value, is copied in
+//! its logical row-major order, so a kernel sees the same values either way. A broadcast view whose element count is over the limits of contract §6
 //! is refused with [`crate::Error::Tensor`] before anything is allocated.
 //!
 //! Results: the `kernel!` macro gives each kernel `f::array(..)` (on the CPU) and

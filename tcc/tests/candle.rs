@@ -102,9 +102,12 @@ fn strided_and_offset_tensors_are_read_through_their_layout() {
     let base = random(&[6, 9], 7);
     let transposed = base.t().unwrap();
     let narrowed = base.narrow(0, 2, 3).unwrap().narrow(1, 1, 5).unwrap();
+    // Whole rows from row 2: contiguous with a start offset (read in place).
+    let rows = base.narrow(0, 2, 3).unwrap();
+    assert!(rows.is_contiguous());
     let column = base.narrow(1, 4, 1).unwrap();
     let broadcast = random(&[1, 5], 8).broadcast_as((4, 5)).unwrap();
-    for x in [transposed, narrowed, column, broadcast] {
+    for x in [transposed, narrowed, rows, column, broadcast] {
         let y = x.apply_op1_no_bwd(&op).unwrap();
         assert_close(&y, &candle_softmax(&x), 1e-5, 1e-6);
         assert_eq!(

@@ -2,14 +2,53 @@
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, Layout, Shape};
-use tcc_runtime::{Element, HostTensor};
+use tcc_runtime::{Element, HostTensor, HostView};
 
 use super::CandleError;
 use crate::error::Error;
+use crate::kernel::TensorArg;
+
+/// Input `index` of `kernel`, stored in `s` with layout `l`, as a kernel argument of the layout's
+/// shape holding its elements in logical row-major order: a contiguous f32, f16, bf16 or i32
+/// tensor is read in place, any other is copied.
+pub(super) fn to_arg<'s>(
+    kernel: &str,
+    index: usize,
+    s: &'s CpuStorage,
+    l: &Layout,
+) -> Result<TensorArg<'s>, CandleError> {
+    let in_place = match s {
+        CpuStorage::F32(v) => view(v, l),
+        CpuStorage::F16(v) => view(v, l),
+        CpuStorage::BF16(v) => view(v, l),
+        CpuStorage::I32(v) => view(v, l),
+        _ => None,
+    };
+    match in_place {
+        Some(Ok(v)) => Ok(TensorArg::view(v)),
+        Some(Err(source)) => Err(tensor_error(kernel, index, source)),
+        None => to_host(kernel, index, s, l).map(TensorArg::owned),
+    }
+}
+
+/// A view of the elements of `data` under a contiguous `l`; `None` for another layout (or one
+/// reaching past `data`, which the copy reports).
+fn view<'s, T: Element>(data: &'s [T], l: &Layout) -> Option<Result<HostView<'s>, tcc_runtime::RuntimeError>> {
+    let (start, end) = l.contiguous_offsets()?;
+    HostView::from_slice(l.dims().to_vec(), data.get(start..end)?)
+}
+
+fn tensor_error(kernel: &str, index: usize, source: tcc_runtime::RuntimeError) -> CandleError {
+    CandleError::Kernel(Error::Tensor {
+        kernel: kernel.to_string(),
+        param: format!("input {index}"),
+        source: Box::new(source),
+    })
+}
 
 /// Input `index` of `kernel`, stored in `s` with layout `l`, as a host tensor of the layout's
-/// shape holding its elements in logical row-major order.
-pub(super) fn to_host(kernel: &str, index: usize, s: &CpuStorage, l: &Layout) -> Result<HostTensor, CandleError> {
+/// shape holding a copy of its elements in logical row-major order.
+fn to_host(kernel: &str, index: usize, s: &CpuStorage, l: &Layout) -> Result<HostTensor, CandleError> {
     let layout_error = || CandleError::Layout {
         kernel: kernel.to_string(),
         index,
@@ -35,13 +74,7 @@ pub(super) fn to_host(kernel: &str, index: usize, s: &CpuStorage, l: &Layout) ->
             });
         }
     };
-    tensor.map_err(|source| {
-        CandleError::Kernel(Error::Tensor {
-            kernel: kernel.to_string(),
-            param: format!("input {index}"),
-            source: Box::new(source),
-        })
-    })
+    tensor.map_err(|source| tensor_error(kernel, index, source))
 }
 
 /// The elements of `data` under `l` as a host tensor (`None` if the layout reaches past `data`).

@@ -16,8 +16,9 @@
 //!
 //! Devices: a tensor on candle's CPU runs on tcc's default CPU device ([`crate::Device::default_cpu`])
 //! or on the tcc device given with [`KernelOp::on`] / [`apply_on`] (the interpreter, to check a
-//! kernel against tcc's oracle). On the CPU each input is copied once into the kernel's argument
-//! and each output once into candle's storage (candle's `CpuStorage` owns typed vectors, tcc's
+//! kernel against tcc's oracle). On the CPU a contiguous f32, f16, bf16 or i32 input (any start
+//! offset) is read in place, with no copy; a strided or u8 one is gathered into a copy first. Each
+//! output is copied once into candle's storage (candle's `CpuStorage` owns typed vectors, tcc's
 //! runtime byte buffers). Tensors on candle's CUDA or Metal device are refused with
 //! [`CandleError::Device`]: running on candle's CUDA device (its context and stream, in place)
 //! is not built yet (see docs/contract.md §1).
@@ -34,7 +35,7 @@ use tcc_runtime::HostTensor;
 
 use crate::device::Device;
 use crate::error::Error;
-use crate::kernel::{Kernel, TensorArg};
+use crate::kernel::Kernel;
 
 /// Why a tcc kernel could not run on candle tensors (returned wrapped in a `candle_core::Error`).
 #[derive(Debug, thiserror::Error)]
@@ -247,7 +248,7 @@ fn run_host(
     let args = inputs
         .iter()
         .enumerate()
-        .map(|(index, &(s, l))| convert::to_host(kernel.name(), index, s, l).map(TensorArg::owned))
+        .map(|(index, &(s, l))| convert::to_arg(kernel.name(), index, s, l))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(kernel.run(device, args)?)
 }
