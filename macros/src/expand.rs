@@ -3,7 +3,10 @@
 //! Design: a function and a module of the same name (they live in different namespaces).
 //! `f(x, y)` reads like the DSL call it stands for and runs on the CPU; `f::on(&device, x, y)`
 //! chooses the device; `f::on_device(&gpu, x, y)` keeps the outputs in the GPU's memory (any
-//! argument may already be there); `f::kernel()`, `f::IR`, `f::PARAMS` expose the rest. A unit struct with a
+//! argument may already be there); with `tcc`'s feature `ndarray`, `f::array(x, y)` and
+//! `f::array_on(&device, x, y)` return `ndarray` arrays (the items are wrapped in
+//! `::tcc::__with_ndarray!`, which expands to nothing in a build without the feature);
+//! `f::kernel()`, `f::IR`, `f::PARAMS` expose the rest. A unit struct with a
 //! `call` method was the alternative; it is rejected because a unit struct cannot be shadowed by a
 //! `let` (`let softmax = softmax.call(..)` would not compile).
 //!
@@ -96,6 +99,23 @@ fn function(g: &Graph, names: Option<&FnNames>) -> TokenStream {
             (quote!((#(#tys,)*)), quote!((#(#dev,)*)), quote!((#(#outs,)*)))
         }
     };
+    // With `tcc`'s feature `ndarray`: the outputs as arrays of their dtypes' elements.
+    let out_elems: Vec<TokenStream> = g
+        .outputs
+        .iter()
+        .map(|&id| g.ty(id).map_or_else(|| quote!(::core::primitive::f32), |t| element(t.dtype, Span::call_site())))
+        .collect();
+    let (ret_array, value_array) = match (outs.as_slice(), out_elems.as_slice()) {
+        ([one], [elem]) => {
+            (quote!(::tcc::ndarray::ArrayD<#elem>), quote!(::tcc::arrays::into_array::<#elem>(self::NAME, &#one)))
+        }
+        _ => {
+            let tys = out_elems.iter().map(|e| quote!(::tcc::ndarray::ArrayD<#e>));
+            let vals =
+                outs.iter().zip(&out_elems).map(|(o, e)| quote!(::tcc::arrays::into_array::<#e>(self::NAME, &#o)?));
+            (quote!((#(#tys,)*)), quote!(::core::result::Result::Ok((#(#vals,)*))))
+        }
+    };
     let device = Ident::new("device", Span::mixed_site());
     let bounds = types.iter().zip(&dtype_spans).map(|(ty, &sp)| quote_spanned!(sp=> ::tcc::IntoTensor<'a, #ty>));
     let args = quote!(#(#params: impl #bounds),*);
@@ -150,6 +170,30 @@ fn function(g: &Graph, names: Option<&FnNames>) -> TokenStream {
                     ::std::vec![#(::tcc::IntoTensor::<'a, #types>::into_tensor(#params)),*],
                 )?;
                 ::core::result::Result::Ok(#value)
+            }
+
+            ::tcc::__with_ndarray! {
+                /// Runs the kernel on the CPU and returns its outputs as `ndarray` arrays (feature
+                /// `ndarray` of `tcc`); arguments may be arrays or views of any layout.
+                // Reason: one argument per DSL parameter.
+                #[allow(clippy::too_many_arguments)]
+                pub fn array<'a>(#args) -> ::core::result::Result<#ret_array, ::tcc::Error> {
+                    self::array_on(::tcc::Device::default_cpu()?, #(#params),*)
+                }
+
+                /// Runs the kernel on `device` and returns its outputs as `ndarray` arrays.
+                // Reason: one argument per DSL parameter, plus the device.
+                #[allow(clippy::too_many_arguments)]
+                pub fn array_on<'a>(
+                    #device: &::tcc::Device,
+                    #args
+                ) -> ::core::result::Result<#ret_array, ::tcc::Error> {
+                    let [#(#outs),*] = self::kernel().run_array::<#n_outs>(
+                        #device,
+                        ::std::vec![#(::tcc::IntoTensor::<'a, #types>::into_tensor(#params)),*],
+                    )?;
+                    #value_array
+                }
             }
         }
     }

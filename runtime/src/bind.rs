@@ -3,7 +3,7 @@
 use tcc_ir::{Bindings, Dim, Param, Shape};
 
 use crate::error::RuntimeError;
-use crate::tensor::HostTensor;
+use crate::tensor::{HostTensor, HostView};
 
 /// The shape as declared, with each bound variable's value (`[M=3, 4]`).
 pub fn describe(shape: &Shape, bindings: &Bindings) -> String {
@@ -48,6 +48,11 @@ pub fn bind_dims(shape: &Shape, actual: &[usize], bindings: &mut Bindings) -> bo
 /// Binds every shape variable of `params` from `inputs`, checking counts, dtypes, ranks,
 /// constant dimensions and that each variable gets one value.
 pub fn bind_inputs(function: &str, params: &[Param], inputs: &[HostTensor]) -> Result<Bindings, RuntimeError> {
+    bind_views(function, params, &inputs.iter().map(HostTensor::view).collect::<Vec<_>>())
+}
+
+/// [`bind_inputs`] for tensors given as views.
+pub fn bind_views(function: &str, params: &[Param], inputs: &[HostView<'_>]) -> Result<Bindings, RuntimeError> {
     if params.len() != inputs.len() {
         return Err(RuntimeError::InputCount {
             function: function.to_string(),

@@ -18,4 +18,4 @@ pub mod tensor;
 
 pub use cpu::{CompiledProgram, CpuDevice};
 pub use error::RuntimeError;
-pub use tensor::{Element, HostTensor};
+pub use tensor::{Element, HostTensor, HostView};

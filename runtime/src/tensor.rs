@@ -14,6 +14,26 @@ pub trait Element: Copy {
     fn put(self, out: &mut Vec<u8>);
     /// Reads one element from exactly `size_bytes` bytes.
     fn get(bytes: &[u8]) -> Self;
+    /// The elements' memory as the little-endian bytes a host tensor holds, where it is exactly
+    /// that (every element type on a little-endian machine); `None` elsewhere (then they are
+    /// copied with [`Element::put`]).
+    fn le_bytes(data: &[Self]) -> Option<&[u8]>;
+}
+
+/// `data`'s memory as bytes, on a little-endian machine.
+///
+/// Only for element types whose memory is their little-endian encoding with no padding:
+/// f32, i32, `half`'s f16 and bf16 (`repr(transparent)` over u16) and bool (one byte, 0 or 1,
+/// the host tensor's encoding of bool).
+fn memory_bytes<T: Element>(data: &[T]) -> Option<&[u8]> {
+    if cfg!(target_endian = "little") {
+        // SAFETY: `data` is a live, initialized slice of a padding-free element type (see above),
+        // so its `size_of_val(data)` bytes may be read as u8 (alignment 1) for as long as it is
+        // borrowed, which the returned slice's lifetime ties it to.
+        Some(unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) })
+    } else {
+        None
+    }
 }
 
 macro_rules! element {
@@ -27,6 +47,9 @@ macro_rules! element {
                 let mut a = [0u8; $n];
                 a.copy_from_slice(&bytes[..$n]);
                 <$t>::from_le_bytes(a)
+            }
+            fn le_bytes(data: &[Self]) -> Option<&[u8]> {
+                memory_bytes(data)
             }
         }
     };
@@ -44,6 +67,9 @@ impl Element for bool {
     }
     fn get(bytes: &[u8]) -> Self {
         bytes.first().is_some_and(|&b| b != 0)
+    }
+    fn le_bytes(data: &[Self]) -> Option<&[u8]> {
+        memory_bytes(data)
     }
 }
 
@@ -113,6 +139,69 @@ impl HostTensor {
 
     /// Every element as f64 (exact for every dtype).
     pub fn to_f64_vec(&self) -> Vec<f64> {
+        self.view().to_f64_vec()
+    }
+
+    /// The tensor as a view of its bytes.
+    pub fn view(&self) -> HostView<'_> {
+        HostView { dtype: self.dtype, shape: self.shape.clone(), bytes: &self.bytes }
+    }
+}
+
+/// A host tensor whose bytes someone else owns (a caller's array, read in place by a kernel): a
+/// dtype, a shape and little-endian element bytes, as in [`HostTensor`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostView<'a> {
+    dtype: DType,
+    shape: Vec<usize>,
+    bytes: &'a [u8],
+}
+
+impl<'a> HostView<'a> {
+    /// A view of raw little-endian bytes; fails if their length does not fit dtype and shape.
+    pub fn from_bytes(dtype: DType, shape: Vec<usize>, bytes: &'a [u8]) -> Result<HostView<'a>, RuntimeError> {
+        let expected =
+            numel(&shape)?.checked_mul(dtype.size_bytes()).ok_or_else(|| RuntimeError::TooLarge(shape.clone()))?;
+        if bytes.len() != expected {
+            return Err(RuntimeError::DataLength { dtype, shape, expected, got: bytes.len() });
+        }
+        Ok(HostView { dtype, shape, bytes })
+    }
+
+    /// A view of `data` (row-major) as a tensor of `shape`, if the elements' memory is their
+    /// little-endian encoding ([`Element::le_bytes`]); `None` if it is not (copy with
+    /// [`HostTensor::from_slice`] then).
+    pub fn from_slice<T: Element>(shape: Vec<usize>, data: &'a [T]) -> Option<Result<HostView<'a>, RuntimeError>> {
+        T::le_bytes(data).map(|bytes| HostView::from_bytes(T::DTYPE, shape, bytes))
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The raw little-endian bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The same values as an interpreter tensor.
+    pub fn to_interp(&self) -> Tensor {
+        Tensor { dtype: self.dtype, shape: self.shape.clone(), data: self.to_f64_vec() }
+    }
+
+    /// A host tensor holding a copy of the bytes.
+    pub fn to_tensor(&self) -> HostTensor {
+        HostTensor { dtype: self.dtype, shape: self.shape.clone(), bytes: self.bytes.to_vec() }
+    }
+
+    /// Every element as f64 (exact for every dtype).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
         let size = self.dtype.size_bytes();
         self.bytes
             .chunks_exact(size)
@@ -125,7 +214,9 @@ impl HostTensor {
             })
             .collect()
     }
+}
 
+impl HostTensor {
     /// A tensor from f64 values, each rounded to `dtype` as casts round (contract §5).
     pub fn from_f64(dtype: DType, shape: Vec<usize>, data: &[f64]) -> Result<HostTensor, RuntimeError> {
         let n = numel(&shape)?;
@@ -190,16 +281,30 @@ impl HostTensor {
 mod nd {
     use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
-    use super::{Element, HostTensor};
+    use super::{Element, HostTensor, HostView};
     use crate::error::RuntimeError;
 
     impl HostTensor {
-        /// A tensor with the elements and shape of an ndarray array (in logical row-major order).
+        /// A tensor with the elements and shape of an ndarray array, in its logical row-major
+        /// order whatever its layout: a standard-layout array is copied as one slice; any other
+        /// (transposed, sliced with steps, reversed, broadcast) is gathered element by element.
         pub fn from_ndarray<T: Element, S: Data<Elem = T>, D: Dimension>(
             a: &ArrayBase<S, D>,
         ) -> Result<HostTensor, RuntimeError> {
-            let data: Vec<T> = a.iter().copied().collect();
-            HostTensor::from_vec(a.shape().to_vec(), data)
+            // A broadcast view can stand for more elements than memory holds: refuse it first.
+            super::numel(a.shape())?;
+            match a.as_slice() {
+                Some(data) => HostTensor::from_slice(a.shape().to_vec(), data),
+                None => HostTensor::from_vec(a.shape().to_vec(), a.iter().copied().collect::<Vec<T>>()),
+            }
+        }
+
+        /// A view of a standard-layout (C-order) array's elements, read in place; `None` for any
+        /// other layout (copy it with [`HostTensor::from_ndarray`] then).
+        pub fn view_ndarray<'a, T: Element + 'a, S: Data<Elem = T>, D: Dimension>(
+            a: &'a ArrayBase<S, D>,
+        ) -> Option<Result<HostView<'a>, RuntimeError>> {
+            HostView::from_slice(a.shape().to_vec(), a.as_slice()?)
         }
 
         /// The tensor as an ndarray array, if it holds `T`s.

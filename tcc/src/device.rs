@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tcc_ir::target::{CpuTier, Target, TargetSpec};
 use tcc_ir::{Bindings, Program};
 use tcc_runtime::cpu::CompiledProgram;
-use tcc_runtime::{CpuDevice, HostTensor, RuntimeError};
+use tcc_runtime::{CpuDevice, HostTensor, HostView, RuntimeError};
 
 use crate::error::Error;
 use crate::pipeline::{LockSetting, Pipeline};
@@ -308,7 +308,7 @@ impl Device {
         program: &Program,
         fingerprint: &str,
         bindings: &Bindings,
-        inputs: &[HostTensor],
+        inputs: &[HostView<'_>],
     ) -> Result<Vec<HostTensor>, Error> {
         let runtime = |source: RuntimeError| Error::Runtime { kernel: kernel.to_string(), source: Box::new(source) };
         match &self.backend {
@@ -318,7 +318,7 @@ impl Device {
                     d.compile(&tuned, bindings).map(Compiled::Cpu).map_err(runtime)
                 })?;
                 match compiled {
-                    Compiled::Cpu(p) => p.run(inputs).map_err(runtime),
+                    Compiled::Cpu(p) => p.run_views(inputs).map_err(runtime),
                     #[cfg(feature = "llvm")]
                     Compiled::Cuda(_) => Err(mixed_cache(kernel)),
                 }
@@ -330,7 +330,11 @@ impl Device {
                 let compiled =
                     self.compiled(fingerprint, bindings, || compile_cuda(self, d, kernel, program, bindings))?;
                 match compiled {
-                    Compiled::Cuda(p) => d.run(&p, inputs).map_err(cuda),
+                    Compiled::Cuda(p) => {
+                        // The CUDA runtime uploads from tensors of its own.
+                        let owned: Vec<HostTensor> = inputs.iter().map(HostView::to_tensor).collect();
+                        d.run(&p, &owned).map_err(cuda)
+                    }
                     Compiled::Cpu(_) => Err(mixed_cache(kernel)),
                 }
             }

@@ -7,7 +7,11 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "ndarray")]
+pub mod arrays;
 pub mod builder;
+#[cfg(feature = "candle")]
+pub mod candle;
 pub mod device;
 pub mod engine;
 pub mod error;
@@ -26,6 +30,9 @@ pub use tcc_ir::{DType, Dim, Graph, Module, Shape};
 /// tuner.
 pub use tcc_runtime::inputs;
 
+/// The `candle-core` crate tcc kernels apply to (feature `candle`).
+#[cfg(feature = "candle")]
+pub use candle_core;
 pub use device::{Device, DeviceKind, DeviceTensor};
 pub use error::Error;
 pub use half::{bf16, f16};
@@ -36,3 +43,22 @@ pub use ndarray;
 pub use tcc_macros::kernel;
 pub use tcc_runtime as runtime;
 pub use tcc_runtime::{Element, HostTensor};
+
+/// Expands to the items it is given when `tcc` has feature `ndarray`, else to nothing: the
+/// `kernel!` macro wraps the `array` functions it generates in it, so they follow a feature of
+/// `tcc`, not of the crate that calls the macro.
+#[cfg(feature = "ndarray")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_ndarray {
+    ($($items:tt)*) => { $($items)* };
+}
+
+/// Expands to the items it is given when `tcc` has feature `ndarray`, else to nothing (this build
+/// has not).
+#[cfg(not(feature = "ndarray"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_ndarray {
+    ($($items:tt)*) => {};
+}

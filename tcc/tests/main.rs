@@ -2,8 +2,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[cfg(feature = "candle")]
+mod candle;
 mod device_args;
 mod examples;
 mod macro_kernel;
 mod macro_ui;
 mod memory;
+#[cfg(feature = "ndarray")]
+mod ndarray;

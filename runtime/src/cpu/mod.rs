@@ -11,9 +11,9 @@ use rayon::prelude::*;
 use tcc_codegen::{Backend, BufKind, CraneliftBackend, LowerOptions};
 use tcc_ir::{Bindings, Program, TensorType, ValueRef};
 
-use crate::bind::{bind_inputs, describe};
+use crate::bind::{bind_inputs, bind_views, describe};
 use crate::error::RuntimeError;
-use crate::tensor::HostTensor;
+use crate::tensor::{HostTensor, HostView};
 use kernel::LoadedKernel;
 use spare::Spares;
 
@@ -250,6 +250,11 @@ impl CompiledProgram {
 
     /// Runs the program; the inputs must have exactly the shapes it was compiled for.
     pub fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+        self.run_views(&inputs.iter().map(HostTensor::view).collect::<Vec<_>>())
+    }
+
+    /// [`CompiledProgram::run`] on inputs read in place (their bytes are only read).
+    pub fn run_views(&self, inputs: &[HostView<'_>]) -> Result<Vec<HostTensor>, RuntimeError> {
         self.run_observed(inputs, |_, _| {})
     }
 
@@ -259,7 +264,8 @@ impl CompiledProgram {
         inputs: &[HostTensor],
     ) -> Result<(Vec<HostTensor>, Vec<std::time::Duration>), RuntimeError> {
         let mut times = vec![std::time::Duration::ZERO; self.launches.len()];
-        let outputs = self.run_observed(inputs, |i, t| {
+        let views: Vec<HostView<'_>> = inputs.iter().map(HostTensor::view).collect();
+        let outputs = self.run_observed(&views, |i, t| {
             if let Some(slot) = times.get_mut(i) {
                 *slot = t;
             }
@@ -270,10 +276,10 @@ impl CompiledProgram {
     /// Runs the program, telling `observe` each launch's index and wall time.
     fn run_observed(
         &self,
-        inputs: &[HostTensor],
+        inputs: &[HostView<'_>],
         mut observe: impl FnMut(usize, std::time::Duration),
     ) -> Result<Vec<HostTensor>, RuntimeError> {
-        let bindings = bind_inputs(&self.name, &self.params, inputs)?;
+        let bindings = bind_views(&self.name, &self.params, inputs)?;
         // Variables no parameter carries (the length of an `iota`) keep the compiled values.
         if bindings.iter().any(|(v, n)| self.bindings.get(v) != Some(n)) {
             let param = self
@@ -299,7 +305,9 @@ impl CompiledProgram {
         self.outputs
             .iter()
             .map(|o| match o {
-                ValueRef::Param(p) => inputs.get(*p).cloned().ok_or_else(|| bad(format!("output names parameter {p}"))),
+                ValueRef::Param(p) => {
+                    inputs.get(*p).map(HostView::to_tensor).ok_or_else(|| bad(format!("output names parameter {p}")))
+                }
                 ValueRef::Buffer(b) => {
                     // A buffer returned twice is cloned for its second use.
                     let repeated = self.outputs.iter().filter(|x| **x == ValueRef::Buffer(*b)).count() > 1;
@@ -314,7 +322,7 @@ impl CompiledProgram {
     fn launch(
         &self,
         launch: &CompiledLaunch,
-        inputs: &[HostTensor],
+        inputs: &[HostView<'_>],
         buffers: &mut [Option<HostTensor>],
     ) -> Result<(), RuntimeError> {
         let decls = launch.kernel.buffers();
@@ -348,14 +356,16 @@ impl CompiledProgram {
             let need = ptrs[i];
             let (ptr, have, dtype) = match decl.kind {
                 BufKind::Input(k) => {
-                    let t = match launch.inputs.get(k) {
-                        Some(ValueRef::Param(p)) => inputs.get(*p),
-                        Some(ValueRef::Buffer(b)) => buffers.get(*b).and_then(Option::as_ref),
+                    let (bytes, dtype) = match launch.inputs.get(k) {
+                        Some(ValueRef::Param(p)) => inputs.get(*p).map(|t| (t.bytes(), t.dtype())),
+                        Some(ValueRef::Buffer(b)) => {
+                            buffers.get(*b).and_then(Option::as_ref).map(|t| (t.bytes(), t.dtype()))
+                        }
                         None => None,
                     }
                     .ok_or_else(|| bad(format!("kernel input {k} is unbound")))?;
                     // Inputs are only read by the kernel.
-                    (t.bytes().as_ptr() as usize, t.bytes().len(), t.dtype())
+                    (bytes.as_ptr() as usize, bytes.len(), dtype)
                 }
                 BufKind::Output(k) => {
                     let t = match launch.outputs.get(k) {

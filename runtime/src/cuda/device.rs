@@ -76,9 +76,17 @@ impl std::fmt::Debug for CudaDevice {
     }
 }
 
+#[cfg(not(feature = "cuda-dynamic-linking"))]
 fn driver_present() -> bool {
     // SAFETY: only tries to dlopen libcuda; no CUDA call is made.
     unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// With cudarc linked against libcuda (feature `cuda-dynamic-linking`) the program could not have
+/// started without it.
+#[cfg(feature = "cuda-dynamic-linking")]
+fn driver_present() -> bool {
+    true
 }
 
 fn attr(ctx: &CudaContext, a: CUdevice_attribute, what: &str) -> Result<u32, CudaError> {

@@ -9,8 +9,6 @@
 //! checks that the tensor the map describes lies inside its buffer, which is what makes passing
 //! the map to a kernel memory-safe.
 
-use std::sync::OnceLock;
-
 use cudarc::driver::DeviceRepr;
 use cudarc::driver::sys::{
     self, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion,
@@ -166,11 +164,19 @@ pub(crate) fn encode(spec: &TensorMapSpec, base: u64, available: u64) -> Result<
 
 /// Whether the loaded driver exports `cuTensorMapEncodeTiled` (cudarc panics calling a missing
 /// symbol); looked up once per process, not at every launch.
+#[cfg(not(feature = "cuda-dynamic-linking"))]
 fn encoder_present() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     // SAFETY: only looks the symbol up in the driver library, which is loaded (a device is open);
     // the symbol is not called.
     *PRESENT.get_or_init(|| unsafe { sys::culib().get::<unsafe extern "C" fn()>(b"cuTensorMapEncodeTiled").is_ok() })
+}
+
+/// With cudarc linked against libcuda (feature `cuda-dynamic-linking`) every symbol it names was
+/// resolved when the program was loaded.
+#[cfg(feature = "cuda-dynamic-linking")]
+fn encoder_present() -> bool {
+    true
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! - `(data, shape)` pairs, where `data` is `&[E]`, `&[E; N]`, `&Vec<E>` or `Vec<E>` and `shape`
 //!   is `[usize; R]`, `&[usize; R]`, `&[usize]`, `Vec<usize>` or `&Vec<usize>` (row-major, copied once);
 //! - `&HostTensor` and `HostTensor` (any dtype: checked against the parameter when called);
-//! - with feature `ndarray`, `ndarray` arrays and views of `E` (any layout; copied in logical order);
+//! - with feature `ndarray`, `ndarray` arrays and views of `E` (any layout: a standard-layout one
+//!   passed by reference is read in place, any other copied in logical order);
 //! - `&DeviceTensor` (memory of a CUDA device, any dtype: checked when called; used in place by a
 //!   kernel on the same device, an error elsewhere).
 //!
@@ -13,13 +14,14 @@
 //! parameter's dtype, so passing an `f16` slice where an `f32` is declared does not compile.
 
 use tcc_ir::{Bindings, DType, Param};
-use tcc_runtime::{Element, HostTensor, RuntimeError};
+use tcc_runtime::{Element, HostTensor, HostView, RuntimeError};
 
 use crate::device::{Device, DeviceTensor, ResidentArg};
 use crate::error::Error;
 
-/// One tensor argument of a kernel call: a host tensor (borrowed or owned), or the error met
-/// while building one (reported when the kernel is called, naming the parameter).
+/// One tensor argument of a kernel call: a host tensor (borrowed or owned), a view of memory the
+/// caller owns, a device tensor, or the error met while building one (reported when the kernel is
+/// called, naming the parameter).
 #[derive(Debug)]
 pub struct TensorArg<'a>(Repr<'a>);
 
@@ -27,8 +29,37 @@ pub struct TensorArg<'a>(Repr<'a>);
 enum Repr<'a> {
     Borrowed(&'a HostTensor),
     Owned(HostTensor),
+    /// Someone else's memory, read in place on the CPU.
+    View(HostView<'a>),
     Device(&'a DeviceTensor),
     Invalid(RuntimeError),
+}
+
+/// A host argument ready for a call: its bytes borrowed or owned.
+#[derive(Debug)]
+pub(crate) enum HostArg<'a> {
+    /// A tensor the call owns.
+    Owned(HostTensor),
+    /// Memory the caller owns, read in place.
+    View(HostView<'a>),
+}
+
+impl HostArg<'_> {
+    /// The argument as a view (what the CPU reads in place).
+    pub(crate) fn view(&self) -> HostView<'_> {
+        match self {
+            HostArg::Owned(t) => t.view(),
+            HostArg::View(v) => v.clone(),
+        }
+    }
+
+    /// The argument as an owned tensor (a copy of a view), for devices that take their own.
+    pub(crate) fn into_tensor(self) -> HostTensor {
+        match self {
+            HostArg::Owned(t) => t,
+            HostArg::View(v) => v.to_tensor(),
+        }
+    }
 }
 
 impl<'a> TensorArg<'a> {
@@ -55,6 +86,19 @@ impl<'a> TensorArg<'a> {
         })
     }
 
+    /// A tensor read in place from memory the caller owns (on the CPU; other devices copy it).
+    pub fn view(v: HostView<'a>) -> TensorArg<'a> {
+        TensorArg(Repr::View(v))
+    }
+
+    /// A view, or the error met while making it (reported at the call, naming the parameter).
+    pub fn view_result(r: Result<HostView<'a>, RuntimeError>) -> TensorArg<'a> {
+        TensorArg(match r {
+            Ok(v) => Repr::View(v),
+            Err(e) => Repr::Invalid(e),
+        })
+    }
+
     /// A tensor in a CUDA device's memory.
     pub fn device(t: &'a DeviceTensor) -> TensorArg<'a> {
         TensorArg(Repr::Device(t))
@@ -67,11 +111,12 @@ impl<'a> TensorArg<'a> {
 
     /// The host tensor, or the error naming `param` of `kernel` (a device tensor is one: a kernel
     /// that takes one runs on its device).
-    pub(crate) fn into_host(self, kernel: &str, param: &str, device: &Device) -> Result<HostTensor, Error> {
-        // The runtime takes a slice of owned tensors: a borrowed one is copied here, once.
+    pub(crate) fn into_host(self, kernel: &str, param: &str, device: &Device) -> Result<HostArg<'a>, Error> {
+        // Borrowed tensors and views are read in place.
         match self.0 {
-            Repr::Borrowed(t) => Ok(t.clone()),
-            Repr::Owned(t) => Ok(t),
+            Repr::Borrowed(t) => Ok(HostArg::View(t.view())),
+            Repr::Owned(t) => Ok(HostArg::Owned(t)),
+            Repr::View(v) => Ok(HostArg::View(v)),
             Repr::Device(t) => Err(elsewhere(kernel, param, t, device)),
             Repr::Invalid(source) => {
                 Err(Error::Tensor { kernel: kernel.to_string(), param: param.to_string(), source: Box::new(source) })
@@ -85,7 +130,7 @@ impl<'a> TensorArg<'a> {
         match self.0 {
             Repr::Device(t) if t.is_on(device) => Ok(ResidentArg::Device(t)),
             Repr::Device(t) => Err(elsewhere(kernel, param, t, device)),
-            other => TensorArg(other).into_host(kernel, param, device).map(ResidentArg::Host),
+            other => TensorArg(other).into_host(kernel, param, device).map(|h| ResidentArg::Host(h.into_tensor())),
         }
     }
 }
@@ -208,9 +253,13 @@ mod nd {
 
     use super::{IntoTensor, TensorArg};
 
-    impl<'a, E: Element, S: Data<Elem = E>, D: Dimension> IntoTensor<'a, E> for &ArrayBase<S, D> {
+    impl<'a, E: Element + 'a, S: Data<Elem = E>, D: Dimension> IntoTensor<'a, E> for &'a ArrayBase<S, D> {
         fn into_tensor(self) -> TensorArg<'a> {
-            TensorArg::from_result(HostTensor::from_ndarray(self))
+            // A standard-layout array is read in place; any other layout is copied in logical order.
+            match HostTensor::view_ndarray(self) {
+                Some(view) => TensorArg::view_result(view),
+                None => TensorArg::from_result(HostTensor::from_ndarray(self)),
+            }
         }
     }
 

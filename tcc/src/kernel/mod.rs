@@ -26,7 +26,7 @@ use tcc_ir::Graph;
 use tcc_ir::Program;
 use tcc_ir::target::Target;
 use tcc_passes::PassError;
-use tcc_runtime::{CpuDevice, HostTensor};
+use tcc_runtime::{CpuDevice, HostTensor, HostView};
 
 pub use args::{IntoTensor, TensorArg};
 
@@ -151,12 +151,13 @@ impl Kernel {
             let outputs = self.run_device(device, args)?;
             return outputs.iter().map(|t| device.download(t)).collect();
         }
-        let inputs = args
+        let held = args
             .into_iter()
             .zip(&graph.params)
             .map(|(a, p)| a.into_host(self.name, &p.name, device))
             .collect::<Result<Vec<_>, _>>()?;
-        let bindings = tcc_runtime::bind::bind_inputs(self.name, &graph.params, &inputs)
+        let inputs: Vec<HostView<'_>> = held.iter().map(args::HostArg::view).collect();
+        let bindings = tcc_runtime::bind::bind_views(self.name, &graph.params, &inputs)
             .map_err(|e| Error::from_binding(self.name, e))?;
         let outputs = match device.pipeline() {
             Some(pipeline) => {
@@ -259,8 +260,8 @@ impl Kernel {
         })
     }
 
-    fn interpret(&self, graph: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Error> {
-        let tensors: Vec<_> = inputs.iter().map(HostTensor::to_interp).collect();
+    fn interpret(&self, graph: &Graph, inputs: &[HostView<'_>]) -> Result<Vec<HostTensor>, Error> {
+        let tensors: Vec<_> = inputs.iter().map(HostView::to_interp).collect();
         let outputs = tcc_ir::interp::run_graph(graph, &tensors)
             .map_err(|source| Error::Interp { kernel: self.name.to_string(), source: Box::new(source) })?;
         outputs

@@ -1,0 +1,27 @@
+//! The block's tcc kernels: RMSNorm, causal grouped-query attention and the gated MLP, in f32.
+//! Head dimension 64; every other size is a shape variable bound at the call.
+
+tcc::kernel! {
+    // RMSNorm over the last axis, eps 1e-5.
+    fn rmsnorm(x: f32[S, D], weight: f32[D]) -> f32[S, D] {
+        x * rsqrt((x * x).mean(-1, keepdim) + 0.00001) * weight
+    }
+
+    // Causal attention: G query heads share each of the KV key/value heads (broadcast, not
+    // copied); the mask is math of positions (query s sees keys t <= s).
+    fn attention(q: f32[KV, G, S, 64], k: f32[KV, S, 64], v: f32[KV, S, 64]) -> f32[KV, G, S, 64] {
+        let keys = k.reshape([KV, 1, S, 64]).broadcast_to([KV, G, S, 64]);
+        let values = v.reshape([KV, 1, S, 64]).broadcast_to([KV, G, S, 64]);
+        let s = (q @ keys.t()) * 0.125; // 1 / sqrt(64)
+        let keep = iota(S).reshape([S, 1]) >= iota(S);
+        let s = select(keep, s, -inf);
+        let e = exp(s - s.max(-1, keepdim));
+        (e / e.sum(-1, keepdim)) @ values
+    }
+
+    // The gated MLP: down(silu(gate(x)) * up(x)), weights as candle's Linear stores them [out, in].
+    fn mlp(x: f32[S, D], gate: f32[F, D], up: f32[F, D], down: f32[D, F]) -> f32[S, D] {
+        let g = x @ gate.t();
+        (g * sigmoid(g) * (x @ up.t())) @ down.t()
+    }
+}
