@@ -222,3 +222,22 @@ fn the_decoder_layer_on_the_cpu_has_one_attention_kernel_and_agrees_with_the_int
     let diff: f64 = expected.data.iter().zip(&got.data).map(|(e, g)| (e - g).powi(2)).sum::<f64>().sqrt();
     assert!(diff < 0.02 * change, "CPU error {diff:.4} against a change of {change:.4}");
 }
+
+#[test]
+fn the_decoder_layers_gated_mlp_is_one_dual_product_kernel_on_the_gpus() {
+    let graph = small_layer();
+    let inputs = Inputs::new(4).tensors();
+    let expected = run_graph(&graph, &inputs).unwrap().swap_remove(0);
+    for target in [tcc_passes::TargetModel::sm_80(), tcc_passes::TargetModel::sm_90a()] {
+        let optimized = tcc_passes::optimize(&graph, &tcc_passes::OptimizeOptions::new(target)).unwrap();
+        let dual = optimized.report.kernels.iter().filter(|k| k.rules.iter().any(|r| r == "fuse-shared-operand"));
+        let products = |k: &tcc_passes::KernelReport| k.ops.iter().filter(|o| *o == "matmul").count();
+        assert_eq!(dual.map(products).collect::<Vec<_>>(), [2], "{}", optimized.report);
+        // The optimized program (the dual kernel's graph included) computes the layer.
+        let got = tcc_ir::interp::run_program(&optimized.program, &inputs).unwrap().swap_remove(0);
+        let x = &inputs[0].data;
+        let change: f64 = expected.data.iter().zip(x).map(|(e, x)| (e - x).powi(2)).sum::<f64>().sqrt();
+        let diff: f64 = expected.data.iter().zip(&got.data).map(|(e, g)| (e - g).powi(2)).sum::<f64>().sqrt();
+        assert!(diff < 0.02 * change, "error {diff:.4} against a change of {change:.4}");
+    }
+}

@@ -11,6 +11,7 @@
 pub mod accuracy;
 pub mod attention;
 pub mod dtype;
+pub mod dual;
 pub mod fingerprint;
 pub mod graph;
 pub mod infer;
@@ -27,6 +28,7 @@ pub mod text;
 pub mod verify;
 
 pub use dtype::DType;
+pub use dual::DualProduct;
 pub use graph::{BuildError, Graph, Module, Node, Param};
 pub use infer::TypeError;
 pub use op::{BinaryOp, CompareOp, NodeId, Op, ReduceOp, TensorType, UnaryOp};

@@ -4,6 +4,9 @@
 //!   transposes or broadcasts of one tensor each (plus scalars); every op downstream of the matmul
 //!   is elementwise with the matmul's output shape (the epilogue: bias, activation, residual, scale,
 //!   cast).
+//!   A *dual product* ([`tcc_ir::DualProduct`]: two f16/bf16 products of one left operand that
+//!   meet in the epilogue, a gated MLP's `silu(x @ g) * (x @ u)`) is a MatMul kernel too, with
+//!   these prologues per product.
 //! - **RowReduction**: reductions that all reduce the same innermost axes `R` of tensors of one
 //!   shape `D`; every value downstream of a reduction has shape `D`, or `D` with `R` kept as 1, or
 //!   the fully reduced shape; the prologue is elementwise or broadcast.
@@ -40,11 +43,18 @@ pub fn classify(body: &Body) -> Option<KernelClass> {
     }
     match (matmuls.as_slice(), reduces.is_empty()) {
         ([], true) => pointwise(body),
-        ([m], true) => matmul(body, *m, &after_mm),
+        ([m], true) => matmul(body, &[*m], &after_mm),
+        ([_, _], true) => dual(body, &matmuls, &after_mm),
         ([], false) => reduction(body, &reduces, &after_red),
         ([_, _], false) => attention(body),
         _ => None,
     }
+}
+
+/// Whether `body` is a MatMul kernel of two products: a dual product.
+pub fn is_dual_product(body: &Body) -> bool {
+    body.class == KernelClass::MatMul
+        && body.nodes.iter().filter(|n| matches!(n, BodyNode::Op(TOp::MatMul, _))).count() == 2
 }
 
 fn ops(body: &Body) -> impl Iterator<Item = (usize, &TOp, &[usize])> {
@@ -82,10 +92,20 @@ fn tensor_inputs(body: &Body, v: usize, out: &mut Vec<usize>) {
     }
 }
 
-fn matmul(body: &Body, m: usize, after: &[bool]) -> Option<KernelClass> {
-    let out_shape = &body.types.get(m)?.shape;
+/// A dual product ([`tcc_ir::DualProduct`], the one matcher, asked through the body's graph) whose
+/// operands' prologues are those of a single product.
+fn dual(body: &Body, products: &[usize], after: &[bool]) -> Option<KernelClass> {
+    let g = body.to_graph("dual").ok()?;
+    tcc_ir::DualProduct::find(&g)?;
+    matmul(body, products, after)
+}
+
+/// `products` (one, or the two of a dual product, of one shape) with their prologues and an
+/// elementwise epilogue.
+fn matmul(body: &Body, products: &[usize], after: &[bool]) -> Option<KernelClass> {
+    let out_shape = &body.types.get(*products.first()?)?.shape;
     for (i, op, _) in ops(body) {
-        if i == m {
+        if products.contains(&i) {
             continue;
         }
         let ok = if after.get(i).copied().unwrap_or(false) {
@@ -103,12 +123,14 @@ fn matmul(body: &Body, m: usize, after: &[bool]) -> Option<KernelClass> {
         return None;
     }
     // Each operand's prologue transforms one tensor (plus scalars) as it is loaded.
-    if let Some(BodyNode::Op(_, kids)) = body.nodes.get(m) {
-        for k in kids {
-            let mut inputs = Vec::new();
-            tensor_inputs(body, *k, &mut inputs);
-            if inputs.len() != 1 {
-                return None;
+    for m in products {
+        if let Some(BodyNode::Op(_, kids)) = body.nodes.get(*m) {
+            for k in kids {
+                let mut inputs = Vec::new();
+                tensor_inputs(body, *k, &mut inputs);
+                if inputs.len() != 1 {
+                    return None;
+                }
             }
         }
     }

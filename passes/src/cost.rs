@@ -169,6 +169,9 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
         flops_mm = product_flops(body, b);
     }
     if let (KernelClass::MatMul, Some((batch, m, n, k))) = (body.class, matmul_dims(body, b)) {
+        // A dual product's block tiles hold both products' columns side by side: one product
+        // of twice the columns, whose second half is read in the epilogue, not from memory.
+        let n = if crate::classify::is_dual_product(body) { 2.0 * n } else { n };
         flops_mm = 2.0 * batch * m * n * k;
         let (tm, tn) = (f64::from(schedule.tile_m.max(1)), f64::from(schedule.tile_n.max(1)));
         let elem = body.input_types.first().map_or(4.0, |t| t.dtype.size_bytes() as f64);

@@ -111,7 +111,9 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         out_ty.and_then(|t| i.and_then(|i| t.shape.0.get(i))).and_then(|d| d.resolve(bindings))
     };
     let m = dim(rank.checked_sub(2));
-    let n = dim(rank.checked_sub(1));
+    // A dual product's tiles hold both products' columns: one product of twice the columns.
+    let products = if crate::classify::is_dual_product(body) { 2 } else { 1 };
+    let n = dim(rank.checked_sub(1)).map(|n| products * n);
     let k = body.input_types.first().and_then(|t| t.shape.0.last()).and_then(|d| d.resolve(bindings));
     let batch: u64 = out_ty.map_or(1, |t| {
         t.shape.0.iter().take(rank.saturating_sub(2)).map(|d| d.resolve(bindings).unwrap_or(1)).product()
@@ -223,6 +225,9 @@ pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec
     match (body.class, target.gpu()) {
         (KernelClass::MatMul, true) if matches!(in_dtype, DType::F16 | DType::BF16) => {
             out = tensor_core_candidates(body, target, bindings, base);
+            if crate::classify::is_dual_product(body) {
+                out.retain(tcc_ir::dual::runs_schedule);
+            }
         }
         (KernelClass::MatMul, true) => {
             let vw = (16 / u32::try_from(in_dtype.size_bytes()).unwrap_or(4)).max(1);

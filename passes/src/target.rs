@@ -81,6 +81,13 @@ impl TargetModel {
         true
     }
 
+    /// Whether the target's code generator runs a dual product ([`tcc_ir::DualProduct`]) as one
+    /// kernel with both accumulators, so that fusion may form one: the GPUs (on tensor cores, by
+    /// `mma.sync`). A CPU would run its products one after the other, gaining nothing.
+    pub fn dual_products(&self) -> bool {
+        self.gpu() && !self.mma_shapes.is_empty()
+    }
+
     /// The host CPU with the Cranelift tier: this project's 2-core Zen 5 machines, 128-bit vectors.
     pub fn cpu_host() -> TargetModel {
         TargetModel {

@@ -6,6 +6,7 @@ mod attention;
 mod cases;
 mod chain;
 mod common;
+mod dual;
 mod property;
 mod scaling;
 mod transformer;

@@ -293,13 +293,27 @@ pub fn gpu_space(
     let mut rest: Vec<Candidate> = Vec::new();
     let mut warpgroup: Vec<Candidate> = Vec::new();
     if kernel.class == KernelClass::MatMul {
-        let problem = matmul_problem(kernel, bindings);
+        // A dual product's kernel is one product of both products' columns, in the schedules it
+        // runs (warpgroup ones only over `[n, k]` Bs).
+        let dual = tcc_ir::DualProduct::find(&kernel.graph).is_some();
+        let problem =
+            matmul_problem(kernel, bindings).map(|p| if dual { MatmulProblem { n: 2 * p.n, ..p } } else { p });
+        let runs = |s: &Schedule, p: &MatmulProblem| {
+            !dual
+                || (tcc_ir::dual::runs_schedule(s)
+                    && (p.b_layout == BLayout::NK || !tcc_ir::schedule::is_warpgroup_encoding(s)))
+        };
         let listed = problem.map(|p| matmul_schedule_space(&p, arch)).unwrap_or_default();
         if let (Some(p), false) = (problem, listed.is_empty()) {
             let cost = |s: &Schedule| gpu_cost(s, p.m, p.n, p.k * p.batch, sm_count);
-            rest = listed.into_iter().map(|s| Candidate { variant: 0, schedule: s, cost: cost(&s) }).collect();
+            rest = listed
+                .into_iter()
+                .filter(|s| runs(s, &p))
+                .map(|s| Candidate { variant: 0, schedule: s, cost: cost(&s) })
+                .collect();
             warpgroup = wgmma_schedule_space(&p, arch)
                 .into_iter()
+                .filter(|s| runs(s, &p))
                 .map(|s| Candidate { variant: 0, schedule: s, cost: cost(&s) * WGMMA_COST_FACTOR })
                 .collect();
             rest.sort_by(|a, b| a.cost.total_cmp(&b.cost).then_with(|| a.id().cmp(&b.id())));

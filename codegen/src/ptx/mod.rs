@@ -163,9 +163,16 @@ fn emit_module(
     let mut scratch_bytes = plan.scratch_bytes;
     for (i, stage) in plan.stages.iter().enumerate() {
         let entry = format!("{base}_s{i}");
-        if let Stage::MatMul { node, outs } = stage
-            && let Some(low) = mma::lower(&cx, &mut module, &entry, *node, outs, plan.scratch_bytes)?
-        {
+        let tensor_core = match stage {
+            Stage::MatMul { node, outs } => {
+                mma::lower(&cx, &mut module, &entry, *node, None, outs, plan.scratch_bytes)?
+            }
+            Stage::DualMatMul { products: [first, second], outs } => {
+                mma::lower(&cx, &mut module, &entry, *first, Some(*second), outs, plan.scratch_bytes)?
+            }
+            _ => None,
+        };
+        if let Some(low) = tensor_core {
             scratch_bytes = scratch_bytes.max(low.scratch_end);
             for e in low.entries {
                 steps.push(PtxStep {
@@ -187,6 +194,12 @@ fn emit_module(
             Stage::Reduce { node, dest } => ("reduce", stages::reduce(&cx, &mut module, &entry, *node, *dest)?),
             Stage::MatMul { node, outs } => ("matmul", stages::matmul(&cx, &mut module, &entry, *node, outs)?),
             Stage::Attention => ("attention", attention::lower(&cx, &mut module, &entry)?),
+            Stage::DualMatMul { .. } => {
+                return Err(PtxError::InvalidGraph {
+                    kernel: kernel.name.clone(),
+                    reason: "a dual product planned for tensor cores found none".into(),
+                });
+            }
         };
         steps.push(PtxStep { entry, lowering, launch, tensor_maps: Vec::new() });
     }

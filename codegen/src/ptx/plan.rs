@@ -67,6 +67,15 @@ pub(crate) enum Stage {
         /// The values written from each output tile.
         outs: Vec<Out>,
     },
+    /// A dual product ([`tcc_ir::DualProduct`]) on tensor cores: one tiled kernel computes both
+    /// products of each tile and its epilogue writes `outs` (values of the products' shape) from
+    /// both.
+    DualMatMul {
+        /// The two matmul nodes.
+        products: [NodeId; 2],
+        /// The values written from each output tile.
+        outs: Vec<Out>,
+    },
     /// The attention kernel (`super::attention`): the whole graph, its one output written from
     /// each block of queries.
     Attention,
@@ -206,7 +215,8 @@ pub(crate) fn plan(kernel: &Kernel, bindings: &Bindings, tensor_cores: bool) -> 
         && tcc_ir::attention::GpuAttention::find(g).is_some();
     if attention {
         p.stages.push(Stage::Attention);
-    } else if !try_rows(g, &mat, &mut p) && !try_matmul(g, &mat, &mut p) {
+    } else if !try_rows(g, &mat, &mut p) && !try_matmul(g, &mat, &mut p) && !(tensor_cores && try_dual(g, &mat, &mut p))
+    {
         generic(g, &mat, &mut p);
     }
     p.index64 = biggest >= (1 << 30) || p.scratch_bytes >= (1 << 30);
@@ -328,6 +338,24 @@ fn try_rows(g: &Graph, mat: &[bool], p: &mut Plan) -> bool {
     }
     let outs = g.outputs.iter().enumerate().map(|(k, &n)| Out { node: n, dest: Src::Output(k) }).collect();
     p.stages.push(Stage::Rows { prefix, row_dims: lead, reduces, outs });
+    true
+}
+
+/// The dual-product plan: the graph is a dual product ([`tcc_ir::DualProduct`]: both products
+/// of one non-empty type, every value after them elementwise of their shape, every output after
+/// them), nothing but the products needs memory, and one stage writes every output.
+fn try_dual(g: &Graph, mat: &[bool], p: &mut Plan) -> bool {
+    let Some(dual) = tcc_ir::DualProduct::find(g) else { return false };
+    let [p0, p1] = dual.products;
+    if mat.iter().enumerate().any(|(i, &x)| x && i != p0.index() && i != p1.index()) {
+        return false;
+    }
+    let a = &p.dims[dual.a.index()];
+    if numel(&p.dims[p0.index()]) == 0 || a.last().is_none_or(|&k| k == 0) {
+        return false;
+    }
+    let outs = g.outputs.iter().enumerate().map(|(k, &n)| Out { node: n, dest: Src::Output(k) }).collect();
+    p.stages.push(Stage::DualMatMul { products: dual.products, outs });
     true
 }
 

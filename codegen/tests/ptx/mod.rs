@@ -2,6 +2,7 @@
 //! compiled for sm_80 and sm_90a and assembled with ptxas (no GPU needed), with no spills.
 
 mod attention;
+mod dual;
 mod gemm;
 mod rows;
 mod sim;
@@ -102,7 +103,7 @@ fn partitions_with_inputs(g: &Graph) -> Vec<(Kernel, Option<Vec<NodeId>>)> {
     out
 }
 
-fn sim_tolerance() -> Tolerance {
+pub(crate) fn sim_tolerance() -> Tolerance {
     // As the CPU backend's differential tests: approximate transcendentals and f32 accumulation in
     // another order than the f64 interpreter; a rare flip of a nearly tied comparison is allowed.
     Tolerance { outlier_fraction: 0.02, ..Tolerance::default() }.scaled(4.0)

@@ -4,6 +4,11 @@
 //! and JIT-compiled; each block runs as one OS thread per GPU thread, blocks one after another,
 //! entries in launch order.
 //!
+//! The tensor-core `mma.sync` path runs too: `cp.async` copies at once (so commits and waits do
+//! nothing), `ldmatrix` and `mma.sync.m16n8k16` exchange their lanes' registers through the
+//! warp, and the dynamic shared memory is one host array (blocks run one after another). Warpgroup
+//! (wgmma, TMA) kernels do not run here.
+//!
 //! It checks everything the backend decides (plans, index mappings, scalar semantics, loops,
 //! shared memory, reductions across lanes and warps); NVPTX instruction selection itself is
 //! checked by ptxas and, on a GPU, by the runtime's `gpu-tests`.
@@ -34,7 +39,15 @@ struct ThreadState {
 struct Warp {
     barrier: Barrier,
     slots: Vec<AtomicU32>,
+    /// Wider exchanges (`ldmatrix` addresses, `mma` fragments): [`WIDE`] words per lane.
+    wide: Vec<AtomicU32>,
 }
+
+/// Words per lane of [`Warp::wide`].
+const WIDE: usize = 8;
+
+/// Bytes of the emulated dynamic shared memory (more than any GPU block has).
+const SHARED_BYTES: usize = 256 * 1024;
 
 thread_local! {
     static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
@@ -75,6 +88,89 @@ extern "C" fn sim_shfl_f32(_mask: i32, v: f32, off: i32, _c: i32) -> f32 {
 }
 extern "C" fn sim_shfl_i32(_mask: i32, v: i32, off: i32, _c: i32) -> i32 {
     shfl_bits(v as u32, off) as i32
+}
+
+/// Every lane of the warp stores `words` (at most [`WIDE`]) and gets the whole warp's back.
+fn exchange(words: &[u32]) -> Vec<[u32; WIDE]> {
+    let (warp, lane) = with(|s| (s.warp.clone(), (s.tid % 32) as usize));
+    for (i, &w) in words.iter().enumerate() {
+        warp.wide[lane * WIDE + i].store(w, Ordering::SeqCst);
+    }
+    warp.barrier.wait();
+    let all = (0..32).map(|l| std::array::from_fn(|i| warp.wide[l * WIDE + i].load(Ordering::SeqCst))).collect();
+    warp.barrier.wait();
+    all
+}
+
+extern "C" fn sim_cp_async(dst: *mut u8, src: *const u8, size: i32) {
+    let size = size.clamp(0, 16) as usize;
+    // SAFETY: the kernel passes a 16-byte shared-memory destination and, for a nonzero size, a
+    // source of that many readable bytes (as cp.async requires).
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, size);
+        std::ptr::write_bytes(dst.add(size), 0, 16 - size);
+    }
+}
+extern "C" fn sim_nop0() {}
+extern "C" fn sim_nop1(_: i32) {}
+extern "C" fn sim_warp_sync(_: i32) {
+    let warp = with(|s| s.warp.clone());
+    warp.barrier.wait();
+}
+
+/// `ldmatrix.sync.aligned.m8n8.x4(.trans).b16`: lane `8 j + r` gives the address of row `r` of
+/// matrix `j` (8 b16 values); lane `l` gets of each matrix the values at row `l / 4`, columns
+/// `2 (l % 4)` and `+1` (transposed: rows `2 (l % 4)` and `+1` of column `l / 4`).
+extern "C" fn sim_ldmatrix(p: *const u8, out: *mut u32, trans: i32) {
+    let addr = p as u64;
+    let all = exchange(&[addr as u32, (addr >> 32) as u32]);
+    let lane = with(|s| (s.tid % 32) as usize);
+    let row_ptr = |j: usize, r: usize| -> *const u16 {
+        let w = all[8 * j + r];
+        (u64::from(w[0]) | (u64::from(w[1]) << 32)) as *const u16
+    };
+    for j in 0..4 {
+        // SAFETY: every lane's address points at 16 readable bytes of shared memory.
+        let word = unsafe {
+            if trans == 0 {
+                let row = row_ptr(j, lane / 4);
+                u32::from(*row.add(2 * (lane % 4))) | (u32::from(*row.add(2 * (lane % 4) + 1)) << 16)
+            } else {
+                let lo = *row_ptr(j, 2 * (lane % 4)).add(lane / 4);
+                let hi = *row_ptr(j, 2 * (lane % 4) + 1).add(lane / 4);
+                u32::from(lo) | (u32::from(hi) << 16)
+            }
+        };
+        // SAFETY: `out` points at four u32.
+        unsafe { *out.add(j) = word };
+    }
+}
+
+/// `mma.sync.m16n8k16.row.col` with f32 accumulators: `regs` holds this lane's A (4 words) and
+/// B (2 words) fragments of f16 (`bf16 = 0`) or bf16 pairs, `c` its 4 accumulators; `out` gets
+/// `A B + C` at its places of the 16 x 8 tile.
+extern "C" fn sim_mma(regs: *const u32, c: *const f32, out: *mut f32, bf16: i32) {
+    // SAFETY: the wrappers pass 6 words, 4 floats and room for 4 floats.
+    let (mine, acc) = unsafe { (std::slice::from_raw_parts(regs, 6), std::slice::from_raw_parts(c, 4)) };
+    let all = exchange(mine);
+    let lane = with(|s| (s.tid % 32) as usize);
+    let val = |bits: u16| -> f32 {
+        if bf16 != 0 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() }
+    };
+    let half_of = |w: u32, hi: usize| val((w >> (16 * hi)) as u16);
+    // A[row][k]: lane (row % 8) * 4 + (k % 8) / 2, word (row / 8) + 2 (k / 8), half k % 2.
+    let a = |row: usize, k: usize| half_of(all[(row % 8) * 4 + (k % 8) / 2][row / 8 + 2 * (k / 8)], k % 2);
+    // B[k][col]: lane col * 4 + (k % 8) / 2, word 4 + k / 8, half k % 2.
+    let b = |k: usize, col: usize| half_of(all[col * 4 + (k % 8) / 2][4 + k / 8], k % 2);
+    let (g, t) = (lane / 4, lane % 4);
+    for (i, (row, col)) in [(g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1)].into_iter().enumerate() {
+        let mut sum = acc[i];
+        for k in 0..16 {
+            sum = a(row, k).mul_add(b(k, col), sum);
+        }
+        // SAFETY: `out` has room for 4 floats.
+        unsafe { *out.add(i) = sum };
+    }
 }
 
 extern "C" fn sim_exp2(x: f32) -> f32 {
@@ -124,7 +220,69 @@ const HOST_FNS: &[(&str, &str, &[&str])] = &[
     ("sim_f32_to_f16", "i16", &["float"]),
     ("sim_f32_to_bf16", "i16", &["float"]),
     ("sim_f16_to_f32", "float", &["i16"]),
+    ("sim_cp_async", "void", &["ptr", "ptr", "i32"]),
+    ("sim_nop0", "void", &[]),
+    ("sim_nop1", "void", &["i32"]),
+    ("sim_warp_sync", "void", &["i32"]),
+    ("sim_ldmatrix", "void", &["ptr", "ptr", "i32"]),
+    ("sim_mma", "void", &["ptr", "ptr", "ptr", "i32"]),
 ];
+
+/// Host definitions of the tensor-core intrinsics the retargeted IR calls, over the host functions.
+const TENSOR_CORE_WRAPPERS: &str = "
+define {i32, i32, i32, i32} @sim_ldm(ptr %p) {
+  %o = alloca [4 x i32], align 16
+  call void @sim_ldmatrix(ptr %p, ptr %o, i32 0)
+  %v = load {i32, i32, i32, i32}, ptr %o
+  ret {i32, i32, i32, i32} %v
+}
+define {i32, i32, i32, i32} @sim_ldm_t(ptr %p) {
+  %o = alloca [4 x i32], align 16
+  call void @sim_ldmatrix(ptr %p, ptr %o, i32 1)
+  %v = load {i32, i32, i32, i32}, ptr %o
+  ret {i32, i32, i32, i32} %v
+}
+define {float, float, float, float} @sim_mma_words(i32 %a0, i32 %a1, i32 %a2, i32 %a3, i32 %b0, i32 %b1, float %c0, float %c1, float %c2, float %c3, i32 %bf16) {
+  %r = alloca [6 x i32], align 16
+  %c = alloca [4 x float], align 16
+  %o = alloca [4 x float], align 16
+  store i32 %a0, ptr %r
+  %r1 = getelementptr i32, ptr %r, i64 1
+  store i32 %a1, ptr %r1
+  %r2 = getelementptr i32, ptr %r, i64 2
+  store i32 %a2, ptr %r2
+  %r3 = getelementptr i32, ptr %r, i64 3
+  store i32 %a3, ptr %r3
+  %r4 = getelementptr i32, ptr %r, i64 4
+  store i32 %b0, ptr %r4
+  %r5 = getelementptr i32, ptr %r, i64 5
+  store i32 %b1, ptr %r5
+  store float %c0, ptr %c
+  %k1 = getelementptr float, ptr %c, i64 1
+  store float %c1, ptr %k1
+  %k2 = getelementptr float, ptr %c, i64 2
+  store float %c2, ptr %k2
+  %k3 = getelementptr float, ptr %c, i64 3
+  store float %c3, ptr %k3
+  call void @sim_mma(ptr %r, ptr %c, ptr %o, i32 %bf16)
+  %v = load {float, float, float, float}, ptr %o
+  ret {float, float, float, float} %v
+}
+define {float, float, float, float} @sim_mma_bf16(i32 %a0, i32 %a1, i32 %a2, i32 %a3, i32 %b0, i32 %b1, float %c0, float %c1, float %c2, float %c3) {
+  %v = call {float, float, float, float} @sim_mma_words(i32 %a0, i32 %a1, i32 %a2, i32 %a3, i32 %b0, i32 %b1, float %c0, float %c1, float %c2, float %c3, i32 1)
+  ret {float, float, float, float} %v
+}
+define {float, float, float, float} @sim_mma_f16(<2 x half> %a0, <2 x half> %a1, <2 x half> %a2, <2 x half> %a3, <2 x half> %b0, <2 x half> %b1, float %c0, float %c1, float %c2, float %c3) {
+  %w0 = bitcast <2 x half> %a0 to i32
+  %w1 = bitcast <2 x half> %a1 to i32
+  %w2 = bitcast <2 x half> %a2 to i32
+  %w3 = bitcast <2 x half> %a3 to i32
+  %w4 = bitcast <2 x half> %b0 to i32
+  %w5 = bitcast <2 x half> %b1 to i32
+  %v = call {float, float, float, float} @sim_mma_words(i32 %w0, i32 %w1, i32 %w2, i32 %w3, i32 %w4, i32 %w5, float %c0, float %c1, float %c2, float %c3, i32 0)
+  ret {float, float, float, float} %v
+}
+";
 
 /// The kernel's IR retargeted to the host, with one `sim_call_<entry>(ptr args)` per entry.
 fn host_ir(ir: &KernelIr) -> String {
@@ -147,6 +305,14 @@ fn host_ir(ir: &KernelIr) -> String {
         ("@llvm.fma.f32(", "@sim_fma("),
         ("@llvm.floor.f32(", "@sim_floor("),
         ("@llvm.sqrt.f32(", "@sim_sqrt("),
+        ("@llvm.nvvm.cp.async.cg.shared.global.16.s(", "@sim_cp_async("),
+        ("@llvm.nvvm.cp.async.commit.group(", "@sim_nop0("),
+        ("@llvm.nvvm.cp.async.wait.group(", "@sim_nop1("),
+        ("@llvm.nvvm.bar.warp.sync(", "@sim_warp_sync("),
+        ("@llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16.p3(", "@sim_ldm_t("),
+        ("@llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16.p3(", "@sim_ldm("),
+        ("@llvm.nvvm.mma.m16n8k16.row.col.bf16(", "@sim_mma_bf16("),
+        ("@llvm.nvvm.mma.m16n8k16.row.col.f32.f32(", "@sim_mma_f16("),
     ] {
         text = text.replace(from, to);
     }
@@ -160,6 +326,16 @@ fn host_ir(ir: &KernelIr) -> String {
                 Some(v.to_string())
             };
             let name = lhs.trim();
+            // The dynamic shared memory: one host array.
+            if rhs.starts_with("external global [0 x i8]") {
+                return format!("{name} = global [{SHARED_BYTES} x i8] zeroinitializer, align 16");
+            }
+            // The opaque copy of the thread index (`epilogue::store_tile`): the value itself.
+            if rhs.contains("asm sideeffect \"mov.u32 $0, $1;\"")
+                && let Some(v) = rhs.rsplit_once("(i32 ").and_then(|(_, v)| v.strip_suffix(')'))
+            {
+                return format!("  {name} = add i32 {v}, 0");
+            }
             // i32 negation is `~x + 1` in inline PTX (`math::ineg`): on the host, `0 - x`.
             if rhs.contains("asm \"{ .reg .b32 tcc_not;")
                 && let Some(v) = rhs.rsplit_once("(i32 ").and_then(|(_, v)| v.strip_suffix(')'))
@@ -202,6 +378,7 @@ fn host_ir(ir: &KernelIr) -> String {
     }
     init.push_str("  ret void\n}");
     lines.push(init);
+    lines.push(TENSOR_CORE_WRAPPERS.to_string());
     let mut text = lines.join("\n");
     let n = ir.inputs + ir.outputs + 1;
     for step in &ir.steps {
@@ -292,7 +469,7 @@ pub fn run(
         .unwrap_or_else(|e| panic!("{}: host IR does not parse: {e}", ir.name));
     let ee = module.create_jit_execution_engine(OptimizationLevel::Less).unwrap();
     // In the order of HOST_FNS.
-    let table: [usize; 16] = [
+    let table: [usize; 22] = [
         sim_tid as extern "C" fn() -> i32 as usize,
         sim_ctaid as extern "C" fn() -> i32 as usize,
         sim_ntid as extern "C" fn() -> i32 as usize,
@@ -309,6 +486,12 @@ pub fn run(
         sim_f32_to_f16 as extern "C" fn(f32) -> u16 as usize,
         sim_f32_to_bf16 as extern "C" fn(f32) -> u16 as usize,
         sim_f16_to_f32 as extern "C" fn(u16) -> f32 as usize,
+        sim_cp_async as extern "C" fn(*mut u8, *const u8, i32) as usize,
+        sim_nop0 as extern "C" fn() as usize,
+        sim_nop1 as extern "C" fn(i32) as usize,
+        sim_warp_sync as extern "C" fn(i32) as usize,
+        sim_ldmatrix as extern "C" fn(*const u8, *mut u32, i32) as usize,
+        sim_mma as extern "C" fn(*const u32, *const f32, *mut f32, i32) as usize,
     ];
     assert_eq!(table.len(), HOST_FNS.len());
     let init = ee.get_function_address("sim_init").unwrap();
@@ -334,7 +517,11 @@ pub fn run(
             let warps: Vec<Arc<Warp>> = (0..threads.div_ceil(32))
                 .map(|w| {
                     let lanes = (threads - w * 32).min(32) as usize;
-                    Arc::new(Warp { barrier: Barrier::new(lanes), slots: (0..32).map(|_| AtomicU32::new(0)).collect() })
+                    Arc::new(Warp {
+                        barrier: Barrier::new(lanes),
+                        slots: (0..32).map(|_| AtomicU32::new(0)).collect(),
+                        wide: (0..32 * WIDE).map(|_| AtomicU32::new(0)).collect(),
+                    })
                 })
                 .collect();
             std::thread::scope(|s| {

@@ -11,6 +11,9 @@
 //! and a value with several users is recomputed only if it is cheap (a short pointwise chain) or a
 //! row reduction recomputed inside another row kernel; a matmul is never recomputed.
 //!
+//! Products that share their left operand and meet in an epilogue become one dual-product kernel
+//! ([`fuse_shared_operand`]) on targets that have it.
+//!
 //! Attention is formed in one step ([`fuse_attention`]): a product whose left operand is a row
 //! softmax over another product's result absorbs both, when the target has attention kernels.
 
@@ -40,6 +43,7 @@ pub fn rules() -> Vec<ClassRule> {
         ClassRule { name: "fuse-reductions", find: fuse_reductions },
         ClassRule { name: "fuse-attention", find: fuse_attention },
         ClassRule { name: "fuse-attention-prologue", find: fuse_attention_prologue },
+        ClassRule { name: "fuse-shared-operand", find: fuse_shared_operand },
     ]
 }
 
@@ -188,6 +192,28 @@ fn grow(
     consumer: fn(KernelClass) -> bool,
     producer: fn(KernelClass) -> bool,
 ) -> Vec<(TNode, Term)> {
+    grow_counting(egraph, class, limit, rule, (consumer, producer), Users::All)
+}
+
+/// Which users of a producer's value count as its users when a consumer absorbs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Users {
+    /// Every user in the program (a value two ops of one consumer read has two).
+    All,
+    /// The users outside the consumer: the consumer's own reads of the value do not make it
+    /// recomputed (a dual product's gate `g * sigmoid(g)` reads its product twice).
+    Outside,
+}
+
+/// [`grow`], counting a producer's users as `users` says.
+fn grow_counting(
+    egraph: &EG,
+    class: Id,
+    limit: usize,
+    rule: &'static str,
+    (consumer, producer): (fn(KernelClass) -> bool, fn(KernelClass) -> bool),
+    users: Users,
+) -> Vec<(TNode, Term)> {
     let candidates: Vec<Ranked<'_>> = unscheduled_kernels(egraph, class).collect();
     // The head of each lineage: the best rank among the kernels of its kernel class.
     let mut heads: Vec<(KernelClass, Rank)> = Vec::new();
@@ -200,7 +226,7 @@ fn grow(
     let is_head = |k: &Ranked<'_>| heads.iter().any(|(c, best)| *c == k.body.class && best.2 == k.index);
     let mut out = Vec::new();
     for k in candidates.iter().filter(|k| consumer(k.body.class) && is_head(k)) {
-        for term in grow_kernel(egraph, class, k, limit - out.len(), rule, producer) {
+        for term in grow_kernel(egraph, class, k, limit - out.len(), rule, producer, users) {
             out.push((k.node.clone(), term));
         }
         if out.len() >= limit {
@@ -219,6 +245,7 @@ fn grow_kernel(
     limit: usize,
     rule: &'static str,
     producer: fn(KernelClass) -> bool,
+    users: Users,
 ) -> Vec<Term> {
     let (kb, kbody) = (k.index, k.body);
     let kids: Vec<Id> = k.node.children.iter().map(|&c| egraph.find(c)).collect();
@@ -227,7 +254,11 @@ fn grow_kernel(
         if out.len() >= limit {
             break;
         }
-        let several_users = egraph.analysis.users_of(child) > 1;
+        let inside = match users {
+            Users::All => 1,
+            Users::Outside => reads_of_input(kbody, i).max(1),
+        };
+        let several_users = egraph.analysis.users_of(child) > inside;
         for Ranked { node: pnode, body: pbody, index: pb, .. } in kernels(egraph, child) {
             if !producer(pbody.class) || (several_users && !may_recompute(pbody, kbody)) {
                 continue;
@@ -260,6 +291,15 @@ fn grow_kernel(
     out
 }
 
+/// How many ops of `body` read its input `at`.
+fn reads_of_input(body: &Body, at: usize) -> usize {
+    let Some(v) = body.nodes.iter().position(|n| *n == BodyNode::Input(at)) else { return 0 };
+    body.nodes
+        .iter()
+        .map(|n| if let BodyNode::Op(_, kids) = n { kids.iter().filter(|&&k| k == v).count() } else { 0 })
+        .sum()
+}
+
 fn pointwise(c: KernelClass) -> bool {
     c == KernelClass::Pointwise
 }
@@ -283,6 +323,19 @@ fn fuse_matmul_epilogue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Ter
 /// layouts, casts and scales are applied as tiles load) or of its epilogue's other inputs.
 fn fuse_matmul_prologue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
     grow(egraph, class, limit, "fuse-matmul-prologue", matmul, pointwise)
+}
+
+/// A matmul kernel whose epilogue reads another product of its own left operand absorbs that
+/// product: a dual product ([`tcc_ir::DualProduct`], a gated MLP's `silu(x @ g) * (x @ u)`), one
+/// kernel that computes both products of each output tile side by side, reading the shared
+/// operand once, and applies the epilogue to both accumulators, so the absorbed product never goes
+/// through memory. Only on targets whose code generator has that kernel
+/// ([`crate::target::TargetModel::dual_products`]); the classification decides what is one.
+fn fuse_shared_operand(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
+    if !egraph.analysis.target.as_ref().is_some_and(|t| t.dual_products()) {
+        return Vec::new();
+    }
+    grow_counting(egraph, class, limit, "fuse-shared-operand", (matmul, matmul), Users::Outside)
 }
 
 /// A reduction kernel absorbs pointwise producers of the rows it reads.
@@ -562,6 +615,31 @@ mod tests {
         let out = run(AB, "(add (relu (matmul a b)) (exp (matmul a b)))");
         let matmuls = out.report.kernels.iter().filter(|k| k.ops.iter().any(|o| o == "matmul")).count();
         assert_eq!(matmuls, 1, "{}", out.report);
+    }
+    /// `silu(x @ g) * (x @ u)` (silu as `x * sigmoid(x)`) of `dtype` operands.
+    const GATED: &str = "(mul (mul (matmul x g) (sigmoid (matmul x g))) (matmul x u))";
+
+    fn gated(dtype: &str, target: crate::TargetModel) -> (Vec<KernelClass>, bool) {
+        let params = format!("x: {dtype}[64, 32]; g: {dtype}[32, 48]; u: {dtype}[32, 48]");
+        let out = optimize(&graph(&params, &[GATED]), &OptimizeOptions::new(target)).unwrap();
+        tcc_ir::verify::verify_program(&out.program).unwrap();
+        let fired = out.report.kernels.iter().any(|k| k.rules.iter().any(|r| r == "fuse-shared-operand"));
+        (out.program.launches.iter().map(|l| l.kernel.class).collect(), fired)
+    }
+    #[test]
+    fn fuse_shared_operand() {
+        assert_eq!(gated("bf16", crate::TargetModel::sm_80()), (vec![KernelClass::MatMul], true));
+        assert_eq!(gated("f16", crate::TargetModel::sm_90a()), (vec![KernelClass::MatMul], true));
+    }
+    #[test]
+    fn fuse_shared_operand_needs_a_gpu_and_tensor_core_operands() {
+        assert!(!gated("bf16", crate::TargetModel::cpu_host()).1);
+        assert!(!gated("f32", crate::TargetModel::sm_80()).1);
+        // Products of different left operands are no dual product.
+        let p = "x: f16[64, 32]; y: f16[64, 32]; g: f16[32, 48]";
+        let opts = OptimizeOptions::new(crate::TargetModel::sm_80());
+        let out = optimize(&graph(p, &["(mul (matmul x g) (matmul y g))"]), &opts).unwrap();
+        assert!(out.report.kernels.iter().all(|k| !k.rules.iter().any(|r| r == "fuse-shared-operand")));
     }
     #[test]
     fn a_reduction_does_not_fuse_into_a_matmul() {

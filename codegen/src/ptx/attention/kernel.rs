@@ -533,8 +533,14 @@ impl<'g> AttnKernel<'g> {
         let frag = epilogue::mma_fragment(em, &self.lane, (&self.wrow, "0"), (geo.mt, on), &o);
         let st = Staging { smem: &self.smem, base: 0, rows: geo.br, cols: geo.width, dtype: em.dtype(node) };
         let out_dims = em.dims(node).to_vec();
-        let output =
-            Output { m: geo.s_len, n: u64::from(geo.width), node, batch_dims: &geo.batch_dims, out_dims: &out_dims };
+        let output = Output {
+            m: geo.s_len,
+            n: u64::from(geo.width),
+            node,
+            second: None,
+            batch_dims: &geo.batch_dims,
+            out_dims: &out_dims,
+        };
         let outs = [Out { node: em.g.outputs[0], dest: Src::Output(0) }];
         let at = TileAt { row0: &tile.q0, col0: "0", bidx: &tile.bidx };
         let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);

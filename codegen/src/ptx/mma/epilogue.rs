@@ -35,6 +35,10 @@ pub(crate) struct Output<'a> {
     pub(crate) n: u64,
     /// The node the accumulators are the value of.
     pub(crate) node: tcc_ir::NodeId,
+    /// A dual product's second product: the staged tile's right half holds its values for the
+    /// columns whose first product's values are in the left half (the tile stores `cols / 2`
+    /// output columns, from both halves).
+    pub(crate) second: Option<tcc_ir::NodeId>,
     /// Its batch dims.
     pub(crate) batch_dims: &'a [u64],
     /// Its dims.
@@ -44,7 +48,14 @@ pub(crate) struct Output<'a> {
 impl GemmProduct<'_> {
     /// The product as the epilogue stores it.
     pub(crate) fn output(&self) -> Output<'_> {
-        Output { m: self.m, n: self.n, node: self.node, batch_dims: self.batch_dims, out_dims: self.out_dims }
+        Output {
+            m: self.m,
+            n: self.n,
+            node: self.node,
+            second: self.second.map(|s| s.node),
+            batch_dims: self.batch_dims,
+            out_dims: self.out_dims,
+        }
     }
 }
 
@@ -176,7 +187,9 @@ pub(crate) fn store_tile(
     (tid, threads): (&str, u32),
 ) -> Result<(), PtxError> {
     let width = st.width();
-    let total = st.rows * (st.cols / width);
+    // A dual product's tile stores half its staged columns.
+    let out_cols = if p.second.is_some() { st.cols / 2 } else { st.cols };
+    let total = st.rows * (out_cols / width);
     // Store vectors: the widest power of two dividing n, at most a chunk.
     let w = (1..=width).rev().find(|&w| w.is_power_of_two() && p.n.is_multiple_of(u64::from(w))).unwrap_or(1);
     let bmulti = {
@@ -234,7 +247,8 @@ fn eval_chunk(
     let width = st.width();
     let sty = math::stype(st.dtype);
     let ix = em.ix;
-    let cpr = st.cols / width;
+    let half = p.second.map(|_| st.cols / 2);
+    let cpr = half.unwrap_or(st.cols) / width;
     let r = em.f.v(format!("udiv i32 {q}, {cpr}"));
     let ch = em.f.v(format!("urem i32 {q}, {cpr}"));
     let rb = em.f.v(format!("mul i32 {r}, {}", st.pitch()));
@@ -244,6 +258,15 @@ fn eval_chunk(
     let sp = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {}, i32 {so}", st.smem));
     let vt = format!("<{width} x {sty}>");
     let staged = em.f.v(format!("load {vt}, ptr addrspace(3) {sp}, align 16"));
+    // The second product's values of the same columns, `half` columns to the right.
+    let staged2 = match half {
+        Some(h) => {
+            let off = h * st.dtype.size_bytes() as u32;
+            let sp2 = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(3) {sp}, i32 {off}"));
+            Some(em.f.v(format!("load {vt}, ptr addrspace(3) {sp2}, align 16")))
+        }
+        None => None,
+    };
     let row = em.f.v(format!("add i32 {}, {r}", at.row0));
     let cw = em.f.v(format!("mul i32 {ch}, {width}"));
     let col = em.f.v(format!("add i32 {}, {cw}", at.col0));
@@ -278,11 +301,19 @@ fn eval_chunk(
             me.push(ce);
             let at_e = Ix { flat, multi: Some(me), vec: (w > 1).then(|| (base.clone(), e, w)) };
             em.env.insert(p.node, value);
+            if let (Some(second), Some(staged2)) = (p.second, &staged2) {
+                let x = em.f.v(format!("extractelement {vt} {staged2}, i32 {}", j * w + e));
+                let value = math::from_storage(&mut em.f, em.caps, st.dtype, &x)?;
+                em.env.insert(second, value);
+            }
             for (k, o) in outs.iter().enumerate() {
                 let v = em.eval_out(o, &at_e)?;
                 vals[k].push(v);
             }
             em.env.remove(&p.node);
+            if let Some(second) = p.second {
+                em.env.remove(&second);
+            }
         }
         out.push((ok, base, vals));
     }

@@ -47,10 +47,30 @@ pub(crate) struct GemmProduct<'a> {
     pub(crate) b_layout: BLayout,
     /// The matmul node.
     pub(crate) node: tcc_ir::NodeId,
+    /// A dual product's second product ([`tcc_ir::DualProduct`]; only the `mma.sync` loop runs
+    /// one): each `bn`-column block tile holds `bn / 2` columns of each product.
+    pub(crate) second: Option<SecondProduct>,
     /// Batch dims of the output.
     pub(crate) batch_dims: &'a [u64],
     /// Output dims.
     pub(crate) out_dims: &'a [u64],
+}
+
+/// The second product of a dual product: the same A and sizes, its own B, stored as the first
+/// product's B is (the same layout, pitch and batch stride).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SecondProduct {
+    /// Its B.
+    pub(crate) b: Operand,
+    /// Its matmul node.
+    pub(crate) node: tcc_ir::NodeId,
+}
+
+impl GemmProduct<'_> {
+    /// Output columns of one block tile of `bn` columns: half of them for a dual product.
+    pub(crate) fn out_cols(&self, bn: u32) -> u32 {
+        if self.second.is_some() { bn / 2 } else { bn }
+    }
 }
 
 /// Everything the `mma.sync` main loop needs to know about one product.
@@ -227,6 +247,8 @@ struct MmaKernel<'g, 'a> {
     wcol: String,
     a_base: String,
     b_base: String,
+    /// A dual product's second B.
+    b2_base: Option<String>,
     a_copy: CopyPlan,
     b_copy: CopyPlan,
     /// Byte offsets within a stage of this lane's A fragments, per k16 step.
@@ -247,7 +269,8 @@ struct MmaTile {
     kt_first: String,
     my_tiles: String,
     a_src: Vec<(String, String, String)>,
-    b_src: Vec<(String, String, String)>,
+    /// Per B chunk: offset, validity, k row or column, and the base pointer it is read from.
+    b_src: Vec<(String, String, String, String)>,
 }
 
 impl<'g, 'a> MmaKernel<'g, 'a> {
@@ -258,7 +281,7 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
         let threads = c.threads();
         let (bm, bn, bk) = (u64::from(c.bm), u64::from(c.bn), u64::from(c.bk));
         let tiles_m = g.p.m.div_ceil(bm);
-        let tiles_n = g.p.n.div_ceil(bn);
+        let tiles_n = g.p.n.div_ceil(u64::from(g.p.out_cols(c.bn)));
         let tiles = tiles_m * tiles_n;
         let splits = u64::from(c.split_k);
         let k_tiles = g.p.k.div_ceil(bk);
@@ -289,6 +312,7 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
         let warp_n = em.f.v(format!("urem i32 {wig}, {wn_count}"));
         let a_base = base_ptr(em, g.p.a.mem);
         let b_base = base_ptr(em, g.p.b.mem);
+        let b2_base = g.p.second.map(|s| base_ptr(em, s.b.mem));
 
         // Copy plans (per thread, loop invariant).
         let a_chunks = c.bk / 8;
@@ -383,6 +407,7 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
             wcol,
             a_base,
             b_base,
+            b2_base,
             a_copy,
             b_copy,
             a_frag_off,
@@ -394,7 +419,8 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
     /// range and the global sources of this thread's chunks.
     fn tile_begin(&self, em: &mut Em) -> MmaTile {
         let (c, g) = (self.c, self.g);
-        let (bm, bn) = (u64::from(c.bm), u64::from(c.bn));
+        let (bm, bn) = (u64::from(c.bm), u64::from(g.p.out_cols(c.bn)));
+        let half = g.p.second.map(|_| c.bn / 2);
         let (tiles, splits, tiles_m, tiles_n) = (self.tiles, self.splits, self.tiles_m, self.tiles_n);
         let tl = em.f.loop_begin("i32", &self.ctaid, &self.total.to_string(), &[]);
         let t = tl.i.clone();
@@ -440,27 +466,44 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
         let mut b_src = Vec::new();
         for (_, row, ch, _) in &self.b_copy.chunks {
             let c8 = em.f.v(format!("shl i32 {ch}, 3"));
+            // A dual product's tile: the first half of its n positions from the first B, the
+            // second half (the same output columns) from the second.
+            let pick = |em: &mut Em, pos: &str| -> (String, String) {
+                match (half, &self.b2_base) {
+                    (Some(h), Some(b2)) => {
+                        let hi = em.f.v(format!("icmp uge i32 {pos}, {h}"));
+                        let back = em.f.v(format!("sub i32 {pos}, {h}"));
+                        let local = em.f.v(format!("select i1 {hi}, i32 {back}, i32 {pos}"));
+                        let base =
+                            em.f.v(format!("select i1 {hi}, ptr addrspace(1) {b2}, ptr addrspace(1) {}", self.b_base));
+                        (local, base)
+                    }
+                    _ => (pos.to_string(), self.b_base.clone()),
+                }
+            };
             match g.p.b_layout {
                 BLayout::KN => {
                     // row = k within the tile, chunk = n; validity of n here, of k per k-tile.
-                    let col = em.f.v(format!("add i32 {col0}, {c8}"));
+                    let (c8n, base) = pick(em, &c8);
+                    let col = em.f.v(format!("add i32 {col0}, {c8n}"));
                     let ok = em.f.v(format!("icmp ult i32 {col}, {}", g.p.n.div_ceil(8) * 8));
                     let r64 = ext64(em, row);
                     let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.b.ld));
                     let col64 = ext64(em, &col);
                     let off = em.f.v(format!("add i64 {ro}, {col64}"));
                     let off = em.f.v(format!("add i64 {off}, {b_bo}"));
-                    b_src.push((off, ok, row.clone()));
+                    b_src.push((off, ok, row.clone(), base));
                 }
                 BLayout::NK => {
-                    let r = em.f.v(format!("add i32 {col0}, {row}"));
+                    let (rown, base) = pick(em, row);
+                    let r = em.f.v(format!("add i32 {col0}, {rown}"));
                     let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.p.n));
                     let r64 = ext64(em, &r);
                     let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.b.ld));
                     let ro = em.f.v(format!("add i64 {ro}, {b_bo}"));
                     let c64 = ext64(em, &c8);
                     let off = em.f.v(format!("add i64 {ro}, {c64}"));
-                    b_src.push((off, ok, c8));
+                    b_src.push((off, ok, c8, base));
                 }
             }
         }
@@ -494,7 +537,7 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
             }
         }
         let bsbase = em.f.v(format!("add i32 {sbase}, {a_tile_bytes}"));
-        for ((soff, _, _, guard), (off, ok, x)) in self.b_copy.chunks.iter().zip(&tile.b_src) {
+        for ((soff, _, _, guard), (off, ok, x, base)) in self.b_copy.chunks.iter().zip(&tile.b_src) {
             let cont = guard.as_ref().map(|gd| em.f.if_begin(gd));
             let (go, ok2) = match g.p.b_layout {
                 BLayout::KN => {
@@ -512,7 +555,7 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
                 }
             };
             let so = em.f.v(format!("add i32 {bsbase}, {soff}"));
-            cp_async(em, &self.smem, &so, &self.b_base, self.st, &go, &ok2);
+            cp_async(em, &self.smem, &so, base, self.st, &go, &ok2);
             if let Some(cont) = cont {
                 em.f.if_end(&cont);
             }

@@ -32,7 +32,7 @@ use super::module::ModuleText;
 use super::plan::{Out, Src, numel};
 use super::stages::{StageCx, launch};
 use config::MmaConfig;
-use kernel::{Epilogue, Gemm, GemmProduct};
+use kernel::{Epilogue, Gemm, GemmProduct, SecondProduct};
 
 use super::wgmma;
 use super::wgmma::config::WgConfig;
@@ -148,13 +148,52 @@ fn transposed_source(cx: &StageCx, b: NodeId) -> Option<NodeId> {
     (swaps && memory_of(cx, *input).is_some()).then_some(*input)
 }
 
+/// Whether the dual product `products` ([`tcc_ir::DualProduct`]) runs as one tensor-core kernel
+/// here: a target with `mma.sync` and `cp.async`, both products of one non-empty problem.
+pub(crate) fn runs_dual(cx: &StageCx, products: [NodeId; 2]) -> bool {
+    let (Some(p0), Some(p1)) = (problem_of(cx, products[0]), problem_of(cx, products[1])) else { return false };
+    let same = (p0.m, p0.n, p0.k, p0.batch, p0.dtype) == (p1.m, p1.n, p1.k, p1.batch, p1.dtype);
+    let empty = p0.m == 0 || p0.n == 0 || p0.k == 0 || p0.batch == 0;
+    same && !empty && cx.caps.has(Feature::MmaM16N8K16) && cx.caps.has(Feature::CpAsync)
+}
+
+/// The schedule a dual product runs: the kernel's when the dual kernel runs it
+/// ([`tcc_ir::dual::runs_schedule`]) and it fits `problem` (the product of both products'
+/// columns side by side), else the default `mma.sync` schedule of that product without its k
+/// splits, else 64x64 blocks of four 32x32 warp tiles.
+fn dual_schedule(cx: &StageCx, problem: &MatmulProblem) -> MmaConfig {
+    let fits = |s: &tcc_ir::Schedule| -> Option<MmaConfig> {
+        tcc_ir::dual::runs_schedule(s).then(|| config::config(problem, s, cx.caps).ok()).flatten()
+    };
+    if let Some(c) = fits(cx.schedule) {
+        return c;
+    }
+    let d = default_matmul_schedule(problem, arch_of(cx));
+    let warps = (d.tile_m / d.micro_m.max(1)) * (d.tile_n / d.micro_n.max(1));
+    let unsplit = tcc_ir::Schedule { split_k: 1, warps, ..d };
+    fits(&unsplit).unwrap_or(MmaConfig {
+        bm: 64,
+        bn: 64,
+        bk: 32,
+        wm: 32,
+        wn: 32,
+        stages: 3,
+        split_k: 1,
+        swizzle: 1,
+        kw: 1,
+    })
+}
+
 /// Lowers matmul `node` to tensor cores when it can (f16/bf16 operands on a target with
-/// `mma.sync` and `cp.async`); `Ok(None)` leaves it to the SIMT matmul.
+/// `mma.sync` and `cp.async`); `Ok(None)` leaves it to the SIMT matmul. With `second`, `node`
+/// and `second` are a dual product that [`runs_dual`] accepts: one `mma.sync` kernel computes
+/// both (each block tile holds half its columns of each) and its epilogue reads both.
 pub(crate) fn lower(
     cx: &StageCx,
     module: &mut ModuleText,
     name: &str,
     node: NodeId,
+    second: Option<NodeId>,
     outs: &[Out],
     scratch_base: u64,
 ) -> Result<Option<Lowered>, PtxError> {
@@ -162,6 +201,14 @@ pub(crate) fn lower(
     let empty = problem.m == 0 || problem.n == 0 || problem.k == 0 || problem.batch == 0;
     if empty || !cx.caps.has(Feature::MmaM16N8K16) || !cx.caps.has(Feature::CpAsync) {
         return Ok(None);
+    }
+    if let Some(s) = second
+        && !runs_dual(cx, [node, s])
+    {
+        return Err(PtxError::InvalidGraph {
+            kernel: cx.g.name.clone(),
+            reason: "a dual product the tensor-core kernel cannot run was planned as one".into(),
+        });
     }
     let Op::MatMul(a, b) = cx.g.nodes[node.index()].op else { return Ok(None) };
     let od = cx.plan.dims[node.index()].clone();
@@ -191,36 +238,84 @@ pub(crate) fn lower(
             Operand { mem: MemRef::Mat(Src::Scratch(off)), ld: kr, batch_stride: if shared { 0 } else { m * kr } }
         }
     };
-    // B: [k, n] or [n, k] in memory, else packed as [k, n].
-    let bd = cx.plan.dims[b.index()].clone();
-    let b_direct = match transposed_source(cx, b) {
-        Some(src) => memory_of(cx, src)
-            .filter(|_| k.is_multiple_of(8))
-            .and_then(|mem| batch_stride(&cx.plan.dims[src.index()], &batch_dims).map(|bs| (mem, k, bs))),
-        None => memory_of(cx, b)
-            .filter(|_| n.is_multiple_of(8))
-            .and_then(|mem| batch_stride(&bd, &batch_dims).map(|bs| (mem, n, bs))),
-    };
-    let b_op = match b_direct {
-        Some((mem, ld, bs)) => Operand { mem, ld, batch_stride: bs },
-        None => {
-            problem.b_layout = BLayout::KN;
-            let shared = bd[..bd.len() - 2].iter().all(|&d| d == 1);
-            let nb = if shared { 1 } else { problem.batch };
-            let off = scratch;
-            scratch = (off + nb * k * nr * elem).div_ceil(ALIGN) * ALIGN;
-            packs.push(("_pack_b", b, off, k, n, nr, shared));
-            Operand { mem: MemRef::Mat(Src::Scratch(off)), ld: nr, batch_stride: if shared { 0 } else { k * nr } }
+    // B: [k, n] or [n, k] in memory, else packed as [k, n]. A dual product's two Bs are both
+    // read in place only when they are stored alike (the kernel reads them with one pitch).
+    let b_direct = |b: NodeId| -> Option<(MemRef, u64, u64, BLayout)> {
+        let bd = &cx.plan.dims[b.index()];
+        match transposed_source(cx, b) {
+            Some(src) => memory_of(cx, src).filter(|_| k.is_multiple_of(8)).and_then(|mem| {
+                batch_stride(&cx.plan.dims[src.index()], &batch_dims).map(|bs| (mem, k, bs, BLayout::NK))
+            }),
+            None => memory_of(cx, b)
+                .filter(|_| n.is_multiple_of(8))
+                .and_then(|mem| batch_stride(bd, &batch_dims).map(|bs| (mem, n, bs, BLayout::KN))),
         }
     };
-
-    let c = match config::config(&problem, cx.schedule, cx.caps) {
-        Ok(c) => c,
-        Err(_) => config::config(&problem, &default_matmul_schedule(&problem, arch_of(cx)), cx.caps)?,
+    let second_b = match second.map(|s| &cx.g.nodes[s.index()].op) {
+        Some(Op::MatMul(_, b2)) => Some(*b2),
+        _ => None,
     };
-    // sm_90a with a wgmma schedule: the warpgroup kernel (after the same operand packing).
+    let mut directs = vec![b_direct(b)];
+    directs.extend(second_b.map(b_direct));
+    let alike = directs.iter().all(|d| {
+        d.is_some() && d.map(|(_, ld, bs, layout)| (ld, bs, layout)) == directs[0].map(|(_, ld, bs, l)| (ld, bs, l))
+    });
+    let mut b_ops = Vec::new();
+    for (i, operand) in std::iter::once(b).chain(second_b).enumerate() {
+        let op = match directs[i].filter(|_| alike) {
+            Some((mem, ld, bs, _)) => Operand { mem, ld, batch_stride: bs },
+            None => {
+                problem.b_layout = BLayout::KN;
+                let bd = &cx.plan.dims[operand.index()];
+                let shared = bd[..bd.len() - 2].iter().all(|&d| d == 1);
+                let nb = if shared { 1 } else { problem.batch };
+                let off = scratch;
+                scratch = (off + nb * k * nr * elem).div_ceil(ALIGN) * ALIGN;
+                packs.push((if i == 0 { "_pack_b" } else { "_pack_b2" }, operand, off, k, n, nr, shared));
+                Operand { mem: MemRef::Mat(Src::Scratch(off)), ld: nr, batch_stride: if shared { 0 } else { k * nr } }
+            }
+        };
+        b_ops.push(op);
+    }
+    // Every pack of a dual product's Bs has one batch stride (both shared or neither).
+    if let [b0, b1] = b_ops[..]
+        && b0.batch_stride != b1.batch_stride
+    {
+        return Err(PtxError::Unsupported {
+            target: cx.caps.name,
+            what: "a dual product of one shared and one batched B".into(),
+        });
+    }
+    let b_op = b_ops[0];
+    let second = match (second, b_ops.get(1)) {
+        (Some(node), Some(&b)) => Some(SecondProduct { b, node }),
+        _ => None,
+    };
+    if let Some(d) = directs[0].filter(|_| alike) {
+        problem.b_layout = d.3;
+    }
+
+    let c = match second {
+        // The kernel's tiles hold both products' columns: one product of twice the columns.
+        Some(_) => dual_schedule(cx, &MatmulProblem { n: 2 * n, ..problem }),
+        None => match config::config(&problem, cx.schedule, cx.caps) {
+            Ok(c) => c,
+            Err(_) => config::config(&problem, &default_matmul_schedule(&problem, arch_of(cx)), cx.caps)?,
+        },
+    };
+    // sm_90a with a wgmma schedule: the warpgroup kernel (after the same operand packing). A
+    // dual product's only with TMA copies of `[n, k]` Bs and no producer warpgroup
+    // ([`tcc_ir::dual::runs_schedule`]), sized as one product of both products' columns.
     let wgmma_config = if cx.caps.has(Feature::Wgmma) && is_wgmma_schedule(cx.schedule) {
-        wgmma::config::config(&problem, cx.schedule, cx.caps).ok()
+        match second {
+            None => wgmma::config::config(&problem, cx.schedule, cx.caps).ok(),
+            Some(_) if problem.b_layout == BLayout::NK && tcc_ir::dual::runs_schedule(cx.schedule) => {
+                wgmma::config::config(&MatmulProblem { n: 2 * n, ..problem }, cx.schedule, cx.caps)
+                    .ok()
+                    .filter(|wc| wc.tma && !wc.producer)
+            }
+            Some(_) => None,
+        }
     } else {
         None
     };
@@ -249,6 +344,7 @@ pub(crate) fn lower(
         b: b_op,
         b_layout: problem.b_layout,
         node,
+        second,
         batch_dims: &batch_dims,
         out_dims: &od,
     };
@@ -274,7 +370,7 @@ pub(crate) fn lower(
     };
     kernel::emit(&mut em, &g, &smem_sym, &epi)?;
     module.add_kernel(&entry, cx.params, em.f, c.threads());
-    let tiles = m.div_ceil(u64::from(c.bm)) * n.div_ceil(u64::from(c.bn));
+    let tiles = m.div_ceil(u64::from(c.bm)) * n.div_ceil(u64::from(g.p.out_cols(c.bn)));
     let launch = mma_launch(cx, &c, tiles * problem.batch);
     entries.push(Entry { suffix: "_mma", lowering: "matmul-mma", launch, tensor_maps: Vec::new() });
     if let Some(off) = partial {
@@ -301,6 +397,7 @@ fn lower_wgmma(
     // TMA variants can store the tile by TMA: one 16-bit output with 16-byte rows.
     let out_dtype = outs.first().map(|o| cx.g.nodes[o.node.index()].ty.dtype).unwrap_or(DType::F32);
     let storable = wc.tma
+        && product.second.is_none()
         && outs.len() == 1
         && matches!(out_dtype, DType::F16 | DType::BF16)
         && product.n.is_multiple_of(8)
@@ -313,7 +410,9 @@ fn lower_wgmma(
     let plain = cx.g.nodes.iter().all(|n| {
         !matches!(n.op, Op::Unary(..) | Op::Binary(..) | Op::Compare(..) | Op::Select { .. } | Op::Reduce { .. })
     });
-    let persistent = wc.producer || ((plain || storable) && product.k.div_ceil(64) >= u64::from(wc.prefetch()));
+    // A dual product's blocks take one tile each and stage it (its epilogue reads both halves).
+    let persistent = wc.producer
+        || ((plain || storable) && product.second.is_none() && product.k.div_ceil(64) >= u64::from(wc.prefetch()));
     let tma_store = storable && persistent;
     let g = WgGemm { c: wc, p: product, persistent, tma_store };
     let entry = format!("{name}_mma");
@@ -326,7 +425,7 @@ fn lower_wgmma(
     let grid_constants: Vec<usize> = (0..tensor_maps.len()).map(|j| params.len() + j).collect();
     params.extend((0..tensor_maps.len()).map(crate::ptx::tma::param));
     module.add_kernel_with_grid_constants(&entry, &params, em.f, wc.threads(), &grid_constants);
-    let tiles = g.p.m.div_ceil(u64::from(wc.bm())) * g.p.n.div_ceil(u64::from(wc.bn)) * g.p.batch;
+    let tiles = g.p.m.div_ceil(u64::from(wc.bm())) * g.p.n.div_ceil(u64::from(g.p.out_cols(wc.bn))) * g.p.batch;
     let launch = LaunchConfig {
         block_threads: wc.threads(),
         max_blocks: tiles.max(1),

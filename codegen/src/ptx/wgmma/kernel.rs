@@ -60,6 +60,9 @@ pub(crate) struct WgGemm<'a> {
 pub(crate) const TMAP_A: usize = 0;
 /// See [`TMAP_A`].
 pub(crate) const TMAP_B: usize = 1;
+/// Tensor-map parameter of a dual product's second B (`%tmap2`; its tiles are never stored by
+/// TMA, so it never meets [`TMAP_C`]).
+pub(crate) const TMAP_B2: usize = 2;
 /// Tensor-map parameter of the output (`%tmap2`) when the tile is stored by TMA.
 pub(crate) const TMAP_C: usize = 2;
 /// Registers per thread of a cp.async producer warpgroup, and of the two consumers beside it
@@ -159,11 +162,16 @@ pub(crate) fn tensor_maps(g: &WgGemm, outs: &[Out], out_dtype: DType) -> Vec<Ten
         TensorMapSpec { buffer, dtype: g.p.dtype, dims, strides, box_dims }
     };
     let a = spec(&g.p.a, g.p.k_real, g.p.m, g.c.bm());
+    // A dual product's B tile is two boxes of bn / 2 rows, one from each B (`[n, k]` only).
+    let b_rows = g.p.out_cols(g.c.bn);
     let b = match g.p.b_layout {
-        BLayout::NK => spec(&g.p.b, g.p.k_real, g.p.n, g.c.bn),
+        BLayout::NK => spec(&g.p.b, g.p.k_real, g.p.n, b_rows),
         BLayout::KN => spec(&g.p.b, g.p.n, g.p.k_real, BK),
     };
     let mut maps = vec![a, b];
+    if let Some(second) = &g.p.second {
+        maps.push(spec(&second.b, g.p.k_real, g.p.n, b_rows));
+    }
     if g.tma_store
         && let Some(out) = outs.first()
     {
@@ -239,6 +247,8 @@ struct WgKernel<'g, 'a> {
     maps: Option<(String, String)>,
     /// The output's tensor map when tiles are stored by TMA.
     map_c: Option<String>,
+    /// TMA: the generic address of a dual product's second B's tensor map.
+    map_b2: Option<String>,
     /// This thread's index among the copying threads.
     ct: String,
     a_copy: CopyPlan,
@@ -267,7 +277,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let stage_bytes = c.stage_bytes();
         let a_bytes = bm * BK * 2;
         let tiles_m = g.p.m.div_ceil(u64::from(bm));
-        let tiles_n = g.p.n.div_ceil(u64::from(bn));
+        let tiles_n = g.p.n.div_ceil(u64::from(g.p.out_cols(bn)));
         let tiles = tiles_m * tiles_n;
         let k_tiles = g.p.k.div_ceil(u64::from(BK));
 
@@ -296,6 +306,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
             None
         };
         let map_c = g.tma_store.then(|| em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_C)));
+        let map_b2 = (c.tma && g.p.second.is_some()).then(|| em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_B2)));
         if c.producer || c.tma {
             let first = em.f.v(format!("icmp eq i32 {tid}, 0"));
             let cont = em.f.if_begin(&first);
@@ -380,6 +391,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
             bar0,
             maps,
             map_c,
+            map_b2,
             ct,
             a_copy,
             b_copy,
@@ -420,7 +432,8 @@ impl<'g, 'a> WgKernel<'g, 'a> {
 
     /// The tile (and batch) of linear index `t` (an i32), in swizzled order.
     fn tile_at(&self, em: &mut Em, t: &str) -> Tile {
-        let (tiles, tiles_m, tiles_n, bm, bn) = (self.tiles, self.tiles_m, self.tiles_n, self.bm, self.bn);
+        let (tiles, tiles_m, tiles_n, bm) = (self.tiles, self.tiles_m, self.tiles_n, self.bm);
+        let bn = self.g.p.out_cols(self.bn);
         let tile_lin = em.f.v(format!("urem i32 {t}, {tiles}"));
         let bidx = em.f.v(format!("udiv i32 {t}, {tiles}"));
         let dims = (u64::from(bm), u64::from(bn));
@@ -559,6 +572,11 @@ impl<'g, 'a> WgKernel<'g, 'a> {
                     cb.push(tile.bidx.clone());
                 }
                 asm::tma_load(&mut em.f, &bsb, mb, &cb, &full);
+                // A dual product: the second B's rows of the same output columns below them.
+                if let Some(mb2) = &self.map_b2 {
+                    let dst = em.f.v(format!("add i32 {bsb}, {}", self.bn / 2 * 128));
+                    asm::tma_load(&mut em.f, &dst, mb2, &cb, &full);
+                }
             }
             BLayout::KN => {
                 for j in 0..self.bn / 64 {

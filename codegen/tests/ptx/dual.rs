@@ -1,0 +1,140 @@
+//! Dual products (feature `llvm`): `silu(a @ g) * (a @ u)` as one `mma.sync` kernel (both
+//! products' columns side by side in each block tile, the epilogue reading both): every variant
+//! and every schedule the dual kernel runs assembles for sm_80 and sm_90a without spills, and the
+//! emulator's runs (its `mma.sync`, `ldmatrix` and `cp.async`) match the interpreter.
+
+use tcc_codegen::ptx::{self, BLayout, GpuArch, MatmulProblem};
+use tcc_ir::testing::{compare_outputs, dual_gemm_graph, gemm_graph, random_inputs};
+use tcc_ir::{Bindings, DType, Graph, Kernel, KernelClass, Schedule, TensorType};
+
+use super::{check_kernel, lowerings, sim, sim_tolerance};
+
+fn kernel(g: Graph, schedule: Option<Schedule>) -> Kernel {
+    Kernel {
+        name: g.name.clone(),
+        class: KernelClass::MatMul,
+        graph: g,
+        schedule: schedule.unwrap_or_else(|| Schedule::default_for(tcc_ir::Tier::Ptx)),
+    }
+}
+
+/// The dual kernel's schedules of a product of `2 n` columns: the `mma.sync` space without k
+/// splits ([`tcc_ir::dual::runs_schedule`]).
+fn dual_space(dtype: DType, m: u64, n: u64, k: u64, arch: GpuArch) -> Vec<Schedule> {
+    let p = MatmulProblem { m, n: 2 * n, k, batch: 1, dtype, b_layout: BLayout::NK };
+    ptx::matmul_schedule_space(&p, arch).into_iter().filter(tcc_ir::dual::runs_schedule).collect()
+}
+
+/// Emulates `k` compiled for sm_80 (tensor cores) and compares with the interpreter.
+fn emulate(k: &Kernel, seed: u64) -> Result<Vec<&'static str>, String> {
+    let bindings = Bindings::new();
+    let inputs = random_inputs(&k.graph, &bindings, seed).map_err(|e| e.to_string())?;
+    let expected = tcc_ir::interp::run_graph(&k.graph, &inputs).map_err(|e| e.to_string())?;
+    let ir = ptx::emit_llvm_ir(k, &bindings, GpuArch::Sm80).map_err(|e| e.to_string())?;
+    let types: Vec<TensorType> = k.graph.outputs.iter().map(|o| k.graph.nodes[o.index()].ty.clone()).collect();
+    let actual = sim::run(&ir, &inputs, &types, &bindings, 2);
+    let l: Vec<&'static str> = ir.steps.iter().map(|s| s.lowering).collect();
+    compare_outputs(&expected, &actual, &sim_tolerance()).map_err(|m| format!("{} ({l:?}): {m}", k.name))?;
+    Ok(l)
+}
+
+#[test]
+fn dual_products_are_one_mma_kernel_and_assemble_without_spills() {
+    for dtype in [DType::F16, DType::BF16] {
+        for (batch, (m, n, k)) in
+            [(&[][..], (256, 256, 256)), (&[], (77, 50, 33)), (&[], (1, 1, 1)), (&[2][..], (40, 24, 64))]
+        {
+            for nk in [false, true] {
+                let g = dual_gemm_graph(dtype, batch, (m, n, k), nk).unwrap();
+                for c in check_kernel(&kernel(g, None), &Bindings::new()) {
+                    let l = lowerings(&c);
+                    let mma: Vec<_> = l.iter().filter(|s| **s != "matmul-pack").collect();
+                    assert_eq!(mma, [&"matmul-mma"], "{m}x{n}x{k} nk={nk}: {l:?}");
+                    let aligned = k % 8 == 0 && (nk || n % 8 == 0);
+                    assert_eq!(l.contains(&"matmul-pack"), !aligned, "{m}x{n}x{k} nk={nk}: {l:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_schedule_of_the_dual_space_assembles_and_others_fall_back() {
+    for arch in GpuArch::ALL {
+        let space = dual_space(DType::BF16, 512, 512, 512, arch);
+        assert!(space.len() >= 50, "{}", space.len());
+        let mut picks: Vec<Schedule> =
+            space.iter().filter(|s| s.micro_m * s.micro_n >= 64 * 64).take(2).copied().collect();
+        picks.extend(space.iter().step_by(space.len() / 6).copied());
+        // A k split and a warpgroup schedule: the dual kernel runs its default instead.
+        let p = MatmulProblem { m: 512, n: 1024, k: 512, batch: 1, dtype: DType::BF16, b_layout: BLayout::NK };
+        picks.push(Schedule { split_k: 4, ..ptx::default_matmul_schedule(&p, arch) });
+        for s in picks {
+            for nk in [false, true] {
+                let g = dual_gemm_graph(DType::BF16, &[], (512, 512, 512), nk).unwrap();
+                for c in check_kernel(&kernel(g, Some(s)), &Bindings::new()) {
+                    assert_eq!(lowerings(&c), ["matmul-mma"], "{s:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn emulated_tensor_core_products_match_the_interpreter() {
+    // The emulator's tensor-core path on single products first.
+    for (m, n, k, nk) in [(33, 20, 40, false), (16, 24, 64, true), (1, 1, 1, true)] {
+        let g = gemm_graph(DType::F16, &[], (m, n, k), nk, true).unwrap();
+        let l = emulate(&kernel(g, None), 5).unwrap();
+        assert!(l.contains(&"matmul-mma"), "{l:?}");
+    }
+}
+
+#[test]
+fn emulated_dual_products_match_the_interpreter() {
+    let shapes: [(&[u64], (u64, u64, u64)); 5] =
+        [(&[], (1, 1, 1)), (&[], (33, 20, 40)), (&[], (70, 72, 48)), (&[], (16, 136, 24)), (&[2], (17, 16, 32))];
+    for dtype in [DType::F16, DType::BF16] {
+        for (batch, (m, n, k)) in shapes {
+            for nk in [false, true] {
+                let g = dual_gemm_graph(dtype, batch, (m, n, k), nk).unwrap();
+                let l = emulate(&kernel(g, None), m ^ n ^ k).unwrap();
+                // One tensor-core kernel for both products (after packs), no elementwise stage.
+                assert_eq!(l.iter().filter(|s| **s != "matmul-pack").collect::<Vec<_>>(), [&"matmul-mma"]);
+            }
+        }
+    }
+    // Schedules of the dual space: small and large tiles, several warps, ragged edges.
+    for s in dual_space(DType::BF16, 70, 72, 48, GpuArch::Sm80).into_iter().step_by(37).take(6) {
+        let g = dual_gemm_graph(DType::BF16, &[], (70, 72, 48), true).unwrap();
+        emulate(&kernel(g, Some(s)), 11).unwrap_or_else(|e| panic!("{s:?}: {e}"));
+    }
+}
+
+#[test]
+fn warpgroup_dual_products_load_both_bs_by_tma_and_assemble() {
+    use tcc_ir::WgmmaSchedule;
+    for (bn, consumers) in [(256, 2), (128, 2), (128, 1), (64, 1)] {
+        let w = WgmmaSchedule { consumers, producer: false, pingpong: false, bn, stages: 4, swizzle: 8, tma: true };
+        let s = Schedule { threads: 0, ..w.encode() };
+        assert!(tcc_ir::dual::runs_schedule(&s));
+        for (m, n, k) in [(512, 512, 512), (300, 200, 136)] {
+            let g = dual_gemm_graph(DType::BF16, &[], (m, n, k), true).unwrap();
+            let compiled = check_kernel(&kernel(g, Some(s)), &Bindings::new());
+            // sm_80 has no wgmma: the dual mma.sync kernel; sm_90a the warpgroup one, with A's
+            // and both Bs' tensor maps.
+            assert_eq!(lowerings(&compiled[0]), ["matmul-mma"]);
+            assert_eq!(lowerings(&compiled[1]), ["matmul-wgmma"]);
+            assert_eq!(compiled[1].ir.steps[0].tensor_maps.len(), 3);
+        }
+    }
+    // A producer warpgroup, cp.async copies or a `[k, n]` B: the dual mma.sync kernel instead.
+    let producer =
+        WgmmaSchedule { consumers: 2, producer: true, pingpong: false, bn: 128, stages: 4, swizzle: 8, tma: true };
+    let cp_async = WgmmaSchedule { producer: false, tma: false, ..producer };
+    for (w, nk) in [(producer, true), (cp_async, true), (WgmmaSchedule { producer: false, ..producer }, false)] {
+        let g = dual_gemm_graph(DType::F16, &[], (256, 256, 128), nk).unwrap();
+        let compiled = check_kernel(&kernel(g, Some(Schedule { threads: 0, ..w.encode() })), &Bindings::new());
+        assert_eq!(lowerings(&compiled[1]), ["matmul-mma"], "{w:?} nk={nk}");
+    }
+}
