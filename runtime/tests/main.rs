@@ -8,6 +8,7 @@ mod common;
 mod cuda;
 mod cuda_rows;
 mod differential;
+mod dual_gpu;
 #[cfg(feature = "gpu-tests")]
 mod faults_gpu;
 mod gemm;

@@ -1,8 +1,9 @@
 //! Planning: which values of a kernel graph are materialized in memory, and the stages (kernel
 //! entries launched one after another) that compute them.
 //!
-//! Every value that is not materialized is recomputed, fused, wherever it is read. Three fast
-//! plans cover whole kernels in one stage (pointwise, rows, matmul with epilogue); the generic
+//! Every value that is not materialized is recomputed, fused, wherever it is read. Four fast
+//! plans cover whole kernels in one stage (pointwise, rows, matmul with epilogue, and on tensor
+//! cores a dual product: two products of one operand meeting in their epilogue); the generic
 //! plan, which always applies, gives each reduction and matmul its own stage and materializes
 //! values whose recomputation would be too costly or too deep.
 
@@ -215,7 +216,7 @@ pub(crate) fn plan(kernel: &Kernel, bindings: &Bindings, tensor_cores: bool) -> 
         && tcc_ir::attention::GpuAttention::find(g).is_some();
     if attention {
         p.stages.push(Stage::Attention);
-    } else if !try_rows(g, &mat, &mut p) && !try_matmul(g, &mat, &mut p) && !(tensor_cores && try_dual(g, &mat, &mut p))
+    } else if !(try_rows(g, &mat, &mut p) || try_matmul(g, &mat, &mut p) || (tensor_cores && try_dual(g, &mat, &mut p)))
     {
         generic(g, &mat, &mut p);
     }

@@ -138,3 +138,22 @@ fn warpgroup_dual_products_load_both_bs_by_tma_and_assemble() {
         assert_eq!(lowerings(&compiled[1]), ["matmul-mma"], "{w:?} nk={nk}");
     }
 }
+
+#[test]
+fn emulated_dual_products_of_one_shared_and_one_batched_b_match_the_interpreter() {
+    use tcc_ir::{BinaryOp, Op, UnaryOp};
+    let t = |dims: &[u64]| super::t(DType::F16, dims);
+    let mut g = Graph::new("mixed");
+    let a = g.add_param("a", t(&[2, 24, 40])).unwrap();
+    let gate = g.add_param("g", t(&[40, 16])).unwrap();
+    let up = g.add_param("u", t(&[2, 40, 16])).unwrap();
+    let p = g.push(Op::MatMul(a, gate)).unwrap();
+    let q = g.push(Op::MatMul(a, up)).unwrap();
+    let s = g.push(Op::Unary(UnaryOp::Sigmoid, p)).unwrap();
+    let y = g.push(Op::Binary(BinaryOp::Mul, s, q)).unwrap();
+    g.outputs.push(y);
+    assert!(tcc_ir::DualProduct::find(&g).is_some());
+    let l = emulate(&kernel(g.clone(), None), 9).unwrap();
+    assert_eq!(l, ["matmul-pack", "matmul-pack", "matmul-mma"]);
+    check_kernel(&kernel(g, None), &Bindings::new());
+}

@@ -205,13 +205,16 @@ enum Users {
     Outside,
 }
 
+/// The kernel classes a growth step takes as consumers and as producers.
+type Kinds = (fn(KernelClass) -> bool, fn(KernelClass) -> bool);
+
 /// [`grow`], counting a producer's users as `users` says.
 fn grow_counting(
     egraph: &EG,
     class: Id,
     limit: usize,
     rule: &'static str,
-    (consumer, producer): (fn(KernelClass) -> bool, fn(KernelClass) -> bool),
+    (consumer, producer): Kinds,
     users: Users,
 ) -> Vec<(TNode, Term)> {
     let candidates: Vec<Ranked<'_>> = unscheduled_kernels(egraph, class).collect();

@@ -14,6 +14,14 @@
 //! schedules are chosen for every backend; the autotuner draws from [`matmul_schedule_space`]).
 //! On a target with wgmma (sm_90a), a valid wgmma schedule (see `super::wgmma`) sends the main
 //! loop to the warpgroup kernel instead, after the same operand packing.
+//!
+//! A dual product ([`tcc_ir::DualProduct`], `silu(x @ g) * (x @ u)`) is one such kernel over
+//! both products: its block tiles of `bn` columns hold `bn / 2` output columns of the first
+//! product, then the same columns of the second (B's rows or chunks come from either B; both Bs
+//! are read in place when stored alike, else both packed), and the staged epilogue evaluates
+//! the fused outputs from both halves of the tile, so neither product goes through memory. It
+//! runs the schedules [`tcc_ir::dual::runs_schedule`] accepts (warpgroup ones over `[n, k]` Bs
+//! only, each k-tile of B two TMA boxes), any other as its `mma.sync` default without k splits.
 
 mod config;
 pub(crate) mod epilogue;
@@ -260,14 +268,18 @@ pub(crate) fn lower(
     let alike = directs.iter().all(|d| {
         d.is_some() && d.map(|(_, ld, bs, layout)| (ld, bs, layout)) == directs[0].map(|(_, ld, bs, l)| (ld, bs, l))
     });
+    // Packed Bs share the batch stride: one per batch unless every B is one for all batches.
+    let one_for_all = |operand: &NodeId| {
+        let bd = &cx.plan.dims[operand.index()];
+        bd[..bd.len() - 2].iter().all(|&d| d == 1)
+    };
+    let shared = std::iter::once(b).chain(second_b).all(|o| one_for_all(&o));
     let mut b_ops = Vec::new();
     for (i, operand) in std::iter::once(b).chain(second_b).enumerate() {
         let op = match directs[i].filter(|_| alike) {
             Some((mem, ld, bs, _)) => Operand { mem, ld, batch_stride: bs },
             None => {
                 problem.b_layout = BLayout::KN;
-                let bd = &cx.plan.dims[operand.index()];
-                let shared = bd[..bd.len() - 2].iter().all(|&d| d == 1);
                 let nb = if shared { 1 } else { problem.batch };
                 let off = scratch;
                 scratch = (off + nb * k * nr * elem).div_ceil(ALIGN) * ALIGN;
@@ -277,13 +289,13 @@ pub(crate) fn lower(
         };
         b_ops.push(op);
     }
-    // Every pack of a dual product's Bs has one batch stride (both shared or neither).
+    // Read in place only when alike, else packed alike: one batch stride for both.
     if let [b0, b1] = b_ops[..]
         && b0.batch_stride != b1.batch_stride
     {
-        return Err(PtxError::Unsupported {
-            target: cx.caps.name,
-            what: "a dual product of one shared and one batched B".into(),
+        return Err(PtxError::InvalidGraph {
+            kernel: cx.g.name.clone(),
+            reason: "a dual product's Bs have different batch strides".into(),
         });
     }
     let b_op = b_ops[0];

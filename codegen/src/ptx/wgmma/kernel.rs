@@ -21,6 +21,10 @@
 //! the ping-pong variant the two consumers take alternate 64-row tiles from the same ring, so
 //! one stores its tile while the other multiplies.
 //!
+//! A dual product (see `super::super::mma`) runs the TMA variant without a producer, a block per
+//! tile: each k-tile of B is two boxes of `bn / 2` rows, from each B's tensor map, and the tile
+//! is staged with both halves read by the epilogue.
+//!
 //! The accumulators' layout per warp is that of `mma.sync`'s C fragment. Persistent TMA blocks
 //! store their tiles by TMA through small staged subtiles ([`super::store`]); blocks of one tile
 //! without a producer stage the tile through shared memory (the ring, free after the main loop)

@@ -1,0 +1,45 @@
+//! Dual products on a CUDA device (feature `gpu-tests`): `silu(a @ g) * (a @ u)` as one
+//! tensor-core kernel against the interpreter on random shapes (1, off the tile grid), both B
+//! layouts, f16 and bf16, a batch; under the default `mma.sync` schedule, sampled schedules of the
+//! dual kernel's space, and on sm_90a its warpgroup (TMA) schedules.
+
+#![cfg(feature = "gpu-tests")]
+
+use tcc_codegen::ptx::{self, BLayout, GpuArch, MatmulProblem};
+use tcc_ir::testing::dual_gemm_graph;
+use tcc_ir::{DType, Schedule, WgmmaSchedule};
+
+use crate::gemm::{check, device};
+
+#[test]
+fn dual_products_match_the_interpreter() {
+    let arch = device().info().arch;
+    let shapes: [(&[u64], (u64, u64, u64)); 5] =
+        [(&[], (1, 1, 1)), (&[], (77, 50, 33)), (&[], (256, 384, 512)), (&[], (129, 136, 520)), (&[3], (40, 24, 64))];
+    let p = MatmulProblem { m: 512, n: 1024, k: 512, batch: 1, dtype: DType::BF16, b_layout: BLayout::NK };
+    let space: Vec<Schedule> =
+        ptx::matmul_schedule_space(&p, arch).into_iter().filter(tcc_ir::dual::runs_schedule).collect();
+    let mut schedules: Vec<Option<Schedule>> = vec![None];
+    schedules.extend(space.iter().step_by(space.len().max(1).div_ceil(6)).map(|s| Some(*s)));
+    if arch == GpuArch::Sm90a {
+        for (consumers, bn) in [(2, 256), (2, 128), (1, 128), (1, 64)] {
+            let w = WgmmaSchedule { consumers, producer: false, pingpong: false, bn, stages: 4, swizzle: 8, tma: true };
+            schedules.push(Some(Schedule { threads: 0, ..w.encode() }));
+        }
+    }
+    let mut failures = Vec::new();
+    let mut case = 0u64;
+    for s in &schedules {
+        for (batch, (m, n, k)) in shapes {
+            for nk in [true, false] {
+                case += 1;
+                let dtype = if case.is_multiple_of(2) { DType::F16 } else { DType::BF16 };
+                let g = dual_gemm_graph(dtype, batch, (m, n, k), nk).unwrap();
+                if let Err(e) = check(&g, *s, case) {
+                    failures.push(format!("{dtype} {batch:?} {m}x{n}x{k} nk={nk} [{s:?}]: {e}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
