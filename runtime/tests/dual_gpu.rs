@@ -11,10 +11,13 @@ use tcc_ir::{DType, Schedule, WgmmaSchedule};
 
 use crate::gemm::{check, device};
 
+/// A batch and an `(m, n, k)`.
+type Case = (&'static [u64], (u64, u64, u64));
+
 #[test]
 fn dual_products_match_the_interpreter() {
     let arch = device().info().arch;
-    let shapes: [(&[u64], (u64, u64, u64)); 5] =
+    let shapes: [Case; 5] =
         [(&[], (1, 1, 1)), (&[], (77, 50, 33)), (&[], (256, 384, 512)), (&[], (129, 136, 520)), (&[3], (40, 24, 64))];
     let p = MatmulProblem { m: 512, n: 1024, k: 512, batch: 1, dtype: DType::BF16, b_layout: BLayout::NK };
     let space: Vec<Schedule> =

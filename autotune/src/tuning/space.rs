@@ -460,6 +460,43 @@ mod tests {
     }
 
     #[test]
+    fn a_dual_products_space_holds_only_schedules_its_kernel_runs() {
+        for nk in [true, false] {
+            // `silu(a @ g) * (a @ u)`, each B `[k, n]` or a transposed `[n, k]`.
+            let mut g = Graph::new("dual");
+            let t = |dims: &[u64]| TensorType { dtype: DType::BF16, shape: Shape::from_consts(dims) };
+            let a = g.add_param("a", t(&[4096, 4096])).unwrap();
+            let mut products = Vec::new();
+            for name in ["g", "u"] {
+                let b = g.add_param(name, t(&[4096, 4096])).unwrap();
+                let b = if nk { g.push(Op::Permute { input: b, perm: vec![1, 0] }).unwrap() } else { b };
+                products.push(g.push(Op::MatMul(a, b)).unwrap());
+            }
+            let sig = g.push(Op::Unary(tcc_ir::UnaryOp::Sigmoid, products[0])).unwrap();
+            let silu = g.push(Op::Binary(tcc_ir::BinaryOp::Mul, products[0], sig)).unwrap();
+            let y = g.push(Op::Binary(tcc_ir::BinaryOp::Mul, silu, products[1])).unwrap();
+            g.outputs = vec![y];
+            let k = Kernel {
+                name: "k0".into(),
+                class: KernelClass::MatMul,
+                graph: g,
+                schedule: Schedule::default_for(Tier::Ptx),
+            };
+            for arch in GpuArch::ALL {
+                let space = gpu_space(&k, &[k.schedule], &Bindings::new(), arch, 132, None);
+                assert!(space.len() >= 50, "{}", space.len());
+                let warpgroup =
+                    space.candidates()[1..].iter().filter(|c| tcc_ir::schedule::is_warpgroup_encoding(&c.schedule));
+                // Warpgroup schedules only on sm_90a over `[n, k]` Bs.
+                assert_eq!(warpgroup.count() > 0, nk && arch == GpuArch::Sm90a, "{arch} nk={nk}");
+                for c in &space.candidates()[1..] {
+                    assert!(tcc_ir::dual::runs_schedule(&c.schedule), "{}", c.schedule);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn gpu_gemm_spaces_come_from_the_tensor_core_listing_and_are_large_enough() {
         let k = gemm(4096, 4096, 4096, DType::F16);
         let problem = matmul_problem(&k, &Bindings::new()).unwrap();

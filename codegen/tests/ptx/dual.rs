@@ -38,6 +38,9 @@ fn emulate(k: &Kernel, seed: u64) -> Result<Vec<&'static str>, String> {
     Ok(l)
 }
 
+/// A batch and an `(m, n, k)`.
+type Case = (&'static [u64], (u64, u64, u64));
+
 #[test]
 fn dual_products_are_one_mma_kernel_and_assemble_without_spills() {
     for dtype in [DType::F16, DType::BF16] {
@@ -92,7 +95,7 @@ fn emulated_tensor_core_products_match_the_interpreter() {
 
 #[test]
 fn emulated_dual_products_match_the_interpreter() {
-    let shapes: [(&[u64], (u64, u64, u64)); 5] =
+    let shapes: [Case; 5] =
         [(&[], (1, 1, 1)), (&[], (33, 20, 40)), (&[], (70, 72, 48)), (&[], (16, 136, 24)), (&[2], (17, 16, 32))];
     for dtype in [DType::F16, DType::BF16] {
         for (batch, (m, n, k)) in shapes {
