@@ -138,13 +138,13 @@ impl Device {
     /// A device launching on the stream of the runtime's CUDA device `d` (another library's
     /// stream, [`tcc_runtime::cuda::CudaDevice::on_stream`]) without waiting for its kernels: a
     /// run returns once they are queued, in order with the library's own work.
-    #[cfg(feature = "llvm")]
+    #[cfg(all(feature = "llvm", feature = "candle-cuda"))]
     pub(crate) fn on_foreign_stream(d: tcc_runtime::cuda::CudaDevice) -> Device {
         Device { waits: false, ..Device::with_backend(Backend::Cuda(d)) }
     }
 
     /// The runtime's CUDA device, if this is one.
-    #[cfg(feature = "llvm")]
+    #[cfg(all(feature = "llvm", feature = "candle-cuda"))]
     pub(crate) fn cuda_runtime(&self) -> Option<&tcc_runtime::cuda::CudaDevice> {
         match &self.backend {
             Backend::Cuda(d) => Some(d),
@@ -154,7 +154,7 @@ impl Device {
 
     /// A tensor of this CUDA device over `buffer` (memory another library owns, borrowed for one
     /// run: the tensor must be dropped before that memory is freed).
-    #[cfg(feature = "llvm")]
+    #[cfg(all(feature = "llvm", feature = "candle-cuda"))]
     pub(crate) fn borrowed_tensor(
         &self,
         buffer: tcc_runtime::cuda::DeviceBuffer,

@@ -2,7 +2,7 @@
 //! candle's CUDA device (candle's stream, inputs read in place, outputs handed to candle). Checked
 //! against candle's own ops on the GPU and tcc's f64 interpreter on the same values; strided,
 //! offset and misaligned inputs; f16, i32 and bool; chains with candle's ops that never wait;
-//! one compilation per shape; the errors.
+//! one compilation per shape; outputs owned by candle; the errors.
 
 use crate::values;
 use tcc::Device;
@@ -174,4 +174,24 @@ fn mismatched_tensors_on_the_gpu_are_errors_that_say_what_is_wrong() {
     assert!(e.unwrap_err().to_string().contains("candle f64 tensor"));
     let e = apply(product::kernel(), &[&random(&[2, 3], 85, &dev), &random(&[3, 2], 86, &CandleDevice::Cpu)]);
     assert!(e.unwrap_err().to_string().contains("share one device"));
+}
+
+#[test]
+fn outputs_belong_to_candle_and_inputs_may_be_freed_before_the_kernel_runs() {
+    let dev = gpu();
+    let op = KernelOp::new(softmax::kernel());
+    let x = random(&[64, 1000], 12, &dev);
+    let expected = oracle(softmax::kernel(), &[&x]).remove(0);
+    // The input is dropped (freed in stream order) while the kernel may still be queued.
+    let y = {
+        let x = x.copy().unwrap();
+        x.apply_op1_no_bwd(&op).unwrap()
+    };
+    // Tensors of the output's size made afterwards must get other memory: the output is candle's.
+    let others: Vec<Tensor> = (0..16).map(|i| Tensor::full(i as f32 + 0.5, (64, 1000), &dev).unwrap()).collect();
+    dev.synchronize().unwrap();
+    assert_close(&y, &expected, 1e-5, 1e-6);
+    for (i, t) in others.iter().enumerate() {
+        assert!(t.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().all(|&v| v == i as f32 + 0.5));
+    }
 }

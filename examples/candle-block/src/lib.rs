@@ -146,9 +146,11 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
     let keys = k.unsqueeze(1)?.broadcast_as((kv, g, s, hd))?.contiguous()?;
     let values = v.unsqueeze(1)?.broadcast_as((kv, g, s, hd))?.contiguous()?;
     let scores = (q.contiguous()?.matmul(&keys.t()?)?.to_dtype(DType::F32)? * (1.0 / (hd as f64).sqrt()))?;
-    let mask: Vec<f32> =
-        (0..s).flat_map(|i| (0..s).map(move |j| if j <= i { 0.0 } else { f32::NEG_INFINITY })).collect();
-    let scores = scores.broadcast_add(&Tensor::from_vec(mask, (s, s), q.device())?)?;
+    // The causal mask, made on the tensors' device (query i sees keys j <= i).
+    let positions = Tensor::arange(0u32, s as u32, q.device())?;
+    let keep = positions.unsqueeze(1)?.broadcast_ge(&positions.unsqueeze(0)?)?;
+    let hidden = Tensor::new(f32::NEG_INFINITY, q.device())?.broadcast_as(scores.shape())?;
+    let scores = keep.broadcast_as(scores.shape())?.where_cond(&scores, &hidden)?;
     let e = scores.broadcast_sub(&scores.max_keepdim(D::Minus1)?)?.exp()?;
     e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?.to_dtype(q.dtype())?.matmul(&values)
 }
