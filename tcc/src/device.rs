@@ -41,6 +41,10 @@ pub struct Device {
     /// Most bytes one run may hold (parameters, intermediates and outputs); `None`: no limit
     /// but the element count of contract §6.
     max_memory: Option<u64>,
+    /// Whether a CUDA run waits for its kernels before returning (and names the kernel of a
+    /// fault). A device on another library's stream does not: its work stays queued in order.
+    #[cfg(feature = "llvm")]
+    waits: bool,
 }
 
 /// Identities of devices (so a tensor is never used on a device other than its own).
@@ -78,6 +82,12 @@ impl DeviceTensor {
     /// The device memory.
     pub fn buffer(&self) -> &tcc_runtime::cuda::DeviceBuffer {
         &self.buffer
+    }
+
+    /// The device memory, taken (to hand to another library:
+    /// [`tcc_runtime::cuda::DeviceBuffer::into_slice`]).
+    pub fn into_buffer(self) -> tcc_runtime::cuda::DeviceBuffer {
+        self.buffer
     }
 
     /// True if it lives on `device`.
@@ -120,7 +130,38 @@ impl Device {
             compilations: AtomicU64::new(0),
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             max_memory: None,
+            #[cfg(feature = "llvm")]
+            waits: true,
         }
+    }
+
+    /// A device launching on the stream of the runtime's CUDA device `d` (another library's
+    /// stream, [`tcc_runtime::cuda::CudaDevice::on_stream`]) without waiting for its kernels: a
+    /// run returns once they are queued, in order with the library's own work.
+    #[cfg(all(feature = "llvm", feature = "candle-cuda"))]
+    pub(crate) fn on_foreign_stream(d: tcc_runtime::cuda::CudaDevice) -> Device {
+        Device { waits: false, ..Device::with_backend(Backend::Cuda(d)) }
+    }
+
+    /// The runtime's CUDA device, if this is one.
+    #[cfg(all(feature = "llvm", feature = "candle-cuda"))]
+    pub(crate) fn cuda_runtime(&self) -> Option<&tcc_runtime::cuda::CudaDevice> {
+        match &self.backend {
+            Backend::Cuda(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// A tensor of this CUDA device over `buffer` (memory another library owns, borrowed for one
+    /// run: the tensor must be dropped before that memory is freed).
+    #[cfg(all(feature = "llvm", feature = "candle-cuda"))]
+    pub(crate) fn borrowed_tensor(
+        &self,
+        buffer: tcc_runtime::cuda::DeviceBuffer,
+        dtype: tcc_ir::DType,
+        shape: Vec<usize>,
+    ) -> DeviceTensor {
+        self.wrap(buffer, dtype, shape)
     }
 
     /// This device refusing any run whose parameters, intermediates and outputs together need
@@ -484,7 +525,9 @@ impl Device {
                 d.launch(loaded, &ins, &outs, &scratch).map_err(cuda)?;
             }
         }
-        d.sync_after(kernel).map_err(cuda)?;
+        if self.waits {
+            d.sync_after(kernel).map_err(cuda)?;
+        }
         let mut outputs = Vec::with_capacity(program.outputs.len());
         for (k, &v) in program.outputs.iter().enumerate() {
             let (ty, taken) = match v {

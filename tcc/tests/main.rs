@@ -4,6 +4,8 @@
 
 #[cfg(feature = "candle")]
 mod candle;
+#[cfg(all(feature = "candle-cuda", feature = "llvm"))]
+mod candle_cuda;
 mod device_args;
 mod examples;
 mod macro_kernel;

@@ -105,6 +105,26 @@ impl Weights {
     }
 }
 
+impl Weights {
+    /// The same weights and tables in `dtype`.
+    pub fn to_dtype(&self, dtype: DType) -> Result<Weights> {
+        let t = |x: &Tensor| x.to_dtype(dtype);
+        Ok(Weights {
+            attn_norm: t(&self.attn_norm)?,
+            wq: t(&self.wq)?,
+            wk: t(&self.wk)?,
+            wv: t(&self.wv)?,
+            wo: t(&self.wo)?,
+            mlp_norm: t(&self.mlp_norm)?,
+            gate: t(&self.gate)?,
+            up: t(&self.up)?,
+            down: t(&self.down)?,
+            cos: t(&self.cos)?,
+            sin: t(&self.sin)?,
+        })
+    }
+}
+
 /// RoPE on `x` of shape `[heads, tokens, 64]`: `x * cos + rotate_half(x) * sin`.
 fn rope(x: &Tensor, w: &Weights) -> Result<Tensor> {
     let half = HEAD_DIM / 2;
@@ -112,36 +132,52 @@ fn rope(x: &Tensor, w: &Weights) -> Result<Tensor> {
     x.broadcast_mul(&w.cos)? + rotated.broadcast_mul(&w.sin)?
 }
 
-/// RMSNorm with candle's ops.
+/// RMSNorm with candle's ops (statistics in f32 for a bf16 `x`, as candle-nn's `rms_norm` does).
 pub fn rmsnorm(x: &Tensor, weight: &Tensor) -> Result<Tensor> {
-    let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
-    x.broadcast_mul(&(ms + 1e-5)?.sqrt()?.recip()?)?.broadcast_mul(weight)
+    let xf = x.to_dtype(DType::F32)?;
+    let ms = xf.sqr()?.mean_keepdim(D::Minus1)?;
+    xf.broadcast_mul(&(ms + 1e-5)?.sqrt()?.recip()?)?.to_dtype(x.dtype())?.broadcast_mul(weight)
 }
 
-/// Causal grouped-query attention with candle's ops: `q` `[kv, g, s, 64]`, `k` and `v` `[kv, s, 64]`.
+/// Causal grouped-query attention with candle's ops: `q` `[kv, g, s, 64]`, `k` and `v` `[kv, s, 64]`
+/// (scores and softmax in f32 for bf16 inputs, as candle-transformers' Llama computes them).
 pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
     let (kv, g, s, hd) = q.dims4()?;
     let keys = k.unsqueeze(1)?.broadcast_as((kv, g, s, hd))?.contiguous()?;
     let values = v.unsqueeze(1)?.broadcast_as((kv, g, s, hd))?.contiguous()?;
-    let scores = (q.contiguous()?.matmul(&keys.t()?)? * (1.0 / (hd as f64).sqrt()))?;
-    let mask: Vec<f32> =
-        (0..s).flat_map(|i| (0..s).map(move |j| if j <= i { 0.0 } else { f32::NEG_INFINITY })).collect();
-    let scores = scores.broadcast_add(&Tensor::from_vec(mask, (s, s), q.device())?)?;
+    let scores = (q.contiguous()?.matmul(&keys.t()?)?.to_dtype(DType::F32)? * (1.0 / (hd as f64).sqrt()))?;
+    // The causal mask, made on the tensors' device (query i sees keys j <= i).
+    let positions = Tensor::arange(0u32, s as u32, q.device())?;
+    let keep = positions.unsqueeze(1)?.broadcast_ge(&positions.unsqueeze(0)?)?;
+    let hidden = Tensor::new(f32::NEG_INFINITY, q.device())?.broadcast_as(scores.shape())?;
+    let scores = keep.broadcast_as(scores.shape())?.where_cond(&scores, &hidden)?;
     let e = scores.broadcast_sub(&scores.max_keepdim(D::Minus1)?)?.exp()?;
-    e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?.matmul(&values)
+    e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?.to_dtype(q.dtype())?.matmul(&values)
 }
 
 /// The gated MLP with candle's ops.
 pub fn mlp(x: &Tensor, gate: &Tensor, up: &Tensor, down: &Tensor) -> Result<Tensor> {
-    let g = x.matmul(&gate.t()?)?.silu()?;
+    let g = x.matmul(&gate.t()?)?.to_dtype(DType::F32)?.silu()?.to_dtype(x.dtype())?;
     (g * x.matmul(&up.t()?)?)?.matmul(&down.t()?)
+}
+
+/// The tcc kernel of `f32` or `bf16` for tensors of `dtype`.
+fn by_dtype(dtype: DType, f32: &'static tcc::Kernel, bf16: &'static tcc::Kernel) -> Result<&'static tcc::Kernel> {
+    match dtype {
+        DType::F32 => Ok(f32),
+        DType::BF16 => Ok(bf16),
+        other => Err(tcc::candle_core::Error::Msg(format!("the block's tcc kernels are f32 and bf16, not {other:?}"))),
+    }
 }
 
 /// The attention part with `kernels`.
 pub fn attention_with(kernels: Kernels, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
     match kernels {
         Kernels::Candle => attention(q, k, v),
-        Kernels::Tcc => q.apply_op3_no_bwd(k, v, &KernelOp::new(kernels::attention::kernel())),
+        Kernels::Tcc => {
+            let kernel = by_dtype(q.dtype(), kernels::attention::kernel(), kernels::attention_bf16::kernel())?;
+            q.apply_op3_no_bwd(k, v, &KernelOp::new(kernel))
+        }
     }
 }
 
@@ -149,7 +185,10 @@ pub fn attention_with(kernels: Kernels, q: &Tensor, k: &Tensor, v: &Tensor) -> R
 pub fn mlp_with(kernels: Kernels, x: &Tensor, w: &Weights) -> Result<Tensor> {
     match kernels {
         Kernels::Candle => mlp(x, &w.gate, &w.up, &w.down),
-        Kernels::Tcc => one(apply(kernels::mlp::kernel(), &[x, &w.gate, &w.up, &w.down])?),
+        Kernels::Tcc => {
+            let kernel = by_dtype(x.dtype(), kernels::mlp::kernel(), kernels::mlp_bf16::kernel())?;
+            one(apply(kernel, &[x, &w.gate, &w.up, &w.down])?)
+        }
     }
 }
 
@@ -157,7 +196,10 @@ pub fn mlp_with(kernels: Kernels, x: &Tensor, w: &Weights) -> Result<Tensor> {
 pub fn rmsnorm_with(kernels: Kernels, x: &Tensor, weight: &Tensor) -> Result<Tensor> {
     match kernels {
         Kernels::Candle => rmsnorm(x, weight),
-        Kernels::Tcc => x.apply_op2_no_bwd(weight, &KernelOp::new(kernels::rmsnorm::kernel())),
+        Kernels::Tcc => {
+            let kernel = by_dtype(x.dtype(), kernels::rmsnorm::kernel(), kernels::rmsnorm_bf16::kernel())?;
+            x.apply_op2_no_bwd(weight, &KernelOp::new(kernel))
+        }
     }
 }
 

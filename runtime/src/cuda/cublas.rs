@@ -83,6 +83,19 @@ fn data_type(dtype: DType) -> Result<sys::cudaDataType, CublasError> {
     }
 }
 
+#[cfg(not(feature = "cuda-dynamic-linking"))]
+fn cublas_present() -> bool {
+    // SAFETY: only tries to dlopen libcublas.
+    unsafe { sys::is_culib_present() }
+}
+
+/// With cudarc linked against libcublas (feature `cuda-dynamic-linking`) the program could not
+/// have started without it.
+#[cfg(feature = "cuda-dynamic-linking")]
+fn cublas_present() -> bool {
+    true
+}
+
 fn int(v: usize, what: &str) -> Result<i32, CublasError> {
     i32::try_from(v).map_err(|_| CublasError::Invalid(format!("{what} = {v} does not fit cuBLAS's int")))
 }
@@ -91,8 +104,7 @@ impl Cublas {
     /// Loads libcublas (or fails with [`CublasError::NotFound`]) and creates a handle on the
     /// device's stream.
     pub fn new(device: &CudaDevice) -> Result<Cublas, CublasError> {
-        // SAFETY: only tries to dlopen libcublas.
-        if !unsafe { sys::is_culib_present() } {
+        if !cublas_present() {
             return Err(CublasError::NotFound);
         }
         let stream = device.stream();

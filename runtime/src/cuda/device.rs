@@ -1,11 +1,13 @@
 //! A CUDA device: discovery, the module cache, device buffers, copies, launches and events.
 
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult};
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
+    PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use tcc_codegen::ptx::{GpuArch, KernelIr, PtxKernel};
@@ -34,17 +36,89 @@ pub struct DeviceInfo {
     pub arch: GpuArch,
 }
 
-/// Device memory of a known size.
+/// Device memory of a known size: tcc's own allocation ([`CudaDevice::alloc`]), or memory another
+/// owner allocated and frees, such as a tensor library's tensor ([`DeviceBuffer::foreign`]).
 #[derive(Debug)]
 pub struct DeviceBuffer {
-    pub(crate) slice: CudaSlice<u8>,
+    /// Dropped in `Drop`: freed if tcc owns it, let go of if not.
+    pub(crate) slice: ManuallyDrop<CudaSlice<u8>>,
     bytes: u64,
+    foreign: bool,
 }
 
 impl DeviceBuffer {
     /// Its size in bytes (as asked for; the allocation may be larger).
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// True for memory another owner frees ([`DeviceBuffer::foreign`]).
+    pub fn is_foreign(&self) -> bool {
+        self.foreign
+    }
+
+    /// `bytes` of device memory at `address` that another owner allocated in `device`'s context
+    /// and frees (a tensor library's tensor, read or written in place). Dropping the buffer leaves
+    /// the memory alone.
+    ///
+    /// Kernels read and write a buffer in 16-byte vectors, so `address` must be 16-byte aligned
+    /// ([`CudaError::Internal`] otherwise); an access may reach past `bytes` up to the next multiple
+    /// of 16, which stays inside the driver's allocation granularity (256 bytes).
+    ///
+    /// # Safety
+    /// `address .. address + bytes` must be memory of `device`'s context that stays allocated while
+    /// the buffer lives and while any work queued with it on `device`'s stream runs (memory freed
+    /// in stream order on that stream, as candle's is, satisfies this).
+    pub unsafe fn foreign(device: &CudaDevice, address: u64, bytes: u64) -> Result<DeviceBuffer, CudaError> {
+        if !address.is_multiple_of(16) {
+            return Err(CudaError::Internal(format!(
+                "device memory at {address:#x} is not 16-byte aligned; tcc kernels access memory in 16-byte vectors"
+            )));
+        }
+        let len =
+            usize::try_from(bytes).map_err(|_| CudaError::Internal(format!("{bytes} bytes do not fit memory")))?;
+        // SAFETY: the caller vouches for the memory; the slice never frees it (see `Drop`).
+        let slice = unsafe { device.stream.upgrade_device_ptr::<u8>(address, len) };
+        Ok(DeviceBuffer { slice: ManuallyDrop::new(slice), bytes, foreign: true })
+    }
+
+    /// The memory as `bytes / size_of::<T>()` elements of `T`, handed to a new owner that frees it
+    /// in stream order on the device's stream (cudarc's slice, as a tensor library keeps them).
+    /// [`CudaError::Internal`] for foreign memory or a size that is not a whole number of `T`.
+    pub fn into_slice<T: DeviceRepr>(self) -> Result<CudaSlice<T>, CudaError> {
+        let size = std::mem::size_of::<T>() as u64;
+        if self.foreign || size == 0 || !self.bytes.is_multiple_of(size) {
+            return Err(CudaError::Internal(format!(
+                "a buffer of {} bytes{} cannot become a slice of {}-byte elements",
+                self.bytes,
+                if self.foreign { " that tcc does not own" } else { "" },
+                size
+            )));
+        }
+        let len = usize::try_from(self.bytes / size)
+            .map_err(|_| CudaError::Internal(format!("{} bytes do not fit memory", self.bytes)))?;
+        let mut me = ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped, so its slice is taken exactly once.
+        let slice = unsafe { ManuallyDrop::take(&mut me.slice) };
+        let stream = slice.stream().clone();
+        let address = slice.leak();
+        // SAFETY: `address` is tcc's allocation of at least `bytes` bytes on `stream`'s context,
+        // let go of above; `T` is plain device data and every byte was written (zeroed at
+        // allocation, then by the kernel), so the new slice is its only owner.
+        Ok(unsafe { stream.upgrade_device_ptr::<T>(address, len) })
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `slice` is taken here only, once.
+        let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
+        if self.foreign {
+            // Its owner frees it: only cudarc's bookkeeping goes.
+            let _ = slice.leak();
+        } else {
+            drop(slice);
+        }
     }
 }
 
@@ -115,6 +189,24 @@ impl CudaDevice {
             return Err(CudaError::NoDevice { ordinal, count });
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| CudaError::driver(format!("opening device {ordinal}"), e))?;
+        let stream = ctx.default_stream();
+        CudaDevice::with_stream(ordinal, ctx, stream)
+    }
+
+    /// The device of `stream`'s context, launching on `stream`: tcc's kernels then run in order
+    /// with the work another library (candle) queues there, on memory it owns
+    /// ([`DeviceBuffer::foreign`]).
+    pub fn on_stream(stream: Arc<CudaStream>) -> Result<CudaDevice, CudaError> {
+        if !driver_present() {
+            return Err(CudaError::NoDriver);
+        }
+        let ctx = stream.context().clone();
+        let ordinal = ctx.ordinal();
+        CudaDevice::with_stream(ordinal, ctx, stream)
+    }
+
+    /// Reads what device `ordinal` (of context `ctx`) is; launches go to `stream`.
+    fn with_stream(ordinal: usize, ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Result<CudaDevice, CudaError> {
         let name = ctx.name().map_err(|e| CudaError::driver("reading the device name", e))?;
         let major = attr(&ctx, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "compute capability")?;
         let minor = attr(&ctx, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "compute capability")?;
@@ -132,7 +224,6 @@ impl CudaDevice {
             l2_bytes: u64::from(attr(&ctx, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "L2 size")?),
             arch,
         };
-        let stream = ctx.default_stream();
         Ok(CudaDevice { ctx, stream, info, modules: Mutex::new(HashMap::new()) })
     }
 
@@ -207,7 +298,7 @@ impl CudaDevice {
         let len = usize::try_from(bytes.max(1).div_ceil(16) * 16)
             .map_err(|_| CudaError::OutOfMemory { what: what.to_string(), bytes })?;
         let slice = self.stream.alloc_zeros::<u8>(len).map_err(|e| CudaError::alloc(what, bytes, e))?;
-        Ok(DeviceBuffer { slice, bytes })
+        Ok(DeviceBuffer { slice: ManuallyDrop::new(slice), bytes, foreign: false })
     }
 
     /// Copies a host tensor to new device memory.
@@ -246,7 +337,7 @@ impl CudaDevice {
 
     /// Writes zeros over a buffer (used to flush the L2 cache before timed runs).
     pub fn clear(&self, buf: &mut DeviceBuffer) -> Result<(), CudaError> {
-        self.stream.memset_zeros(&mut buf.slice).map_err(|e| CudaError::driver("clearing a buffer", e))
+        self.stream.memset_zeros(&mut *buf.slice).map_err(|e| CudaError::driver("clearing a buffer", e))
     }
 
     /// Queues every entry of `kernel` on the stream with the kernel ABI: inputs, outputs, scratch,
@@ -298,9 +389,9 @@ impl CudaDevice {
             }
             let mut args = self.stream.launch_builder(func);
             for b in inputs.iter().chain(outputs) {
-                args.arg(&b.slice);
+                args.arg(&*b.slice);
             }
-            args.arg(&scratch.slice);
+            args.arg(&*scratch.slice);
             for map in &maps {
                 args.arg(map);
             }

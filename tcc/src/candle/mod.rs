@@ -19,16 +19,30 @@
 //! kernel against tcc's oracle). On the CPU a contiguous f32, f16, bf16 or i32 input (any start
 //! offset) is read in place, with no copy; a strided or u8 one is gathered into a copy first. Each
 //! output is copied once into candle's storage (candle's `CpuStorage` owns typed vectors, tcc's
-//! runtime byte buffers). Tensors on candle's CUDA or Metal device are refused with
-//! [`CandleError::Device`]: running on candle's CUDA device (its context and stream, in place)
-//! is not built yet (see docs/contract.md §1).
+//! runtime byte buffers).
+//!
+//! With feature `candle-cuda` (and `llvm`, which compiles GPU kernels), tensors on candle's CUDA
+//! device run there: on candle's context and stream, in order with candle's own work and without
+//! waiting for it, each input read in place in candle's memory (a strided one, or one whose
+//! start is not 16-byte aligned, is first made contiguous by candle on the GPU) and each output
+//! allocated on that stream and handed to candle, with no copy. [`cuda_device`] is the tcc
+//! device that serves a candle CUDA device (one each, kept for the program's life). A fault
+//! inside a kernel surfaces at candle's next synchronization. Tensors on candle's Metal device,
+//! and on CUDA without `candle-cuda`, are refused with [`CandleError::Device`].
 //!
 //! No backward pass: candle's `apply_op*` (with backprop) reports that the op has none.
 
 mod convert;
+#[cfg(feature = "candle-cuda")]
+mod cuda;
+
+#[cfg(feature = "candle-cuda")]
+pub use cuda::device as cuda_device;
 
 use std::sync::Arc;
 
+#[cfg(feature = "candle-cuda")]
+use candle_core::CudaStorage;
 use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Storage, Tensor};
 use tcc_runtime::HostTensor;
@@ -124,15 +138,25 @@ impl KernelOp {
     /// Runs on CPU storages: the one output and its shape.
     fn cpu(&self, inputs: &[(&CpuStorage, &Layout)]) -> candle_core::Result<(CpuStorage, Shape)> {
         let device = host_device(self.device.as_deref())?;
-        let mut outputs = run_host(self.kernel, device, inputs)?;
-        match (outputs.pop(), outputs.is_empty()) {
-            (Some(t), true) => Ok(convert::to_cpu_storage(self.kernel.name(), t)?),
-            (last, _) => Err(CandleError::OutputCount {
-                kernel: self.kernel.name().to_string(),
-                got: outputs.len() + usize::from(last.is_some()),
-            }
-            .into()),
-        }
+        let output = single(self.kernel, run_host(self.kernel, device, inputs)?)?;
+        Ok(convert::to_cpu_storage(self.kernel.name(), output)?)
+    }
+
+    /// Runs on CUDA storages, on candle's stream: the one output and its shape.
+    #[cfg(feature = "candle-cuda")]
+    fn cuda(&self, inputs: &[(&CudaStorage, &Layout)]) -> candle_core::Result<(CudaStorage, Shape)> {
+        Ok(single(self.kernel, cuda::run(self.kernel, inputs)?)?)
+    }
+}
+
+/// The one output of `kernel`, or [`CandleError::OutputCount`].
+fn single<T>(kernel: &Kernel, mut outputs: Vec<T>) -> Result<T, CandleError> {
+    match (outputs.pop(), outputs.is_empty()) {
+        (Some(t), true) => Ok(t),
+        (last, _) => Err(CandleError::OutputCount {
+            kernel: kernel.name().to_string(),
+            got: outputs.len() + usize::from(last.is_some()),
+        }),
     }
 }
 
@@ -143,6 +167,11 @@ impl CustomOp1 for KernelOp {
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         self.cpu(&[(s, l)])
+    }
+
+    #[cfg(feature = "candle-cuda")]
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        self.cuda(&[(s, l)])
     }
 }
 
@@ -159,6 +188,17 @@ impl CustomOp2 for KernelOp {
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         self.cpu(&[(s1, l1), (s2, l2)])
+    }
+
+    #[cfg(feature = "candle-cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &CudaStorage,
+        l1: &Layout,
+        s2: &CudaStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        self.cuda(&[(s1, l1), (s2, l2)])
     }
 }
 
@@ -177,6 +217,19 @@ impl CustomOp3 for KernelOp {
         l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         self.cpu(&[(s1, l1), (s2, l2), (s3, l3)])
+    }
+
+    #[cfg(feature = "candle-cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &CudaStorage,
+        l1: &Layout,
+        s2: &CudaStorage,
+        l2: &Layout,
+        s3: &CudaStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        self.cuda(&[(s1, l1), (s2, l2), (s3, l3)])
     }
 }
 
@@ -203,6 +256,21 @@ fn apply_with(kernel: &Kernel, device: Option<&Device>, inputs: &[&Tensor]) -> c
         .into());
     }
     let guards: Vec<_> = inputs.iter().map(|t| t.storage_and_layout()).collect();
+    #[cfg(feature = "candle-cuda")]
+    if let Some((Storage::Cuda(_), _)) = guards.first().map(|(s, l)| (&**s, l)) {
+        let mut on_gpu = Vec::with_capacity(guards.len());
+        for (storage, layout) in &guards {
+            if let Storage::Cuda(s) = &**storage {
+                on_gpu.push((s, *layout));
+            }
+        }
+        let outputs = cuda::run(kernel, &on_gpu)?;
+        drop(guards);
+        return Ok(outputs
+            .into_iter()
+            .map(|(storage, shape)| Tensor::from_storage(Storage::Cuda(storage), shape, BackpropOp::none(), false))
+            .collect());
+    }
     let mut host = Vec::with_capacity(guards.len());
     for (i, (storage, layout)) in guards.iter().enumerate() {
         match &**storage {
@@ -228,8 +296,12 @@ fn apply_with(kernel: &Kernel, device: Option<&Device>, inputs: &[&Tensor]) -> c
         .collect()
 }
 
-/// What a tensor on another device than candle's CPU is told.
-const ELSEWHERE: &str = "and this build of tcc runs candle tensors in host memory only";
+/// What a tensor on a device this build does not run on is told.
+#[cfg(not(feature = "candle-cuda"))]
+const ELSEWHERE: &str = "and this build of tcc runs candle tensors in host memory only (feature `candle-cuda` adds \
+                         candle's CUDA device)";
+#[cfg(feature = "candle-cuda")]
+const ELSEWHERE: &str = "and tcc runs candle tensors in host memory and on candle's CUDA device only";
 
 /// `device`, or tcc's default CPU device.
 fn host_device(device: Option<&Device>) -> Result<&Device, CandleError> {
