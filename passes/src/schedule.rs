@@ -97,6 +97,12 @@ const TENSOR_CORE_TILES: [(u32, u32, u32, u32, u32, u32); 5] = [
     (64, 64, 32, 32, 32, 4),
 ];
 
+/// The tile a product with a long k and few output tiles splits k over first (as above).
+const LONG_K_TILE: [(u32, u32, u32, u32, u32, u32); 1] = [(64, 64, 64, 32, 32, 5)];
+
+/// Most k splits across blocks (the PTX backend's limit).
+const MAX_SPLIT_K: u32 = 128;
+
 /// Warps of a skinny product's block: its tile is one warp tile, so the tensor-core lowering
 /// reads the warps beyond it as a k split inside the block.
 const SKINNY_K_WARPS: u32 = 4;
@@ -161,13 +167,17 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         && m > 32
     {
         // Few output tiles and a long k: the tiles with k split across blocks until they fill
-        // more than half the SMs, keeping at least eight k tiles per split. Without it a
-        // 256x256x49152 product ran one block per output tile, 9.9x slower than the split the
-        // tuner found on an H100 (issue 26).
-        for (tm, tn, tk, wm, wn, stages) in TENSOR_CORE_TILES {
+        // more than half the SMs (up to one wave), keeping at least eight k tiles per split.
+        // Without it a 256x256x49152 product ran one block per output tile, 9.9x slower than
+        // the split the tuner found on an H100 (issue 26). Such a product streams its operands,
+        // so a 64x64 tile 64 deep in five stages (more bytes in flight per block, what the
+        // tuner's winners took on long-k products) comes first.
+        for (tm, tn, tk, wm, wn, stages) in LONG_K_TILE.into_iter().chain(TENSOR_CORE_TILES) {
             let tiles = m.div_ceil(u64::from(tm)) * n.div_ceil(u64::from(tn)) * batch;
             let mut split = 1u32;
-            while 2 * tiles * u64::from(split) <= cores && k / (2 * u64::from(split)) >= 8 * u64::from(tk) && split < 32
+            while 2 * tiles * u64::from(split) <= cores
+                && k / (2 * u64::from(split)) >= 8 * u64::from(tk)
+                && split < MAX_SPLIT_K
             {
                 split *= 2;
             }
@@ -349,6 +359,19 @@ mod tests {
         // A short k is not split however few its tiles (each split keeps eight k tiles).
         let short = matmul_body("f16", 256, 128, 256);
         assert!(candidates(&short, &target, &Bindings::new()).iter().all(|s| s.split_k == 1));
+    }
+
+    #[test]
+    fn one_output_tile_with_a_very_long_k_splits_up_to_one_wave_in_deep_stages() {
+        // 64x64x131072 on an H100: one block per split, 128 splits of 1024 (measured 1.94x the
+        // old cap of 32 splits, BENCHMARKS.md session 13).
+        let target = TargetModel::sm_90a();
+        let body = matmul_body("f16", 64, 131072, 64);
+        let cost = |s: &Schedule| crate::cost::kernel_estimate(&body, s, &target, &Bindings::new()).seconds;
+        let cands = candidates(&body, &target, &Bindings::new());
+        let best = cands.iter().min_by(|a, b| cost(a).total_cmp(&cost(b))).unwrap();
+        assert_eq!((best.tile_m, best.tile_n, best.tile_k, best.stages, best.split_k), (64, 64, 64, 5, 128), "{best}");
+        assert!(u64::from(best.split_k) <= u64::from(target.cores), "one wave at most");
     }
 
     #[test]

@@ -118,7 +118,7 @@ impl MmaConfig {
 /// Most registers the estimate may reach (ptxas needs some slack below 255 to avoid spills).
 const REGISTER_BUDGET: u32 = 240;
 /// Most k splits.
-const MAX_SPLIT_K: u32 = 64;
+const MAX_SPLIT_K: u32 = 128;
 /// Most warps splitting k inside a block.
 const MAX_K_WARPS: u32 = 8;
 /// Most rows of a block whose warps split k.
@@ -191,7 +191,7 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
     }
     let k_tiles = problem.k.div_ceil(u64::from(c.bk));
     if c.split_k == 0 || c.split_k > MAX_SPLIT_K || u64::from(c.split_k) > k_tiles {
-        return Err(reject(caps, s, "split_k must be 1 up to the number of k-tiles (at most 64)"));
+        return Err(reject(caps, s, "split_k must be 1 up to the number of k-tiles (at most 128)"));
     }
     let tiles = problem.m.div_ceil(u64::from(c.bm)) * problem.n.div_ceil(u64::from(c.bn));
     if tiles.saturating_mul(problem.batch).saturating_mul(u64::from(c.split_k)) >= (1 << 31) {
@@ -238,7 +238,7 @@ pub fn matmul_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sche
     };
     for bm in [16u32, 32, 64, 128, 256].into_iter().filter(|&b| b <= max_bm) {
         for bn in [16u32, 32, 64, 128, 256].into_iter().filter(|&b| b <= max_bn) {
-            let splits: &[u32] = if fills(bm, bn) { &[1] } else { &[1, 2, 4, 8, 16, 32] };
+            let splits: &[u32] = if fills(bm, bn) { &[1] } else { &[1, 2, 4, 8, 16, 32, 64, 128] };
             for bk in [32u32, 64] {
                 for wm in [16u32, 32, 64] {
                     for wn in [16u32, 32, 64] {
@@ -297,7 +297,7 @@ pub fn default_matmul_schedule(problem: &MatmulProblem, arch: GpuArch) -> Schedu
     // Split k while the blocks cannot fill half the GPU and each split keeps 4 k-tiles or more.
     let t = tiles(u64::from(c.bm), u64::from(c.bn));
     let k_tiles = problem.k.div_ceil(u64::from(c.bk));
-    while 2 * t * u64::from(c.split_k) < sms && u64::from(c.split_k) * 2 * 4 <= k_tiles && c.split_k < 32 {
+    while 2 * t * u64::from(c.split_k) < sms && u64::from(c.split_k) * 2 * 4 <= k_tiles && c.split_k < MAX_SPLIT_K {
         c.split_k *= 2;
     }
     schedule_of(&c, problem.dtype)
