@@ -53,6 +53,10 @@ pub struct WgmmaSchedule {
     pub tma: bool,
 }
 
+/// The k from which the untuned one-consumer warpgroup tile (64 x 128, beside a producer
+/// warpgroup) keeps six stages in flight.
+pub const WARPGROUP_LONG_K: u64 = 16384;
+
 /// Rows of one warpgroup MMA (and of one consumer warpgroup's tile).
 pub const WGMMA_M: u32 = 64;
 /// The warpgroup k-tile: 64 16-bit elements, one 128-byte swizzle row.
@@ -71,6 +75,21 @@ pub fn is_warpgroup_encoding(s: &Schedule) -> bool {
 }
 
 impl WgmmaSchedule {
+    /// The stages of the untuned warpgroup schedule of `tiles` block tiles on `cores` SMs (the
+    /// optimizer's candidate and the PTX backend's default): three from eight waves of tiles on,
+    /// six for the one-consumer (`producer`) tile over a k of [`WARPGROUP_LONG_K`] or more (the
+    /// tuner's winner for 1024x1024x16384 on an H100: 68.0 against 83.1 us with four,
+    /// BENCHMARKS.md session 13), else four.
+    pub fn default_stages(tiles: u64, cores: u64, producer: bool, k: u64) -> u32 {
+        if tiles >= 8 * cores {
+            3
+        } else if producer && k >= WARPGROUP_LONG_K {
+            6
+        } else {
+            4
+        }
+    }
+
     /// Block tile rows: 64 for ping-pong, else 64 per consumer.
     pub fn bm(&self) -> u32 {
         if self.pingpong { WGMMA_M } else { self.consumers * WGMMA_M }
@@ -515,6 +534,15 @@ impl fmt::Display for ScheduleKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn untuned_warpgroup_stages_deepen_for_one_consumer_over_a_long_k() {
+        // 1024x1024x16384 on 132 SMs: 128 tiles of 64 x 128, one consumer beside a producer.
+        assert_eq!(WgmmaSchedule::default_stages(128, 132, true, 16384), 6);
+        assert_eq!(WgmmaSchedule::default_stages(128, 132, true, 16383), 4);
+        assert_eq!(WgmmaSchedule::default_stages(128, 132, false, 65536), 4);
+        assert_eq!(WgmmaSchedule::default_stages(8 * 132, 132, true, 65536), 3);
+    }
     use crate::target::GpuArch;
 
     #[test]

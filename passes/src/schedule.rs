@@ -159,7 +159,7 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         && has_warpgroup_mma(target)
     {
         // Hopper: warpgroup MMA (wgmma) when its blocks fill 7/8 of the SMs.
-        if let Some(s) = warpgroup_schedule(base, (m, n, batch), u64::from(target.cores)) {
+        if let Some(s) = warpgroup_schedule(base, (m, n, k.unwrap_or(0), batch), u64::from(target.cores)) {
             out.push(s);
         }
     }
@@ -202,17 +202,17 @@ pub fn has_warpgroup_mma(target: &TargetModel) -> bool {
 /// `cores` SMs, or `None` when no warpgroup tile fills 7/8 of them (the PTX backend's
 /// `default_wgmma_schedule`): the largest block of 128x256 and 128x128 (two consumer
 /// warpgroups) and 64x128 (one, beside a producer warpgroup) whose tiles reach 7/8 of the SMs,
-/// tiles loaded by TMA (`vector_width` 64) into four stages (three from eight waves of tiles
-/// on), block swizzle 8. Measured on an H100 at 1.00-1.02 of cuBLAS on the suite's large f16/bf16
+/// tiles loaded by TMA (`vector_width` 64) into the stages [`WgmmaSchedule::default_stages`] gives, block
+/// swizzle 8. Measured on an H100 at 1.00-1.02 of cuBLAS on the suite's large f16/bf16
 /// GEMMs and 0.9 on 1024^3 (BENCHMARKS.md).
-fn warpgroup_schedule(base: Schedule, (m, n, batch): (u64, u64, u64), cores: u64) -> Option<Schedule> {
+fn warpgroup_schedule(base: Schedule, (m, n, k, batch): (u64, u64, u64, u64), cores: u64) -> Option<Schedule> {
     // Two consumer warpgroups, or one and a producer.
     for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
         let tiles = m.div_ceil(u64::from(64 * consumers)) * n.div_ceil(u64::from(bn)) * batch;
         if 8 * tiles < 7 * cores {
             continue;
         }
-        let stages = if tiles >= 8 * cores { 3 } else { 4 };
+        let stages = WgmmaSchedule::default_stages(tiles, cores, producer, k);
         let w = WgmmaSchedule { consumers, producer, pingpong: false, bn, stages, swizzle: 8, tma: true };
         return Some(Schedule { tier: base.tier, threads: base.threads, ..w.encode() });
     }

@@ -193,7 +193,7 @@ pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sched
 /// has no wgmma or the product is too small to fill the GPU with it. The block tile is the
 /// largest of 128 x 256 (two consumer warpgroups), 128 x 128 (two) and 64 x 128 (one consumer
 /// beside a producer warpgroup) whose tiles reach 7/8 of the SMs; tiles are loaded by TMA, which
-/// stores them too; 4 stages, or 3 from 8 waves of tiles on.
+/// stores them too; stages as [`tcc_ir::WgmmaSchedule::default_stages`] says.
 ///
 /// Measured on an H100 (same process as cuBLAS): 3 stages beat 4 by 0.8% on 8192^3 and 0.3% on
 /// 8192 x 14336 x 4096, 4 beat 3 by 0.7% on 4096^3 (session 4); TMA beat every-thread cp.async
@@ -211,7 +211,7 @@ pub fn default_wgmma_schedule(problem: &MatmulProblem, arch: GpuArch) -> Option<
         if 8 * tiles < 7 * sms {
             continue;
         }
-        let stages = if tiles >= 8 * sms { 3 } else { 4 };
+        let stages = tcc_ir::WgmmaSchedule::default_stages(tiles, sms, producer, problem.k);
         let c = WgConfig { consumers, bn, stages, producer, pingpong: false, swizzle: 8, tma: true };
         let s = c.schedule();
         if config(problem, &s, &caps).is_ok() {
