@@ -132,12 +132,22 @@ mod imp {
         let mut guards = Vec::with_capacity(held.len());
         let mut tensors: Vec<DeviceTensor> = Vec::with_capacity(held.len());
         for (index, input) in held.iter().enumerate() {
-            let (dtype, elem, address, guard) = address_of(name, index, input.storage.storage(), &stream)?;
+            let (dtype, elem, address, len, guard) = address_of(name, index, input.storage.storage(), &stream)?;
             guards.push(guard);
             let count: usize = input.dims.iter().product();
+            if input.offset.checked_add(count).is_none_or(|end| end > len) {
+                let l = inputs[index].1;
+                return Err(CandleError::Layout {
+                    kernel: name.to_string(),
+                    index,
+                    dims: l.dims().to_vec(),
+                    stride: l.stride().to_vec(),
+                    offset: l.start_offset(),
+                });
+            }
             let start = address + (input.offset * elem) as u64;
             // SAFETY: `start .. start + count * elem` lies in candle's allocation of this input
-            // (the layout was checked against it), which `held` keeps alive until this function
+            // (checked just above), which `held` keeps alive until this function
             // returns; candle frees memory in stream order on the stream the kernel is queued on.
             let buffer = unsafe { DeviceBuffer::foreign(runtime, start, (count * elem) as u64) }
                 .map_err(|e| cuda_error(name, &tcc, e))?;
@@ -185,20 +195,21 @@ mod imp {
         Ok(Input { storage: Held::Copy(copy), offset: 0, dims })
     }
 
-    /// The tcc dtype, the element size, the device address and the read guard of `storage`.
+    /// The tcc dtype, the element size, the device address, the length in elements and the read
+    /// guard of `storage`.
     fn address_of<'a>(
         kernel: &str,
         index: usize,
         storage: &'a CudaStorage,
         stream: &'a CudaStream,
-    ) -> Result<(tcc_ir::DType, usize, u64, SyncOnDrop<'a>), CandleError> {
-        let (dtype, elem, (address, guard)) = match &storage.slice {
-            CudaStorageSlice::F32(s) => (tcc_ir::DType::F32, 4, s.device_ptr(stream)),
-            CudaStorageSlice::F16(s) => (tcc_ir::DType::F16, 2, s.device_ptr(stream)),
-            CudaStorageSlice::BF16(s) => (tcc_ir::DType::BF16, 2, s.device_ptr(stream)),
-            CudaStorageSlice::I32(s) => (tcc_ir::DType::I32, 4, s.device_ptr(stream)),
+    ) -> Result<(tcc_ir::DType, usize, u64, usize, SyncOnDrop<'a>), CandleError> {
+        let (dtype, elem, len, (address, guard)) = match &storage.slice {
+            CudaStorageSlice::F32(s) => (tcc_ir::DType::F32, 4, s.len(), s.device_ptr(stream)),
+            CudaStorageSlice::F16(s) => (tcc_ir::DType::F16, 2, s.len(), s.device_ptr(stream)),
+            CudaStorageSlice::BF16(s) => (tcc_ir::DType::BF16, 2, s.len(), s.device_ptr(stream)),
+            CudaStorageSlice::I32(s) => (tcc_ir::DType::I32, 4, s.len(), s.device_ptr(stream)),
             // tcc reads a bool as a byte, non-zero being true: candle's u8 as it is.
-            CudaStorageSlice::U8(s) => (tcc_ir::DType::Bool, 1, s.device_ptr(stream)),
+            CudaStorageSlice::U8(s) => (tcc_ir::DType::Bool, 1, s.len(), s.device_ptr(stream)),
             _ => {
                 return Err(CandleError::UnsupportedDType {
                     kernel: kernel.to_string(),
@@ -207,7 +218,7 @@ mod imp {
                 });
             }
         };
-        Ok((dtype, elem, address, guard))
+        Ok((dtype, elem, address, len, guard))
     }
 
     /// An output buffer as a candle storage of `T` on `candle`'s device (candle frees it).
