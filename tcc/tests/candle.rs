@@ -59,7 +59,8 @@ fn assert_close(actual: &Tensor, expected: &Tensor, rtol: f32, atol: f32) {
     }
 }
 
-fn candle_softmax(x: &Tensor) -> Tensor {
+/// Softmax over the last axis with candle's ops (also the GPU tests' reference).
+pub(crate) fn candle_softmax(x: &Tensor) -> Tensor {
     let e = x.broadcast_sub(&x.max_keepdim(D::Minus1).unwrap()).unwrap().exp().unwrap();
     e.broadcast_div(&e.sum_keepdim(D::Minus1).unwrap()).unwrap()
 }

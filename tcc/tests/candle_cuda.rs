@@ -4,38 +4,18 @@
 //! offset and misaligned inputs; f16, i32 and bool; chains with candle's ops that never wait;
 //! one compilation per shape; outputs owned by candle; the errors.
 
+use crate::candle::{candle_softmax, mlp, positive, product, softmax, stats};
 use crate::values;
 use tcc::Device;
 use tcc::candle::{KernelOp, apply, apply_on, cuda_device};
-use tcc::candle_core::{D, DType, Device as CandleDevice, Tensor};
+use tcc::candle_core::{DType, Device as CandleDevice, Tensor};
 
+// The CPU tests' kernels, and an f16 attention of head 64 (the GPU attention kernel's dtype).
 tcc::kernel! {
-    fn softmax(x: f32[N, C]) -> f32[N, C] {
-        let e = exp(x - x.max(-1, keepdim));
-        e / e.sum(-1, keepdim)
-    }
-
-    fn product(a: f32[M, K], b: f32[K, N]) -> f32[M, N] {
-        a @ b
-    }
-
     fn attention(q: f16[H, S, 64], k: f16[H, T, 64], v: f16[H, T, 64]) -> f16[H, S, 64] {
         let s = (q @ k.transpose(-1, -2)).cast::<f32>() * 0.125;
         let e = exp(s - s.max(-1, keepdim));
         (e / e.sum(-1, keepdim)).cast::<f16>() @ v
-    }
-
-    fn mlp(x: f32[M, 8], gate: f32[F, 8], up: f32[F, 8], down: f32[8, F]) -> f32[M, 8] {
-        let g = x @ gate.t();
-        (g * sigmoid(g) * (x @ up.t())) @ down.t()
-    }
-
-    fn stats(x: f32[N, C]) -> (f32[N], f32[N]) {
-        (x.sum(-1), x.max(-1))
-    }
-
-    fn positive(x: i32[N], keep: bool[N]) -> (bool[N], i32[N]) {
-        (x > 0, select(keep, x, 0))
     }
 }
 
@@ -57,11 +37,6 @@ fn assert_close(actual: &Tensor, expected: &Tensor, rtol: f32, atol: f32) {
     for (i, (a, e)) in a.iter().zip(&e).enumerate() {
         assert!((a - e).abs() <= atol + rtol * e.abs(), "element {i}: {a} vs {e}");
     }
-}
-
-fn candle_softmax(x: &Tensor) -> Tensor {
-    let e = x.broadcast_sub(&x.max_keepdim(D::Minus1).unwrap()).unwrap().exp().unwrap();
-    e.broadcast_div(&e.sum_keepdim(D::Minus1).unwrap()).unwrap()
 }
 
 /// `inputs` copied to the host and run by tcc's interpreter (the oracle).
