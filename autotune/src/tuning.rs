@@ -24,7 +24,7 @@ pub mod study;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::cache::LockChoice;
 use crate::{Benchmarker, Candidate, Plan, SearchSpace, Strategy, TunerOptions, plan, revalidate, tune_and_record};
@@ -169,6 +169,18 @@ pub struct KernelTuning {
     pub report: Option<TuneReport>,
     /// The outcome of re-validating a cached record, when one was checked.
     pub validation: Option<Outcome>,
+    /// Where the kernel's wall time went.
+    pub phases: Phases,
+}
+
+/// Wall time of the phases of tuning one kernel (zero for a phase that did not run).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Phases {
+    /// Listing the search space and computing the reference outputs (the interpreter, or the
+    /// default schedule run in a worker).
+    pub prepare: Duration,
+    /// The search: compiling and measuring candidates.
+    pub search: Duration,
 }
 
 /// The tuning cache, lockfile and worker for one target on this machine.
@@ -499,6 +511,7 @@ impl Tuning {
             },
             report: None,
             validation: None,
+            phases: Phases::default(),
         };
         let mut seed = None;
         match (plan(None, &lookup, true), &lookup) {
@@ -547,9 +560,12 @@ impl Tuning {
         {
             tracing::warn!("cannot clear the tuning journal before re-tuning: {e}");
         }
+        let prepare = Instant::now();
         let mut space = self.space(kernel, proposals, bindings);
         let seeds: Vec<usize> = seed.and_then(|(v, s)| space.seed(v, s)).into_iter().collect();
         let bench = self.benchmarker(kernel, bindings)?;
+        result.phases.prepare = prepare.elapsed();
+        let search = Instant::now();
         let tuner_options = TunerOptions {
             budget: options.budget,
             strategy: Strategy::Auto,
@@ -558,6 +574,7 @@ impl Tuning {
         };
         let (report, record, recorded) =
             tune_and_record(&self.cache, &key, &space, &seeds, tuner_options, &bench, driver(self.target));
+        result.phases.search = search.elapsed();
         if let Err(e) = recorded {
             return Err(TuningError::Environment(format!(
                 "kernel `{}`: the tuning result could not be recorded in the tuning cache: {e}",

@@ -62,6 +62,12 @@ impl PlanKernels {
             .ok_or_else(|| CliError::Environment(format!("internal error: no tuning for `{}`", target.name())))
     }
 
+    /// The tunings opened for listing, one per target in [`PlanKernels::targets`]'s order, handed
+    /// over to tune with (none is left here).
+    pub fn take_tunings(&mut self) -> Vec<Tuning> {
+        std::mem::take(&mut self.tunings)
+    }
+
     /// The targets the plan's kernels are tuned for, in the order they were first used.
     pub fn targets(&self) -> Vec<Target> {
         self.tunings.iter().map(Tuning::target).collect()

@@ -77,17 +77,25 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
     let trials = AtomicUsize::new(0);
     let begun = AtomicUsize::new(0);
     let count = program.launches.len();
-    let work = |tuning: &Tuning, _: usize, launch: &tcc_ir::Launch| -> Result<Decision, CliError> {
+    let proposals_of = program
+        .launches
+        .iter()
+        .map(|l| proposals(&tuning, &l.kernel, &alternatives, &bindings))
+        .collect::<Result<Vec<_>, _>>()?;
+    let spaces: Vec<usize> =
+        program.launches.iter().zip(&proposals_of).map(|(l, p)| tuning.space(&l.kernel, p, &bindings).len()).collect();
+    let allotted = allot_trials(args.budget.max_trials, &spaces);
+    let work = |tuning: &Tuning, i: usize, launch: &tcc_ir::Launch| -> Result<Decision, CliError> {
         let kernel = &launch.kernel;
-        let proposals = proposals(tuning, kernel, &alternatives, &bindings)?;
+        let proposals = &proposals_of[i];
         let before = begun.fetch_add(1, Ordering::SeqCst);
         let options = TuneOptions {
-            budget: share(&args.budget, start.elapsed(), trials.load(Ordering::SeqCst), count - before, devices.len()),
+            budget: share(&args.budget, start.elapsed(), allotted[i], count - before, devices.len()),
             jobs: args.jobs,
             retune: args.retune,
             progress: devices.len() == 1,
         };
-        let result = tuning.tune_kernel(kernel, &proposals, &bindings, &options).map_err(tuning_error)?;
+        let result = tuning.tune_kernel(kernel, proposals, &bindings, &options).map_err(tuning_error)?;
         say(&describe_kernel(kernel, &result, proposals.first()));
         if args.json {
             super::json::print_line(&serde_json::Value::Object(decision_object(target, kernel, &result.decision)))?;
@@ -318,13 +326,19 @@ pub fn proposals(
     Ok(out)
 }
 
-/// This kernel's share of what is left of the budget: an equal part for each kernel left (of the
-/// time, `devices` parts at once, since that many kernels are tuned side by side). A kernel
-/// reached after the time is used up still measures one candidate (the optimizer's choice), so it
-/// gets a validated record.
-pub fn share(budget: &Budget, elapsed: Duration, trials_used: usize, kernels_left: usize, devices: usize) -> Budget {
+/// This kernel's share of the budget: the trials [`allot_trials`] gave it, and an equal part of
+/// the time left for each kernel left (`devices` parts at once, since that many kernels are tuned
+/// side by side). A kernel reached after the time is used up still measures one candidate (the
+/// optimizer's choice), so it gets a validated record.
+pub fn share(
+    budget: &Budget,
+    elapsed: Duration,
+    allotted_trials: usize,
+    kernels_left: usize,
+    devices: usize,
+) -> Budget {
     let parts = kernels_left.max(1);
-    let max_trials = budget.max_trials.map(|n| (n.saturating_sub(trials_used) / parts).max(1));
+    let max_trials = budget.max_trials.map(|_| allotted_trials.max(1));
     // The time left is the wall time of every device working at once.
     let at_once = u32::try_from(devices.clamp(1, parts)).unwrap_or(1);
     match budget.max_time.map(|t| t.saturating_sub(elapsed)) {
@@ -334,6 +348,45 @@ pub fn share(budget: &Budget, elapsed: Duration, trials_used: usize, kernels_lef
             max_time: left.map(|t| (t * at_once / u32::try_from(parts).unwrap_or(u32::MAX)).min(t)),
         },
     }
+}
+
+/// A run's trial budget split among its kernels before any is tuned, by the sizes of their search
+/// spaces: a kernel whose space is smaller than an equal part takes its whole space, the rest is
+/// split equally among the others, a remainder going one trial each to the largest spaces (ties:
+/// the earlier kernel), and every kernel gets at least one trial. The split depends on neither the
+/// order kernels finish in nor on how many devices tune at once, so the same plan tuned on one GPU
+/// or on several measures the same candidates. Without a trial limit every share is unlimited
+/// (`usize::MAX`).
+pub fn allot_trials(total: Option<usize>, spaces: &[usize]) -> Vec<usize> {
+    let Some(total) = total else { return vec![usize::MAX; spaces.len()] };
+    let mut shares = vec![0usize; spaces.len()];
+    let mut open: Vec<usize> = (0..spaces.len()).collect();
+    let mut left = total;
+    // Water-filling: settle every kernel whose space fits in an equal part of what is left.
+    loop {
+        if open.is_empty() {
+            break;
+        }
+        let part = left / open.len();
+        let (small, large): (Vec<usize>, Vec<usize>) = open.iter().partition(|&&i| spaces[i].max(1) <= part);
+        if small.is_empty() {
+            for &i in &large {
+                shares[i] = part;
+            }
+            let mut by_size = large.clone();
+            by_size.sort_by(|&a, &b| spaces[b].cmp(&spaces[a]).then(a.cmp(&b)));
+            for &i in by_size.iter().take(left - part * large.len()) {
+                shares[i] += 1;
+            }
+            break;
+        }
+        for &i in &small {
+            shares[i] = spaces[i].max(1);
+            left -= shares[i];
+        }
+        open = large;
+    }
+    shares.iter().map(|&n| n.max(1)).collect()
 }
 
 /// A budget as text (`5m, 200 trials`).
@@ -391,15 +444,30 @@ mod tests {
     #[test]
     fn budget_is_shared_between_kernels() {
         let b = Budget { max_trials: Some(10), max_time: Some(Duration::from_secs(60)) };
-        let s = share(&b, Duration::from_secs(20), 4, 2, 1);
+        let s = share(&b, Duration::from_secs(20), 3, 2, 1);
         assert_eq!(s.max_trials, Some(3));
         assert_eq!(s.max_time, Some(Duration::from_secs(20)));
-        assert_eq!(share(&b, Duration::from_secs(90), 20, 1, 1), Budget::trials(1));
-        assert_eq!(share(&Budget::trials(4), Duration::from_secs(1), 9, 2, 1), Budget::trials(1));
+        assert_eq!(share(&b, Duration::from_secs(90), 5, 1, 1), Budget::trials(1));
+        assert_eq!(share(&Budget::trials(4), Duration::from_secs(1), 0, 2, 1), Budget::trials(1));
+        assert_eq!(share(&Budget::time(Duration::from_secs(60)), Duration::ZERO, usize::MAX, 2, 1).max_trials, None);
         // Two GPUs side by side: each kernel may take twice the serial share of the wall time,
         // never more than what is left.
         assert_eq!(share(&b, Duration::from_secs(20), 4, 4, 2).max_time, Some(Duration::from_secs(20)));
         assert_eq!(share(&b, Duration::from_secs(20), 4, 1, 8).max_time, Some(Duration::from_secs(40)));
         assert_eq!(describe_budget(&Budget::trials(5)), "5 trials");
+    }
+
+    #[test]
+    fn trials_are_allotted_by_space_before_tuning() {
+        // Small spaces take all they have; the rest is split equally, the remainder to the largest.
+        assert_eq!(allot_trials(Some(96), &[1, 1, 4, 1912, 4872, 1232]), vec![1, 1, 4, 30, 30, 30]);
+        assert_eq!(allot_trials(Some(10), &[100, 100, 200]), vec![3, 3, 4]);
+        assert_eq!(allot_trials(Some(11), &[100, 100, 200]), vec![4, 3, 4]);
+        // Fewer trials than kernels: each still measures one.
+        assert_eq!(allot_trials(Some(2), &[5, 5, 5]), vec![1, 1, 1]);
+        // More than every space holds: each takes its whole space.
+        assert_eq!(allot_trials(Some(1000), &[3, 0, 7]), vec![3, 1, 7]);
+        assert_eq!(allot_trials(None, &[3, 7]), vec![usize::MAX, usize::MAX]);
+        assert!(allot_trials(Some(5), &[]).is_empty());
     }
 }

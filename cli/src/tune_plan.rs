@@ -20,7 +20,9 @@ use super::error::CliError;
 use super::json::print_line;
 use super::plan_file::read_plan;
 use super::plan_kernels::{PlanKernel, list};
-use super::tune::{decision_object, describe_budget, describe_kernel, share, summary, tuning_error, without_winner};
+use super::tune::{
+    allot_trials, decision_object, describe_budget, describe_kernel, share, summary, tuning_error, without_winner,
+};
 
 /// Runs `tcc tune --plan`.
 pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
@@ -28,6 +30,7 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
         Some(shard) => (shard, ShardSource::Flag),
         None => Shard::from_env(|name| std::env::var(name).ok()).map_err(|e| CliError::invalid(e.to_string()))?,
     };
+    let listing = Instant::now();
     let entries = read_plan(plan)?;
     let worker = worker_command().map_err(tuning_error)?;
     let open = |target, device: Device| -> Result<Tuning, CliError> {
@@ -37,14 +40,20 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
             .with_seed(args.seed)
             .with_space_limit(args.space))
     };
-    let listed = list(&entries, args.target, args.top_k, |target| open(target, None))?;
+    let mut listed = list(&entries, args.target, args.top_k, |target| open(target, None))?;
+    let targets = listed.targets();
     // --devices names GPUs: every target of the plan must be one.
     let mut devices = vec![None];
-    for target in listed.targets() {
+    for &target in &targets {
         devices = resolve(args.devices.as_ref(), target)?;
     }
     let estimates: Vec<f64> = listed.kernels.iter().map(|k| k.estimate_us).collect();
-    let mine: Vec<&PlanKernel> = shard.pick(&estimates).into_iter().filter_map(|i| listed.kernels.get(i)).collect();
+    let listed_tunings = std::sync::Mutex::new(Some(listed.take_tunings()));
+    let mut mine: Vec<&PlanKernel> = shard.pick(&estimates).into_iter().filter_map(|i| listed.kernels.get(i)).collect();
+    // Longest estimated tuning first, so that no device is left with a long kernel at the end
+    // while the others idle (the order the shards split by).
+    mine.sort_by(|a, b| b.estimate_us.total_cmp(&a.estimate_us).then_with(|| a.id.cmp(&b.id)));
+    let allotted = allot_trials(args.budget.max_trials, &mine.iter().map(|k| k.candidates).collect::<Vec<_>>());
     let digest = listed.digest();
     if args.json {
         print_line(&json!({
@@ -57,6 +66,7 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
             "shard_from": from.name(),
             "this_shard": mine.len(),
             "estimate_s": mine.iter().map(|k| k.estimate_us).sum::<f64>() / 1e6,
+            "listing_s": listing.elapsed().as_secs_f64(),
         }))?;
     } else {
         println!(
@@ -76,16 +86,11 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
     let begun = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     // One kernel on the tunings of one device: its decision, and why its winner was not shared.
-    let tune_one = |tuning: &Tuning, k: &PlanKernel| -> Result<(Decision, Option<(String, String)>), CliError> {
+    let tune_one = |tuning: &Tuning, device: Device, i: usize, k: &PlanKernel| -> Result<Outcome, CliError> {
         let before = begun.fetch_add(1, Ordering::SeqCst);
+        let kernel_start = Instant::now();
         let options = TuneOptions {
-            budget: share(
-                &args.budget,
-                start.elapsed(),
-                trials.load(Ordering::SeqCst),
-                mine.len() - before,
-                devices.len(),
-            ),
+            budget: share(&args.budget, start.elapsed(), allotted[i], mine.len() - before, devices.len()),
             jobs: args.jobs,
             retune: args.retune,
             progress: devices.len() == 1,
@@ -110,6 +115,11 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
             object.insert("candidates".into(), json!(k.candidates));
             object.insert("resumed".into(), json!(result.report.as_ref().map_or(0, |r| r.resumed())));
             object.insert("shared".into(), json!(shared_name(&shared)));
+            object.insert("device".into(), json!(device));
+            object.insert("seconds".into(), json!(kernel_start.elapsed().as_secs_f64()));
+            object.insert("prepare_s".into(), json!(result.phases.prepare.as_secs_f64()));
+            object.insert("search_s".into(), json!(result.phases.search.as_secs_f64()));
+            object.insert("started_s".into(), json!(kernel_start.duration_since(start).as_secs_f64()));
             print_line(&serde_json::Value::Object(object))?;
         } else {
             print!(
@@ -124,29 +134,28 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
         trials.fetch_add(d.trials, Ordering::SeqCst);
         Ok((result.decision, not_shared))
     };
-    let outcomes = if devices.len() == 1 {
-        let mut outcomes = Vec::with_capacity(mine.len());
-        for k in &mine {
-            outcomes.push(tune_one(listed.tuning(k.target)?, k)?);
-        }
-        outcomes
-    } else {
-        let targets = listed.targets();
-        let open_all = |device: Device| -> Result<Vec<Tuning>, CliError> {
-            targets.iter().map(|&target| open(target, device)).collect()
+    // Each device tunes with one tuning per target; the tunings opened for listing serve the
+    // first device.
+    let first_device = devices.first().copied().flatten();
+    let open_all = |device: Device| -> Result<(Device, Vec<Tuning>), CliError> {
+        let reused = if device == first_device {
+            listed_tunings.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+        } else {
+            None
         };
-        // Longest estimated tuning first, so that no GPU is left with a long kernel at the end
-        // while the others idle (the order the shards split by).
-        let mut queue = mine.clone();
-        queue.sort_by(|a, b| b.estimate_us.total_cmp(&a.estimate_us).then_with(|| a.id.cmp(&b.id)));
-        on_devices(&devices, &queue, open_all, |tunings, _, k| {
-            let tuning = tunings
-                .iter()
-                .find(|t| t.target() == k.target)
-                .ok_or_else(|| CliError::Environment(format!("internal error: no tuning for `{}`", k.target.name())))?;
-            tune_one(tuning, k)
-        })?
+        let tunings = match reused {
+            Some(tunings) => tunings,
+            None => targets.iter().map(|&target| open(target, device)).collect::<Result<_, _>>()?,
+        };
+        Ok((device, tunings))
     };
+    let outcomes = on_devices(&devices, &mine, open_all, |(device, tunings), i, k| {
+        let tuning = tunings
+            .iter()
+            .find(|t| t.target() == k.target)
+            .ok_or_else(|| CliError::Environment(format!("internal error: no tuning for `{}`", k.target.name())))?;
+        tune_one(tuning, *device, i, k)
+    })?;
     let trials = trials.load(Ordering::SeqCst);
     let mut decisions: Vec<Decision> = Vec::with_capacity(outcomes.len());
     let mut not_shared: Vec<(String, String)> = Vec::new();
@@ -184,6 +193,9 @@ pub fn tune_plan(args: &TuneArgs, plan: &Path) -> Result<(), CliError> {
     }
     if problems.is_empty() { Ok(()) } else { Err(CliError::Environment(problems.join("; "))) }
 }
+
+/// One kernel's decision, and the kernel and reason when its winner could not be shared.
+type Outcome = (Decision, Option<(String, String)>);
 
 /// How a winner stands with the shared cache, for output: `local only` (none configured),
 /// `read-only`, `shared`, `pushed` (shared now, by this run) or `not shared`.

@@ -90,9 +90,15 @@ fn concurrent_shards_tune_each_kernel_once_and_lock_writes_the_whole_plan() {
         digests.insert(header["digest"].as_str().unwrap().to_string());
         let kernels: Vec<&Value> = objects.iter().filter(|o| o.get("kernel").is_some()).collect();
         assert_eq!(kernels.len() as u64, header["this_shard"].as_u64().unwrap(), "{header}");
+        assert!(header["listing_s"].as_f64().is_some_and(|s| s > 0.0), "{header}");
         for k in &kernels {
             assert_eq!(k["source"], "tuned", "{k}");
             assert_eq!(k["shared"], "local only", "{k}");
+            // Where the time went: the phases fit inside the kernel's wall time; no GPU named.
+            assert!(k["device"].is_null(), "{k}");
+            let (all, prepare, search) =
+                (k["seconds"].as_f64().unwrap(), k["prepare_s"].as_f64().unwrap(), k["search_s"].as_f64().unwrap());
+            assert!(prepare > 0.0 && search > 0.0 && prepare + search <= all, "{k}");
             ids.push(k["id"].as_str().unwrap().to_string());
         }
         let summary = objects.last().unwrap();
