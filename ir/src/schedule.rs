@@ -53,9 +53,14 @@ pub struct WgmmaSchedule {
     pub tma: bool,
 }
 
-/// The k from which the untuned one-consumer warpgroup tile (64 x 128, beside a producer
-/// warpgroup) keeps six stages in flight.
-pub const WARPGROUP_LONG_K: u64 = 16384;
+/// The longest k for which the untuned one-consumer warpgroup tile also runs products that fill
+/// only half the SMs (a longer k there splits across blocks on `mma.sync` instead).
+pub const WARPGROUP_HALF_FILL_MAX_K: u64 = 4096;
+
+/// The fewest rows of a product that the untuned one-consumer warpgroup tile runs when it fills
+/// only half the SMs (fewer rows stream their weights through the `mma.sync` tiles measured for
+/// skinny products).
+pub const WARPGROUP_HALF_FILL_MIN_M: u64 = 256;
 
 /// Rows of one warpgroup MMA (and of one consumer warpgroup's tile).
 pub const WGMMA_M: u32 = 64;
@@ -75,15 +80,41 @@ pub fn is_warpgroup_encoding(s: &Schedule) -> bool {
 }
 
 impl WgmmaSchedule {
-    /// The stages of the untuned warpgroup schedule of `tiles` block tiles on `cores` SMs (the
-    /// optimizer's candidate and the PTX backend's default): three from eight waves of tiles on,
-    /// six for the one-consumer (`producer`) tile over a k of [`WARPGROUP_LONG_K`] or more (the
-    /// tuner's winner for 1024x1024x16384 on an H100: 68.0 against 83.1 us with four,
-    /// BENCHMARKS.md session 13), else four.
-    pub fn default_stages(tiles: u64, cores: u64, producer: bool, k: u64) -> u32 {
+    /// The untuned warpgroup schedule of `batch` products of `m x n x k` on a GPU of `cores` SMs
+    /// (the optimizer's candidate and the PTX backend's default), or `None` when no warpgroup tile
+    /// has enough of them. The block is the largest of 128 x 256 and 128 x 128 (two consumer
+    /// warpgroups) and 64 x 128 (one consumer beside a producer warpgroup) whose tiles reach 7/8
+    /// of the SMs; the 64 x 128 tile also takes a product that fills half of them when k is at most
+    /// [`WARPGROUP_HALF_FILL_MAX_K`]. Tiles arrive by TMA into the stages
+    /// [`WgmmaSchedule::default_stages`] gives; block swizzle 8. The caller checks that the
+    /// schedule fits the problem and the device.
+    ///
+    /// Measured on an H100 (BENCHMARKS.md): 1.00-1.02 of cuBLAS on the suite's large f16/bf16
+    /// GEMMs; on 768^3 (72 tiles of 64 x 128, 0.55 of the SMs) the 64 x 128 tile in six stages
+    /// took 7.8 us against 9.5 for the best `mma.sync` schedule (session 13's exhaustive study).
+    pub fn untuned(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Option<WgmmaSchedule> {
+        for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
+            let tiles = m.div_ceil(u64::from(WGMMA_M * consumers)) * n.div_ceil(u64::from(bn)) * batch;
+            let fills = 8 * tiles >= 7 * cores;
+            let half_fills =
+                producer && 2 * tiles >= cores && k <= WARPGROUP_HALF_FILL_MAX_K && m >= WARPGROUP_HALF_FILL_MIN_M;
+            if fills || half_fills {
+                let stages = WgmmaSchedule::default_stages(tiles, cores, producer);
+                return Some(WgmmaSchedule { consumers, producer, pingpong: false, bn, stages, swizzle: 8, tma: true });
+            }
+        }
+        None
+    }
+
+    /// The stages of the untuned warpgroup schedule of `tiles` block tiles on `cores` SMs: three
+    /// from eight waves of tiles on; six for the one-consumer (`producer`) tile, whose stages are
+    /// half the bytes of the two-consumer tiles' (the tuner's winners on an H100, BENCHMARKS.md
+    /// session 13: 1024x1024x16384 68.0 us against 83.1 with four; 768^3 7.8 against 8.2 us,
+    /// 1536^3 22.4 against 23.2 in the exhaustive study); else four.
+    pub fn default_stages(tiles: u64, cores: u64, producer: bool) -> u32 {
         if tiles >= 8 * cores {
             3
-        } else if producer && k >= WARPGROUP_LONG_K {
+        } else if producer {
             6
         } else {
             4
@@ -536,12 +567,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn untuned_warpgroup_stages_deepen_for_one_consumer_over_a_long_k() {
+    fn untuned_warpgroup_stages_are_six_for_one_consumer() {
         // 1024x1024x16384 on 132 SMs: 128 tiles of 64 x 128, one consumer beside a producer.
-        assert_eq!(WgmmaSchedule::default_stages(128, 132, true, 16384), 6);
-        assert_eq!(WgmmaSchedule::default_stages(128, 132, true, 16383), 4);
-        assert_eq!(WgmmaSchedule::default_stages(128, 132, false, 65536), 4);
-        assert_eq!(WgmmaSchedule::default_stages(8 * 132, 132, true, 65536), 3);
+        assert_eq!(WgmmaSchedule::default_stages(128, 132, true), 6);
+        assert_eq!(WgmmaSchedule::default_stages(128, 132, false), 4);
+        assert_eq!(WgmmaSchedule::default_stages(8 * 132, 132, true), 3);
+    }
+
+    #[test]
+    fn the_untuned_warpgroup_tile_is_the_largest_that_fills_the_gpu() {
+        let tile = |m, n, k| WgmmaSchedule::untuned(m, n, k, 1, 132).map(|w| (w.bm(), w.bn, w.producer, w.stages));
+        assert_eq!(tile(4096, 4096, 4096), Some((128, 256, false, 4)));
+        assert_eq!(tile(8192, 8192, 8192), Some((128, 256, false, 3)));
+        assert_eq!(tile(1536, 1536, 1536), Some((128, 128, false, 4)));
+        assert_eq!(tile(1024, 1024, 1024), Some((64, 128, true, 6)));
+        // Half the SMs: the one-consumer tile while k is short, else none (k splits on mma.sync).
+        assert_eq!(tile(768, 768, 768), Some((64, 128, true, 6)));
+        assert_eq!(tile(768, 768, 4097), None);
+        assert_eq!(tile(64, 14336, 4096), None);
+        assert_eq!(tile(512, 512, 1024), None);
+        // Batches count their tiles: 32 products of 256 x 256 are 128 tiles of 128 x 128.
+        assert_eq!(WgmmaSchedule::untuned(256, 256, 256, 32, 132).map(|w| (w.bm(), w.bn)), Some((128, 128)));
     }
     use crate::target::GpuArch;
 

@@ -158,7 +158,7 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         && m > 32
         && has_warpgroup_mma(target)
     {
-        // Hopper: warpgroup MMA (wgmma) when its blocks fill 7/8 of the SMs.
+        // Hopper: warpgroup MMA (wgmma) when its blocks fill the GPU (`WgmmaSchedule::untuned`).
         if let Some(s) = warpgroup_schedule(base, (m, n, k.unwrap_or(0), batch), u64::from(target.cores)) {
             out.push(s);
         }
@@ -198,25 +198,11 @@ pub fn has_warpgroup_mma(target: &TargetModel) -> bool {
     target.mma_shapes.iter().any(|s| s.m == 64)
 }
 
-/// The untuned warpgroup GEMM schedule of an `m x n` product (`batch` of them) on a GPU of
-/// `cores` SMs, or `None` when no warpgroup tile fills 7/8 of them (the PTX backend's
-/// `default_wgmma_schedule`): the largest block of 128x256 and 128x128 (two consumer
-/// warpgroups) and 64x128 (one, beside a producer warpgroup) whose tiles reach 7/8 of the SMs,
-/// tiles loaded by TMA (`vector_width` 64) into the stages [`WgmmaSchedule::default_stages`] gives, block
-/// swizzle 8. Measured on an H100 at 1.00-1.02 of cuBLAS on the suite's large f16/bf16
-/// GEMMs and 0.9 on 1024^3 (BENCHMARKS.md).
+/// The untuned warpgroup GEMM schedule ([`WgmmaSchedule::untuned`], the PTX backend's default
+/// too) in the shared knobs, or `None` when no warpgroup tile has enough tiles.
 fn warpgroup_schedule(base: Schedule, (m, n, k, batch): (u64, u64, u64, u64), cores: u64) -> Option<Schedule> {
-    // Two consumer warpgroups, or one and a producer.
-    for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
-        let tiles = m.div_ceil(u64::from(64 * consumers)) * n.div_ceil(u64::from(bn)) * batch;
-        if 8 * tiles < 7 * cores {
-            continue;
-        }
-        let stages = WgmmaSchedule::default_stages(tiles, cores, producer, k);
-        let w = WgmmaSchedule { consumers, producer, pingpong: false, bn, stages, swizzle: 8, tma: true };
-        return Some(Schedule { tier: base.tier, threads: base.threads, ..w.encode() });
-    }
-    None
+    let w = WgmmaSchedule::untuned(m, n, k, batch, cores)?;
+    Some(Schedule { tier: base.tier, threads: base.threads, ..w.encode() })
 }
 
 /// The CPU attention kernel's query x key blocks, best guess first.
@@ -437,6 +423,12 @@ mod tests {
             assert!(is_warpgroup_encoding(&s), "{n}: {s}");
             assert_eq!((s.tile_m, s.tile_n, s.warps), tile, "{n}: {s}");
         }
+        // Half the SMs with a short k: the one-consumer tile in six stages (768^3: 72 tiles).
+        let g = graph("a: f16[768, 768]; b: f16[768, 768]", &["(matmul a b)"]);
+        let out = crate::optimize(&g, &crate::OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
+        let s = out.program.launches[0].kernel.schedule;
+        assert!(is_warpgroup_encoding(&s), "{s}");
+        assert_eq!((s.tile_m, s.tile_n, s.warps, s.stages), (64, 128, 8, 6), "{s}");
         // Too few even of those: mma.sync tiles only.
         let body = matmul_body("f16", 512, 512, 1024);
         assert!(!candidates(&body, &TargetModel::sm_90a(), &Bindings::new()).iter().any(is_warpgroup_encoding));

@@ -220,7 +220,8 @@ fn defaults_of_the_benchmark_shapes_assemble_into_persistent_blocks_that_load_an
         (8192, 14336, 4096, (128, 256), 3),
         (2048, 2048, 2048, (128, 256), 4),
         (1536, 1536, 512, (128, 128), 4),
-        (1024, 1024, 1024, (64, 128), 4),
+        (1024, 1024, 1024, (64, 128), 6),
+        (768, 768, 768, (64, 128), 6),
     ];
     for (m, n, k, (bm, bn), stages) in shapes {
         let s = default_wgmma_schedule(&problem(DType::F16, m, n, k, false), GpuArch::Sm90a).unwrap();

@@ -189,11 +189,9 @@ pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sched
     out
 }
 
-/// A good warpgroup schedule for `problem` on `arch` without tuning, or `None` when the target
-/// has no wgmma or the product is too small to fill the GPU with it. The block tile is the
-/// largest of 128 x 256 (two consumer warpgroups), 128 x 128 (two) and 64 x 128 (one consumer
-/// beside a producer warpgroup) whose tiles reach 7/8 of the SMs; tiles are loaded by TMA, which
-/// stores them too; stages as [`tcc_ir::WgmmaSchedule::default_stages`] says.
+/// A good warpgroup schedule for `problem` on `arch` without tuning
+/// ([`tcc_ir::WgmmaSchedule::untuned`], the optimizer's choice too), or `None` when the target has
+/// no wgmma, the product is too small to fill the GPU with it, or the schedule does not fit it.
 ///
 /// Measured on an H100 (same process as cuBLAS): 3 stages beat 4 by 0.8% on 8192^3 and 0.3% on
 /// 8192 x 14336 x 4096, 4 beat 3 by 0.7% on 4096^3 (session 4); TMA beat every-thread cp.async
@@ -204,19 +202,6 @@ pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sched
 pub fn default_wgmma_schedule(problem: &MatmulProblem, arch: GpuArch) -> Option<Schedule> {
     let caps = arch.caps();
     let sms = u64::from(caps.typical_sm_count);
-    // (consumer warpgroups, tile_n, producer warpgroup), largest tile first.
-    for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
-        let bm = u64::from(consumers * WG_M);
-        let tiles = problem.m.div_ceil(bm) * problem.n.div_ceil(u64::from(bn)) * problem.batch;
-        if 8 * tiles < 7 * sms {
-            continue;
-        }
-        let stages = tcc_ir::WgmmaSchedule::default_stages(tiles, sms, producer, problem.k);
-        let c = WgConfig { consumers, bn, stages, producer, pingpong: false, swizzle: 8, tma: true };
-        let s = c.schedule();
-        if config(problem, &s, &caps).is_ok() {
-            return Some(s);
-        }
-    }
-    None
+    let s = tcc_ir::WgmmaSchedule::untuned(problem.m, problem.n, problem.k, problem.batch, sms)?.encode();
+    config(problem, &s, &caps).is_ok().then_some(s)
 }
