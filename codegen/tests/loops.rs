@@ -130,6 +130,39 @@ fn matmuls_become_register_tiles_split_by_row_blocks() {
 }
 
 #[test]
+fn a_pointwise_consumer_of_a_matmul_is_computed_in_its_tiles() {
+    let backend = CraneliftBackend::new().unwrap();
+    let graphs = tcc_ir::testing::gemm_epilogue_graphs(&[], (130, 33, 70)).unwrap();
+    for (g, fused) in graphs.into_iter().zip([true, true, true, false]) {
+        let lk = backend.lower(&kernel(g, KernelClass::MatMul), &Bindings::new()).unwrap();
+        // Packing B, then the row blocks of tiles; the output is stored next to the tiles, in
+        // their row-parallel phase, unless the product is an output too (then a nest of its own).
+        let outputs: Vec<_> =
+            lk.bufs.iter().enumerate().filter(|(_, b)| matches!(b.kind, BufKind::Output(_))).map(|(i, _)| i).collect();
+        let tile_phase = lk.phases.iter().position(|p| {
+            p.body.iter().any(|s| {
+                let mut tile = false;
+                s.for_each_root(&mut |st| tile |= matches!(st, Stmt::MicroKernel(_)));
+                tile
+            })
+        });
+        let phase = &lk.phases[tile_phase.unwrap()];
+        let mut stored = Vec::new();
+        for s in &phase.body {
+            s.for_each_root(&mut |st| {
+                if let Stmt::Store { buf, .. } = st {
+                    stored.push(buf.0 as usize);
+                }
+            });
+        }
+        assert_eq!(lk.phases.len(), if fused { 2 } else { 3 }, "{:#?}", lk.phases);
+        assert_eq!(phase.rows, 3, "130 rows in blocks of 64");
+        assert_eq!(stored.iter().any(|b| outputs.contains(b)), fused);
+        assert!(backend.compile_loops(&lk).is_ok());
+    }
+}
+
+#[test]
 fn batched_b_is_packed_once_per_batch_entry_and_a_broadcast_one_once() {
     for (b_batch, packs) in [(2u64, 2u64), (1, 1)] {
         let mut g = Graph::new("bmm");
