@@ -382,7 +382,7 @@ impl<'g> Lowerer<'g> {
                 }
                 match self.mat[m.index()] {
                     None => stack.extend(g.nodes[m.index()].op.operands()),
-                    Some(_) if m == n || m < n || matches!(g.nodes[m.index()].op, Op::Input { .. }) => {}
+                    Some(_) if m <= n || matches!(g.nodes[m.index()].op, Op::Input { .. }) => {}
                     Some(_) => leaves_ok = false,
                 }
             }
@@ -758,7 +758,7 @@ impl<'g> Lowerer<'g> {
         }));
         let k_blocks = k.div_ceil(kc);
         let epilogue = match self.epilogues.get(&n).copied() {
-            Some(o) => Some(self.tile_epilogue(n, o, &t, &batch, &tile_m, jt, k_blocks > 1)?),
+            Some(o) => Some(self.tile_epilogue((n, o), &t, (&batch, &tile_m, jt), k_blocks > 1)?),
             None => None,
         };
         let tiles_over = |body: Vec<Stmt>| Stmt::Loop {
@@ -827,12 +827,9 @@ impl<'g> Lowerer<'g> {
     /// enclosing loops' indices.
     fn tile_epilogue(
         &mut self,
-        n: NodeId,
-        o: NodeId,
+        (n, o): (NodeId, NodeId),
         t: &GemmTiles,
-        batch: &[Index],
-        tile_m: &Index,
-        jt: VarId,
+        (batch, tile_m, jt): (&[Index], &Index, VarId),
         partial: bool,
     ) -> Result<(BufId, Vec<Stmt>), CodegenError> {
         let dims = self.shape(n)?.to_vec();
