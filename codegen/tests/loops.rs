@@ -1,7 +1,7 @@
 //! Lowering to the loop IR: which nodes get buffers, when rows may run on several threads, and
 //! that every kernel compiles with cranelift.
 
-use tcc_codegen::loops::{BufKind, Extent, Index, LoopKernel, Stmt, VarId, lower_graph, split_rows};
+use tcc_codegen::loops::{BufKind, Expr, Extent, Index, LoopKernel, Stmt, VarId, lower_graph, split_rows};
 use tcc_codegen::{Backend, CodegenError, CraneliftBackend, LowerOptions};
 use tcc_ir::{
     BinaryOp, Bindings, DType, Dim, Graph, Kernel, KernelClass, Op, ReduceOp, Schedule, Shape, TensorType, Tier,
@@ -60,6 +60,14 @@ fn softmax_rows_are_fused_into_one_parallel_row_loop() {
     assert_eq!(k.phases[0].rows, 8);
     assert!(k.phases[0].row_var.is_some());
     assert!(k.phases[0].body.iter().all(|s| !matches!(s, Stmt::Loop { extent: Extent::Const(8), .. })));
+    // The division by the row's sum is one reciprocal per row and a multiply per element: every
+    // division left divides a constant.
+    let divisions: Vec<_> = k.exprs.iter().filter(|e| matches!(e, Expr::Binary { op: BinaryOp::Div, .. })).collect();
+    assert!(!divisions.is_empty());
+    for d in divisions {
+        let Expr::Binary { lhs, .. } = d else { unreachable!() };
+        assert!(matches!(k.expr(*lhs), Some(Expr::Const { .. })), "{:?}", k.expr(*lhs));
+    }
 }
 
 #[test]

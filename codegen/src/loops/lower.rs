@@ -920,6 +920,14 @@ impl<'g> Lowerer<'g> {
         Ok(e)
     }
 
+    /// Whether operand `b` of a node of shape `dims` is a stored value (a buffer, not an
+    /// expression) broadcast along the last axis of a row longer than one element.
+    fn row_invariant(&self, b: NodeId, dims: &[u64]) -> Result<bool, CodegenError> {
+        let b_dims = self.shape(b)?;
+        let stored = self.mat.get(b.index()).is_some_and(Option::is_some) && !self.views.contains_key(&b);
+        Ok(stored && b_dims.last().is_none_or(|&d| d == 1) && dims.last().is_some_and(|&d| d > 1))
+    }
+
     /// The value of node `n`'s op at `idx`, reading its operands through [`Self::expr_at`].
     fn op_expr(&mut self, n: NodeId, idx: &[Index]) -> Result<ExprId, CodegenError> {
         let node = self.g.node(n).ok_or_else(|| self.bad(format!("dangling node {n}")))?;
@@ -945,6 +953,16 @@ impl<'g> Lowerer<'g> {
                 let from = self.dtype(a)?;
                 let arg = self.operand_at(a, idx, &dims)?;
                 if from == dtype { arg } else { self.arena.intern(Expr::Cast { from, to: dtype, arg }) }
+            }
+            Op::Binary(BinaryOp::Div, a, b) if dtype == DType::F32 && self.row_invariant(b, &dims)? => {
+                // `x / d` with `d` one stored value per row (a softmax's sum): one reciprocal per
+                // row, computed before the row's loop, and a multiply per element (within an ulp
+                // of the quotient; a vector division costs many multiplies).
+                let lhs = self.operand_at(a, idx, &dims)?;
+                let rhs = self.operand_at(b, idx, &dims)?;
+                let one = self.arena.constant(DType::F32, 1.0);
+                let recip = self.arena.intern(Expr::Binary { op: BinaryOp::Div, dtype, lhs: one, rhs });
+                self.arena.intern(Expr::Binary { op: BinaryOp::Mul, dtype, lhs, rhs: recip })
             }
             Op::Binary(op, a, b) => {
                 let lhs = self.operand_at(a, idx, &dims)?;
