@@ -310,7 +310,7 @@ impl<'g> Lowerer<'g> {
         Ok(())
     }
 
-    /// Finds the matmuls whose product feeds a pointwise kernel output and nothing else: an f32
+    /// Finds the matmuls whose product feeds a pointwise kernel output and nothing else: a float
     /// matmul into a scratch buffer whose every user is an inlined elementwise node of the same
     /// shape (or the output itself), all of whose users are such nodes again, ending in one output
     /// of that shape computed elementwise; and the output's expression reads no other node built
@@ -332,7 +332,7 @@ impl<'g> Lowerer<'g> {
         let elementwise = |op: &Op| matches!(op, Op::Unary(..) | Op::Binary(..) | Op::Select { .. } | Op::Cast(_));
         for (i, node) in g.nodes.iter().enumerate() {
             let n = NodeId(i as u32);
-            if !matches!(node.op, Op::MatMul(..)) || node.ty.dtype != DType::F32 {
+            if !matches!(node.op, Op::MatMul(..)) || !matches!(node.ty.dtype, DType::F32 | DType::F16 | DType::BF16) {
                 continue;
             }
             let Some(c) = self.mat[i] else { continue };
@@ -757,10 +757,18 @@ impl<'g> Lowerer<'g> {
             first: Index::var(pcb),
         }));
         let k_blocks = k.div_ceil(kc);
-        let epilogue = match self.epilogues.get(&n).copied() {
-            Some(o) => Some(self.tile_epilogue((n, o), &t, (&batch, &tile_m, jt), k_blocks > 1)?),
+        // The output written tile by tile: the matmul's elementwise consumer, else the product
+        // itself when it is rounded to a narrower dtype.
+        let target = match self.epilogues.get(&n).copied() {
+            Some(o) => Some(o),
+            None if c != buf && matches!(dtype, DType::F16 | DType::BF16) => Some(n),
             None => None,
         };
+        let epilogue = match target {
+            Some(o) => Some(self.tile_epilogue((n, o), (c, buf), &t, (&batch, &tile_m, jt), k_blocks > 1)?),
+            None => None,
+        };
+        let fused = epilogue.is_some();
         let tiles_over = |body: Vec<Stmt>| Stmt::Loop {
             var: jt,
             extent: Extent::Const(n_panels),
@@ -807,7 +815,7 @@ impl<'g> Lowerer<'g> {
         let row_blocks = vec![Stmt::Loop { var: icb, extent: Extent::Const(m.div_ceil(mc)), body: per_block }];
         let stmts = wrap_loops(&batch_vars, &out_dims[..r - 2], row_blocks);
         self.body.push(pack_b);
-        if c != buf {
+        if c != buf && !fused {
             // Round the f32 result once to the node's dtype, in a nest of its own.
             let out = self.pointwise_nest(n, buf, |l, idx| {
                 let index = Index::flatten(idx, &out_dims);
@@ -819,15 +827,17 @@ impl<'g> Lowerer<'g> {
         Ok(stmts)
     }
 
-    /// The statements that write output `o`, the elementwise consumer of matmul `n`, for one
-    /// register tile of `n` just written to the returned call-local tile buffer (`mr x nr`, rows
-    /// `nr` apart): `o`'s expression at the tile's real rows and columns, reading the product
-    /// from the tile buffer (plus C's partial sums of the earlier depth blocks when `partial`).
+    /// The statements that write output `o`, the elementwise consumer of matmul `n` (or `n`
+    /// itself, into `buf`, rounded to its dtype), for one register tile of `n` just written to
+    /// the returned call-local tile buffer (`mr x nr`, rows `nr` apart): `o`'s expression at the
+    /// tile's real rows and columns, reading the product from the tile buffer (plus the f32
+    /// partial sums of the earlier depth blocks in `c` when `partial`), rounded to `n`'s dtype.
     /// `batch` and `tile_m` (the tile's row of tiles) and `jt` (its column of tiles) are the
     /// enclosing loops' indices.
     fn tile_epilogue(
         &mut self,
         (n, o): (NodeId, NodeId),
+        (c, buf): (BufId, BufId),
         t: &GemmTiles,
         (batch, tile_m, jt): (&[Index], &Index, VarId),
         partial: bool,
@@ -836,8 +846,6 @@ impl<'g> Lowerer<'g> {
         let (m, nn) = (dims[dims.len() - 2], dims[dims.len() - 1]);
         let (mr, nr) = (u64::from(t.mr), u64::from(t.nr));
         let tile_buf = self.push_buf(BufDecl { dtype: DType::F32, len: mr * nr, kind: BufKind::Local });
-        let c = self.mat[n.index()].ok_or_else(|| self.bad(format!("matmul {n} has no buffer")))?;
-        let out = self.mat[o.index()].ok_or_else(|| self.bad(format!("output {o} has no buffer")))?;
         let (ri, cj) = (self.new_var(), self.new_var());
         let mut idx = batch.to_vec();
         idx.push(tile_m.scale(as_i64(mr)).add(&Index::var(ri)));
@@ -848,16 +856,26 @@ impl<'g> Lowerer<'g> {
             let rhs = self.arena.intern(Expr::Load { buf: c, index: Index::flatten(&idx, &dims) });
             product = self.arena.intern(Expr::Binary { op: BinaryOp::Add, dtype: DType::F32, lhs: product, rhs });
         }
-        // The users read the product at its own position (size-1 axes at 0, as operands are read).
-        let keys = [idx.clone(), broadcast_index(&idx, &dims, &dims)];
-        for key in &keys {
-            self.memo.insert((n, key.clone()), product);
+        let dtype = self.dtype(n)?;
+        if dtype != DType::F32 {
+            product = self.arena.intern(Expr::Cast { from: DType::F32, to: dtype, arg: product });
         }
-        let value = self.op_expr(o, &idx);
-        for key in &keys {
-            self.memo.remove(&(n, key.clone()));
-        }
-        let store = Stmt::Store { buf: out, index: Index::flatten(&idx, &dims), value: value? };
+        let (out, value) = if o == n {
+            (buf, product)
+        } else {
+            // The users read the product at its own position (size-1 axes at 0, as operands are read).
+            let keys = [idx.clone(), broadcast_index(&idx, &dims, &dims)];
+            for key in &keys {
+                self.memo.insert((n, key.clone()), product);
+            }
+            let value = self.op_expr(o, &idx);
+            for key in &keys {
+                self.memo.remove(&(n, key.clone()));
+            }
+            let out = self.mat[o.index()].ok_or_else(|| self.bad(format!("output {o} has no buffer")))?;
+            (out, value?)
+        };
+        let store = Stmt::Store { buf: out, index: Index::flatten(&idx, &dims), value };
         let cols = Stmt::Loop {
             var: cj,
             extent: Extent::Tail { total: nn, block: nr, outer: Index::var(jt) },
