@@ -244,7 +244,9 @@ fn measure_ceilings(engine: &Engine) -> Result<(Ceilings, String), CliError> {
     let ceilings = Ceilings {
         bandwidth_gbps: c.copy_gbps,
         bandwidth_method: format!("memory copy of {} MiB on {} threads", c.copy_bytes >> 20, c.threads),
-        compute: vec![ComputeCeiling { label: format!("FMA f32 ({})", c.fma_isa), gflops: c.fma_gflops }],
+        compute: std::iter::once(ComputeCeiling { label: format!("FMA f32 ({})", c.fma_isa), gflops: c.fma_gflops })
+            .chain(c.fma128_gflops.map(|gflops| ComputeCeiling { label: "FMA f32 (128-bit)".to_string(), gflops }))
+            .collect(),
         device: device.clone(),
         measured_at: date,
     };

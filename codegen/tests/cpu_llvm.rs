@@ -9,7 +9,10 @@ use proptest::prelude::*;
 use tcc_codegen::loops::Stmt;
 use tcc_codegen::{Backend, BufKind, CodegenError, GemmTiles, LlvmCpuBackend, LlvmCpuKernel, LowerOptions};
 use tcc_ir::interp::{Tensor, run_graph};
-use tcc_ir::testing::{GenConfig, Tolerance, arb_graph, compare_outputs, random_inputs};
+use tcc_ir::testing::{
+    GenConfig, Tolerance, arb_graph, compare_outputs, dual_gemm_graph, gemm_epilogue_graphs, gemm_two_outputs_graph,
+    random_inputs,
+};
 use tcc_ir::{
     BinaryOp, Bindings, CompareOp, DType, Dim, Graph, Kernel, KernelClass, NodeId, Op, ReduceOp, Schedule, Shape,
     TensorType, Tier, UnaryOp,
@@ -312,6 +315,32 @@ fn matmuls_with_edges_batches_and_epilogues_match_the_interpreter() {
         let g = matmul_bias_gelu(dtype, batch, m, k, n);
         let kern = kernel("mlp", KernelClass::MatMul, g);
         check(&kern, &inputs_for(&kern.graph, m * n), &Bindings::new());
+    }
+}
+
+/// The products whose pointwise consumer is computed in the register tiles' store (bias and
+/// ReLU, a residual and a cast, the product read twice, a dual product) and those that must not
+/// be (the product also returned): sizes 1, odd primes, off the blocking grid, several depth
+/// blocks (the narrow backend's blocks are 7 deep), batched.
+#[test]
+fn gemm_epilogues_in_the_tiles_match_the_interpreter() {
+    let cases: [(Option<u64>, (u64, u64, u64)); 6] = [
+        (None, (1, 1, 1)),
+        (None, (1, 7, 13)),
+        (None, (13, 35, 17)),
+        (None, (67, 131, 300)),
+        (Some(2), (37, 29, 11)),
+        (None, (5, 3, 600)),
+    ];
+    for (batch, (m, n, k)) in cases {
+        let batch: &[u64] = &batch.into_iter().collect::<Vec<_>>();
+        let mut graphs = gemm_epilogue_graphs(batch, (m, n, k)).unwrap();
+        graphs.push(dual_gemm_graph(DType::F32, batch, (m, n, k), false).unwrap());
+        graphs.push(gemm_two_outputs_graph(DType::F32, batch, (m, n, k), false).unwrap());
+        for g in graphs {
+            let kern = kernel(&g.name.clone(), KernelClass::MatMul, g);
+            check(&kern, &inputs_for(&kern.graph, m * n + k), &Bindings::new());
+        }
     }
 }
 

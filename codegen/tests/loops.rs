@@ -1,7 +1,7 @@
 //! Lowering to the loop IR: which nodes get buffers, when rows may run on several threads, and
 //! that every kernel compiles with cranelift.
 
-use tcc_codegen::loops::{BufKind, Extent, Index, LoopKernel, Stmt, VarId, lower_graph, split_rows};
+use tcc_codegen::loops::{BufKind, Expr, Extent, Index, LoopKernel, Stmt, VarId, lower_graph, split_rows};
 use tcc_codegen::{Backend, CodegenError, CraneliftBackend, LowerOptions};
 use tcc_ir::{
     BinaryOp, Bindings, DType, Dim, Graph, Kernel, KernelClass, Op, ReduceOp, Schedule, Shape, TensorType, Tier,
@@ -60,6 +60,14 @@ fn softmax_rows_are_fused_into_one_parallel_row_loop() {
     assert_eq!(k.phases[0].rows, 8);
     assert!(k.phases[0].row_var.is_some());
     assert!(k.phases[0].body.iter().all(|s| !matches!(s, Stmt::Loop { extent: Extent::Const(8), .. })));
+    // The division by the row's sum is one reciprocal per row and a multiply per element: every
+    // division left divides a constant.
+    let divisions: Vec<_> = k.exprs.iter().filter(|e| matches!(e, Expr::Binary { op: BinaryOp::Div, .. })).collect();
+    assert!(!divisions.is_empty());
+    for d in divisions {
+        let Expr::Binary { lhs, .. } = d else { unreachable!() };
+        assert!(matches!(k.expr(*lhs), Some(Expr::Const { .. })), "{:?}", k.expr(*lhs));
+    }
 }
 
 #[test]
@@ -118,15 +126,50 @@ fn matmuls_become_register_tiles_split_by_row_blocks() {
             s.for_each_root(&mut |st| tiles += usize::from(matches!(st, Stmt::MicroKernel(_))));
         }
     }
-    assert_eq!(tiles, 1);
+    // The depth blocks' tile adding to C, and the last block's writing the tile buffer.
+    assert_eq!(tiles, 2);
     // B is packed once into scratch by a phase of its own (rows: panels of 8 columns); A's
-    // panel is call-local; the f16 result is rounded from an f32 accumulator buffer.
-    assert_eq!(lk.bufs.iter().filter(|b| b.kind == BufKind::Local).count(), 1);
+    // panel and the tile buffer are call-local; the f16 result is rounded tile by tile from
+    // the tile buffer plus the f32 partial sums of the earlier depth blocks.
+    assert_eq!(lk.bufs.iter().filter(|b| b.kind == BufKind::Local).count(), 2);
     assert_eq!(lk.bufs.iter().filter(|b| b.kind == BufKind::Scratch).count(), 2);
-    assert_eq!(lk.phases.len(), 3);
+    assert_eq!(lk.phases.len(), 2);
     assert_eq!(lk.phases[0].rows, 5, "33 columns in panels of 8");
     assert_eq!(lk.phases[1].rows, 3, "130 rows in blocks of 64");
     assert!(backend.compile_loops(&lk).is_ok());
+}
+
+#[test]
+fn a_pointwise_consumer_of_a_matmul_is_computed_in_its_tiles() {
+    let backend = CraneliftBackend::new().unwrap();
+    let graphs = tcc_ir::testing::gemm_epilogue_graphs(&[], (130, 33, 70)).unwrap();
+    for (g, fused) in graphs.into_iter().zip([true, true, true, false]) {
+        let lk = backend.lower(&kernel(g, KernelClass::MatMul), &Bindings::new()).unwrap();
+        // Packing B, then the row blocks of tiles; the output is stored next to the tiles, in
+        // their row-parallel phase, unless the product is an output too (then a nest of its own).
+        let outputs: Vec<_> =
+            lk.bufs.iter().enumerate().filter(|(_, b)| matches!(b.kind, BufKind::Output(_))).map(|(i, _)| i).collect();
+        let tile_phase = lk.phases.iter().position(|p| {
+            p.body.iter().any(|s| {
+                let mut tile = false;
+                s.for_each_root(&mut |st| tile |= matches!(st, Stmt::MicroKernel(_)));
+                tile
+            })
+        });
+        let phase = &lk.phases[tile_phase.unwrap()];
+        let mut stored = Vec::new();
+        for s in &phase.body {
+            s.for_each_root(&mut |st| {
+                if let Stmt::Store { buf, .. } = st {
+                    stored.push(buf.0 as usize);
+                }
+            });
+        }
+        assert_eq!(lk.phases.len(), if fused { 2 } else { 3 }, "{:#?}", lk.phases);
+        assert_eq!(phase.rows, 3, "130 rows in blocks of 64");
+        assert_eq!(stored.iter().any(|b| outputs.contains(b)), fused);
+        assert!(backend.compile_loops(&lk).is_ok());
+    }
 }
 
 #[test]

@@ -14,6 +14,9 @@ pub struct CpuCeilings {
     pub fma_gflops: f64,
     /// The vector width used for the FMA measurement (`avx512`, `avx2`, `scalar`).
     pub fma_isa: &'static str,
+    /// f32 FMA throughput with 128-bit vectors (4 lanes) on all threads, GFLOP/s: the ceiling of
+    /// code limited to 128-bit vectors, as the cranelift tier's; `None` without x86 FMA.
+    pub fma128_gflops: Option<f64>,
     /// Threads used.
     pub threads: usize,
 }
@@ -51,8 +54,26 @@ pub fn measure_copy_gbps(bytes: usize, threads: usize) -> f64 {
 /// Measures f32 FMA throughput on `threads` threads (median of 5), with the widest vector ISA the
 /// CPU has.
 pub fn measure_fma_gflops(threads: usize) -> (f64, &'static str) {
-    let threads = threads.max(1);
     let (kernel, isa) = pick_fma_kernel();
+    (measure_with(kernel, threads), isa)
+}
+
+/// Measures f32 FMA throughput with 128-bit vectors (`vfmadd` on xmm registers, 12 independent
+/// chains per thread) on `threads` threads (median of 5); `None` where the CPU has no FMA.
+pub fn measure_fma128_gflops(threads: usize) -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("fma") {
+            return Some(measure_with(x86::fma_128, threads));
+        }
+    }
+    let _ = threads;
+    None
+}
+
+/// The median of 5 rates of `kernel` run at once on `threads` threads, GFLOP/s.
+fn measure_with(kernel: FmaKernel, threads: usize) -> f64 {
+    let threads = threads.max(1);
     let iters: u64 = 20_000_000;
     let mut rates = Vec::new();
     for _ in 0..5 {
@@ -63,7 +84,7 @@ pub fn measure_fma_gflops(threads: usize) -> (f64, &'static str) {
         });
         rates.push(flops / start.elapsed().as_secs_f64() / 1e9);
     }
-    (median(rates), isa)
+    median(rates)
 }
 
 /// Measures both ceilings on every core.
@@ -72,7 +93,8 @@ pub fn measure_cpu_ceilings() -> CpuCeilings {
     let copy_bytes = 256 << 20;
     let copy_gbps = measure_copy_gbps(copy_bytes, threads);
     let (fma_gflops, fma_isa) = measure_fma_gflops(threads);
-    CpuCeilings { copy_gbps, copy_bytes, fma_gflops, fma_isa, threads }
+    let fma128_gflops = measure_fma128_gflops(threads);
+    CpuCeilings { copy_gbps, copy_bytes, fma_gflops, fma_isa, fma128_gflops, threads }
 }
 
 fn pick_fma_kernel() -> (FmaKernel, &'static str) {
@@ -116,6 +138,32 @@ mod x86 {
         // SAFETY: chosen by `pick_fma_kernel` only when the CPU reports avx2 and fma.
         let sink = unsafe { avx2(iters) };
         (sink, 2.0 * 8.0 * CHAINS as f64 * iters as f64)
+    }
+
+    pub fn fma_128(iters: u64) -> (f32, f64) {
+        // SAFETY: chosen by `measure_fma128_gflops` only when the CPU reports fma.
+        let sink = unsafe { sse_fma(iters) };
+        (sink, 2.0 * 4.0 * CHAINS as f64 * iters as f64)
+    }
+
+    #[target_feature(enable = "fma")]
+    fn sse_fma(iters: u64) -> f32 {
+        let a = _mm_set1_ps(1.000_000_1);
+        let b = _mm_set1_ps(0.999_999_9);
+        let mut acc = [_mm_set1_ps(0.0); CHAINS];
+        for _ in 0..iters {
+            for x in &mut acc {
+                *x = _mm_fmadd_ps(*x, a, b);
+            }
+        }
+        let mut total = _mm_set1_ps(0.0);
+        for x in acc {
+            total = _mm_add_ps(total, x);
+        }
+        let mut out = [0.0f32; 4];
+        // SAFETY: `out` holds exactly 4 f32, the width of one __m128.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), total) };
+        out.iter().sum()
     }
 
     #[target_feature(enable = "avx512f")]
@@ -167,5 +215,10 @@ mod tests {
         let (kernel, _) = pick_fma_kernel();
         let (sink, flops) = kernel(1000);
         assert!(sink.is_finite() && flops > 0.0);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("fma") {
+            let (sink, flops) = x86::fma_128(1000);
+            assert!(sink.is_finite() && flops > 0.0);
+        }
     }
 }

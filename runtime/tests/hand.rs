@@ -2,7 +2,7 @@
 //! primes and sizes off the tile grid, plus the device's shape checks and cache.
 
 use tcc_ir::interp::Tensor;
-use tcc_ir::testing::{Tolerance, random_inputs};
+use tcc_ir::testing::{Tolerance, dual_gemm_graph, gemm_epilogue_graphs, random_inputs};
 use tcc_ir::{BinaryOp, Bindings, DType, Dim, Graph, KernelClass, NodeId, Op, ReduceOp, Shape, TensorType, UnaryOp};
 use tcc_runtime::{CpuDevice, HostTensor, RuntimeError};
 
@@ -168,6 +168,23 @@ fn matmul_with_epilogue() {
                     &Tolerance::default().scaled(4.0),
                 );
             }
+        }
+    }
+}
+
+/// Products whose pointwise consumer is computed in the register tiles' store, and one whose
+/// product is also returned (not fused): sizes 1, odd primes, off the blocking grid, a depth of
+/// several blocks, batched.
+#[test]
+fn matmul_epilogues_in_the_tiles() {
+    let cases: [(Option<u64>, (u64, u64, u64)); 5] =
+        [(None, (1, 1, 1)), (None, (1, 7, 13)), (None, (13, 35, 17)), (None, (67, 131, 97)), (Some(2), (37, 29, 11))];
+    for (batch, mnk) in cases {
+        let batch: &[u64] = &batch.into_iter().collect::<Vec<_>>();
+        let mut graphs = gemm_epilogue_graphs(batch, mnk).unwrap();
+        graphs.push(dual_gemm_graph(DType::F32, batch, mnk, false).unwrap());
+        for g in graphs {
+            check_all(&g, KernelClass::MatMul, &Bindings::new(), &Tolerance::default().scaled(4.0));
         }
     }
 }

@@ -16,6 +16,7 @@ use super::ir::{
     AccId, BufDecl, BufId, BufKind, Combine, Expr, ExprArena, ExprId, Extent, Index, LoopKernel, LoopRanges,
     MicroKernel, Phase, Stmt, VarId,
 };
+use super::parallel::substitute_stmt;
 use crate::error::CodegenError;
 
 /// Knobs of the lowering.
@@ -156,6 +157,9 @@ struct Lowerer<'g> {
     /// Ranges of the loop variables a reshape's index may be re-split over
     /// ([`Lowerer::reshaped_index`]).
     ranges: LoopRanges,
+    /// Matmuls whose one pointwise consumer, a kernel output, is computed in their register
+    /// tiles' store ([`Lowerer::plan_epilogues`]): matmul -> output.
+    epilogues: HashMap<NodeId, NodeId>,
 }
 
 /// Where a node's elements live in a block buffer: element `idx` is at
@@ -200,6 +204,7 @@ impl<'g> Lowerer<'g> {
             gemm: None,
             views: HashMap::new(),
             ranges: LoopRanges::default(),
+            epilogues: HashMap::new(),
         })
     }
 
@@ -299,7 +304,92 @@ impl<'g> Lowerer<'g> {
                 cost[i] = c;
             }
         }
+        if !options.materialize_all && options.gemm.is_some() {
+            self.plan_epilogues();
+        }
         Ok(())
+    }
+
+    /// Finds the matmuls whose product feeds a pointwise kernel output and nothing else: a float
+    /// matmul into a scratch buffer whose every user is an inlined elementwise node of the same
+    /// shape (or the output itself), all of whose users are such nodes again, ending in one output
+    /// of that shape computed elementwise; and the output's expression reads no other node built
+    /// after the matmul. That output is then computed tile by tile as each register tile of the
+    /// product is finished (a bias, an activation, a residual, a cast), instead of by a nest of
+    /// its own re-reading the product.
+    fn plan_epilogues(&mut self) {
+        let g = self.g;
+        let mut users: Vec<Vec<NodeId>> = vec![Vec::new(); g.nodes.len()];
+        for (i, node) in g.nodes.iter().enumerate() {
+            for a in node.op.operands() {
+                if let Some(u) = users.get_mut(a.index())
+                    && !u.contains(&NodeId(i as u32))
+                {
+                    u.push(NodeId(i as u32));
+                }
+            }
+        }
+        let elementwise = |op: &Op| matches!(op, Op::Unary(..) | Op::Binary(..) | Op::Select { .. } | Op::Cast(_));
+        for (i, node) in g.nodes.iter().enumerate() {
+            let n = NodeId(i as u32);
+            if !matches!(node.op, Op::MatMul(..)) || !matches!(node.ty.dtype, DType::F32 | DType::F16 | DType::BF16) {
+                continue;
+            }
+            let Some(c) = self.mat[i] else { continue };
+            if self.kernel.buf(c).map(|d| d.kind) != Some(BufKind::Scratch) {
+                continue;
+            }
+            let shape = self.shapes.get(i);
+            // Walk the users: inlined elementwise nodes of the product's shape, up to one output.
+            let (mut out, mut ok) = (None, true);
+            let mut stack = users[i].clone();
+            let mut seen = vec![false; g.nodes.len()];
+            while let Some(u) = stack.pop() {
+                if std::mem::replace(&mut seen[u.index()], true) {
+                    continue;
+                }
+                let un = &g.nodes[u.index()];
+                if !elementwise(&un.op) || self.shapes.get(u.index()) != shape {
+                    ok = false;
+                    break;
+                }
+                match self.mat[u.index()] {
+                    None => stack.extend(users[u.index()].iter().copied()),
+                    Some(b) if matches!(self.kernel.buf(b).map(|d| d.kind), Some(BufKind::Output(_))) => {
+                        if out.is_some_and(|o| o != u) || !users[u.index()].is_empty() {
+                            ok = false;
+                            break;
+                        }
+                        out = Some(u);
+                    }
+                    Some(_) => {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            let Some(o) = out.filter(|_| ok) else { continue };
+            if self.epilogues.values().any(|&x| x == o) || g.outputs.iter().filter(|&&x| x == o).count() != 1 {
+                continue;
+            }
+            // Every other materialized node the output reads must be built before the matmul.
+            let mut leaves_ok = true;
+            let mut stack: Vec<NodeId> = g.nodes[o.index()].op.operands();
+            let mut seen = vec![false; g.nodes.len()];
+            while let Some(m) = stack.pop() {
+                if std::mem::replace(&mut seen[m.index()], true) {
+                    continue;
+                }
+                match self.mat[m.index()] {
+                    None => stack.extend(g.nodes[m.index()].op.operands()),
+                    Some(_) if m <= n || matches!(g.nodes[m.index()].op, Op::Input { .. }) => {}
+                    Some(_) => leaves_ok = false,
+                }
+            }
+            if leaves_ok {
+                self.epilogues.insert(n, o);
+            }
+        }
     }
 
     /// Writes a costly operand of a kernel output (one with a transcendental: a softmax's `exp`)
@@ -389,6 +479,9 @@ impl<'g> Lowerer<'g> {
         for i in 0..self.g.nodes.len() {
             let n = NodeId(i as u32);
             let Some(buf) = self.mat[i] else { continue };
+            if self.epilogues.values().any(|&o| o == n) {
+                continue; // computed in its matmul's tiles
+            }
             let stmt = match &self.g.nodes[i].op {
                 Op::Input { .. } => continue,
                 Op::Reduce { op, input, axes, keepdim } => self.reduce_nest(n, buf, *op, *input, axes, *keepdim)?,
@@ -659,20 +752,70 @@ impl<'g> Lowerer<'g> {
             c_col: Index::var(jt).scale(i64c(nr)),
             ldc: i64c(nn),
             bound,
-            rows: Extent::Tail { total: m, block: mr, outer: tile_m },
+            rows: Extent::Tail { total: m, block: mr, outer: tile_m.clone() },
             cols: Extent::Tail { total: nn, block: nr, outer: Index::var(jt) },
             first: Index::var(pcb),
         }));
-        let tiles = Stmt::Loop {
+        let k_blocks = k.div_ceil(kc);
+        // The output written tile by tile: the matmul's elementwise consumer, else the product
+        // itself when it is rounded to a narrower dtype.
+        let target = match self.epilogues.get(&n).copied() {
+            Some(o) => Some(o),
+            None if c != buf && matches!(dtype, DType::F16 | DType::BF16) => Some(n),
+            None => None,
+        };
+        let epilogue = match target {
+            Some(o) => Some(self.tile_epilogue((n, o), (c, buf), &t, (&batch, &tile_m, jt), k_blocks > 1)?),
+            None => None,
+        };
+        let fused = epilogue.is_some();
+        let tiles_over = |body: Vec<Stmt>| Stmt::Loop {
             var: jt,
             extent: Extent::Const(n_panels),
-            body: vec![Stmt::Loop { var: it, extent: m_panels, body: vec![tile] }],
+            body: vec![Stmt::Loop { var: it, extent: m_panels.clone(), body }],
         };
-        let per_block = vec![Stmt::Loop { var: pcb, extent: Extent::Const(k.div_ceil(kc)), body: vec![pack_a, tiles] }];
+        let per_block = match epilogue {
+            None => {
+                let tiles = tiles_over(vec![tile]);
+                vec![Stmt::Loop { var: pcb, extent: Extent::Const(k_blocks), body: vec![pack_a, tiles] }]
+            }
+            Some((tile_buf, epilogue)) => {
+                // Every depth block but the last adds to C; the last one's tiles go to a
+                // call-local tile buffer, which the epilogue reads (adding C's partial sums) to
+                // write the output, while the tile is in L1.
+                let Stmt::MicroKernel(mk) = &tile else { return Err(self.bad("gemm tile is no micro-kernel")) };
+                let last_tile = Stmt::MicroKernel(Box::new(MicroKernel {
+                    c: tile_buf,
+                    c_row: Index::constant(0),
+                    c_col: Index::constant(0),
+                    ldc: i64c(nr),
+                    bound: (Index::constant(0), mr),
+                    rows: Extent::Const(mr),
+                    cols: Extent::Const(nr),
+                    first: Index::constant(0),
+                    ..mk.as_ref().clone()
+                }));
+                let mut last_body = vec![last_tile];
+                last_body.extend(epilogue);
+                let last = Index::constant(i64c(k_blocks - 1));
+                let mut memo = HashMap::new();
+                let last_block: Vec<Stmt> = [pack_a.clone(), tiles_over(last_body)]
+                    .iter()
+                    .map(|s| substitute_stmt(s, pcb, &last, &mut self.arena, &mut memo))
+                    .collect();
+                let mut stmts = Vec::new();
+                if k_blocks > 1 {
+                    let tiles = tiles_over(vec![tile]);
+                    stmts.push(Stmt::Loop { var: pcb, extent: Extent::Const(k_blocks - 1), body: vec![pack_a, tiles] });
+                }
+                stmts.extend(last_block);
+                stmts
+            }
+        };
         let row_blocks = vec![Stmt::Loop { var: icb, extent: Extent::Const(m.div_ceil(mc)), body: per_block }];
         let stmts = wrap_loops(&batch_vars, &out_dims[..r - 2], row_blocks);
         self.body.push(pack_b);
-        if c != buf {
+        if c != buf && !fused {
             // Round the f32 result once to the node's dtype, in a nest of its own.
             let out = self.pointwise_nest(n, buf, |l, idx| {
                 let index = Index::flatten(idx, &out_dims);
@@ -682,6 +825,68 @@ impl<'g> Lowerer<'g> {
             return Ok(out);
         }
         Ok(stmts)
+    }
+
+    /// The statements that write output `o`, the elementwise consumer of matmul `n` (or `n`
+    /// itself, into `buf`, rounded to its dtype), for one register tile of `n` just written to
+    /// the returned call-local tile buffer (`mr x nr`, rows `nr` apart): `o`'s expression at the
+    /// tile's real rows and columns, reading the product from the tile buffer (plus the f32
+    /// partial sums of the earlier depth blocks in `c` when `partial`), rounded to `n`'s dtype.
+    /// `batch` and `tile_m` (the tile's row of tiles) and `jt` (its column of tiles) are the
+    /// enclosing loops' indices.
+    fn tile_epilogue(
+        &mut self,
+        (n, o): (NodeId, NodeId),
+        (c, buf): (BufId, BufId),
+        t: &GemmTiles,
+        (batch, tile_m, jt): (&[Index], &Index, VarId),
+        partial: bool,
+    ) -> Result<(BufId, Vec<Stmt>), CodegenError> {
+        let dims = self.shape(n)?.to_vec();
+        let (m, nn) = (dims[dims.len() - 2], dims[dims.len() - 1]);
+        let (mr, nr) = (u64::from(t.mr), u64::from(t.nr));
+        let tile_buf = self.push_buf(BufDecl { dtype: DType::F32, len: mr * nr, kind: BufKind::Local });
+        let (ri, cj) = (self.new_var(), self.new_var());
+        let mut idx = batch.to_vec();
+        idx.push(tile_m.scale(as_i64(mr)).add(&Index::var(ri)));
+        idx.push(Index::var(jt).scale(as_i64(nr)).add(&Index::var(cj)));
+        let in_tile = Index::var(ri).scale(as_i64(nr)).add(&Index::var(cj));
+        let mut product = self.arena.intern(Expr::Load { buf: tile_buf, index: in_tile });
+        if partial {
+            let rhs = self.arena.intern(Expr::Load { buf: c, index: Index::flatten(&idx, &dims) });
+            product = self.arena.intern(Expr::Binary { op: BinaryOp::Add, dtype: DType::F32, lhs: product, rhs });
+        }
+        let dtype = self.dtype(n)?;
+        if dtype != DType::F32 {
+            product = self.arena.intern(Expr::Cast { from: DType::F32, to: dtype, arg: product });
+        }
+        let (out, value) = if o == n {
+            (buf, product)
+        } else {
+            // The users read the product at its own position (size-1 axes at 0, as operands are read).
+            let keys = [idx.clone(), broadcast_index(&idx, &dims, &dims)];
+            for key in &keys {
+                self.memo.insert((n, key.clone()), product);
+            }
+            let value = self.op_expr(o, &idx);
+            for key in &keys {
+                self.memo.remove(&(n, key.clone()));
+            }
+            let out = self.mat[o.index()].ok_or_else(|| self.bad(format!("output {o} has no buffer")))?;
+            (out, value?)
+        };
+        let store = Stmt::Store { buf: out, index: Index::flatten(&idx, &dims), value };
+        let cols = Stmt::Loop {
+            var: cj,
+            extent: Extent::Tail { total: nn, block: nr, outer: Index::var(jt) },
+            body: vec![store],
+        };
+        let rows = Stmt::Loop {
+            var: ri,
+            extent: Extent::Tail { total: m, block: mr, outer: tile_m.clone() },
+            body: vec![cols],
+        };
+        Ok((tile_buf, vec![rows]))
     }
 
     fn concat_nests(
@@ -733,6 +938,14 @@ impl<'g> Lowerer<'g> {
         Ok(e)
     }
 
+    /// Whether operand `b` of a node of shape `dims` is a stored value (a buffer, not an
+    /// expression) broadcast along the last axis of a row longer than one element.
+    fn row_invariant(&self, b: NodeId, dims: &[u64]) -> Result<bool, CodegenError> {
+        let b_dims = self.shape(b)?;
+        let stored = self.mat.get(b.index()).is_some_and(Option::is_some) && !self.views.contains_key(&b);
+        Ok(stored && b_dims.last().is_none_or(|&d| d == 1) && dims.last().is_some_and(|&d| d > 1))
+    }
+
     /// The value of node `n`'s op at `idx`, reading its operands through [`Self::expr_at`].
     fn op_expr(&mut self, n: NodeId, idx: &[Index]) -> Result<ExprId, CodegenError> {
         let node = self.g.node(n).ok_or_else(|| self.bad(format!("dangling node {n}")))?;
@@ -758,6 +971,16 @@ impl<'g> Lowerer<'g> {
                 let from = self.dtype(a)?;
                 let arg = self.operand_at(a, idx, &dims)?;
                 if from == dtype { arg } else { self.arena.intern(Expr::Cast { from, to: dtype, arg }) }
+            }
+            Op::Binary(BinaryOp::Div, a, b) if dtype == DType::F32 && self.row_invariant(b, &dims)? => {
+                // `x / d` with `d` one stored value per row (a softmax's sum): one reciprocal per
+                // row, computed before the row's loop, and a multiply per element (within an ulp
+                // of the quotient; a vector division costs many multiplies).
+                let lhs = self.operand_at(a, idx, &dims)?;
+                let rhs = self.operand_at(b, idx, &dims)?;
+                let one = self.arena.constant(DType::F32, 1.0);
+                let recip = self.arena.intern(Expr::Binary { op: BinaryOp::Div, dtype, lhs: one, rhs });
+                self.arena.intern(Expr::Binary { op: BinaryOp::Mul, dtype, lhs, rhs: recip })
             }
             Op::Binary(op, a, b) => {
                 let lhs = self.operand_at(a, idx, &dims)?;

@@ -99,3 +99,42 @@ pub fn dual_gemm_graph(dtype: DType, batch: &[u64], (m, n, k): (u64, u64, u64), 
     g.outputs.push(y);
     Ok(g)
 }
+
+/// F32 products with the pointwise epilogues a CPU tier computes in the product's register tiles,
+/// of `batch`-batched operands (B stored `[k, n]`): `relu(a @ b + bias)`; `(a @ b) * 0.5 + r` (a
+/// residual) cast to f16; `x * sigmoid(x)` for `x = a @ b` (the product read twice); and
+/// `tanh(a @ b)` returned beside the product itself (which must then not be fused).
+pub fn gemm_epilogue_graphs(batch: &[u64], (m, n, k): (u64, u64, u64)) -> Result<Vec<Graph>, BuildError> {
+    let dims: Vec<u64> = batch.iter().copied().chain([m, n]).collect();
+    let mut graphs = Vec::new();
+    for variant in 0..4 {
+        let (mut g, x) = build(DType::F32, batch, (m, n, k), false, false)?;
+        let y = match variant {
+            0 => {
+                let bias = g.add_param("bias", t(DType::F32, &[n]))?;
+                let s = g.push(Op::Binary(BinaryOp::Add, x, bias))?;
+                g.push(Op::Unary(UnaryOp::Relu, s))?
+            }
+            1 => {
+                let r = g.add_param("r", t(DType::F32, &dims))?;
+                let half = g.constant(0.5, DType::F32)?;
+                let s = g.push(Op::Binary(BinaryOp::Mul, x, half))?;
+                let s = g.push(Op::Binary(BinaryOp::Add, s, r))?;
+                g.push_typed(Op::Cast(s), t(DType::F16, &dims))?
+            }
+            2 => {
+                let s = g.push(Op::Unary(UnaryOp::Sigmoid, x))?;
+                g.push(Op::Binary(BinaryOp::Mul, x, s))?
+            }
+            _ => {
+                let y = g.push(Op::Unary(UnaryOp::Tanh, x))?;
+                g.outputs.push(y);
+                x
+            }
+        };
+        g.outputs = if variant == 3 { vec![g.outputs[1], y] } else { vec![y] };
+        g.name = format!("gemm_epilogue{variant}");
+        graphs.push(g);
+    }
+    Ok(graphs)
+}
