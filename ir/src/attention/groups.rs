@@ -142,7 +142,9 @@ fn delinearize(mut flat: u64, dims: &[u64]) -> Vec<u64> {
     out
 }
 
+// Reason: a test module (clippy does not see `cfg(all(test, ..))` as one).
 #[cfg(all(test, feature = "testing"))]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use crate::attention::GpuAttention;
     use crate::dtype::DType;

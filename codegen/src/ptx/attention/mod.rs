@@ -205,7 +205,7 @@ pub(crate) fn lower(
         split: None,
         ga,
     };
-    if geo.batch() % u64::from(geo.group) != 0 {
+    if !geo.batch().is_multiple_of(u64::from(geo.group)) {
         geo.group = 1;
     }
     if geo.s_len >= 1 << 30 || geo.t_len >= 1 << 31 || geo.packed_rows() >= 1 << 31 || geo.tiles() >= 1 << 31 {
