@@ -232,8 +232,8 @@ fn decode_splits_whose_keys_are_all_masked_add_nothing() {
 
 /// Times every schedule of the decode space on the suite's decode shape (b32, 32 query heads over
 /// 8 K/V heads, one query over 8192 keys, d128, causal, f16; run with `--ignored --nocapture`),
-/// printing `SWEEP` lines with the K/V bytes read per second, and checks each output against the
-/// default schedule's.
+/// and fixed splits of its small blocks, printing `SWEEP` lines with the bytes moved per second,
+/// and checks each output against the default schedule's.
 #[test]
 #[ignore]
 fn time_every_decode_schedule_on_the_suite_shape() {
@@ -252,7 +252,16 @@ fn time_every_decode_schedule_on_the_suite_shape() {
     let reference = dev.run_program(&program(&c, default(&c)), &host).unwrap()[0].to_interp();
     // Q and O once, K and V once per K/V head.
     let bytes = 2.0 * (2.0 * 32.0 * 32.0 * 128.0 + 2.0 * 32.0 * 8.0 * 8192.0 * 128.0);
-    for s in space(&c) {
+    // The space, then fixed splits for its small blocks (beyond the space, to see the trend).
+    let mut schedules = space(&c);
+    for (br, bc, warps) in [(16, 64, 1), (16, 32, 1), (32, 64, 2)] {
+        for stages in [2, 3] {
+            for splits in [4, 8, 16] {
+                schedules.push(GpuAttentionSchedule { block: [br, bc], warps, stages, splits });
+            }
+        }
+    }
+    for s in schedules {
         let p = program(&c, s);
         let t = dev.time_program(&p, &host, opts).unwrap();
         let out = dev.run_program(&p, &host).unwrap()[0].to_interp();
