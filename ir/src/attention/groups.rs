@@ -48,31 +48,41 @@ fn groups_hold(g: &Graph, batch: &[u64], group: u64, (queries, keys, values): (N
         let mut second = first.clone();
         second[last] += 1;
         let at = |n: NodeId, m: &[u64], columns: bool, pos: u64| operand_offset(g, n, m, columns, pos);
+        // Rows 0 and 1 (the row stride), or row 0 alone when the operand has one row.
+        let rows = |n: NodeId, columns: bool| if positions(g, n, columns) > 1 { 2 } else { 1 };
         for (n, columns) in [(keys, true), (values, false)] {
-            for pos in [0, 1] {
+            for pos in 0..rows(n, columns) {
                 if at(n, &multi, columns, pos).is_none() || at(n, &multi, columns, pos) != at(n, &first, columns, pos) {
                     return false;
                 }
             }
         }
-        let (Some(q), Some(q0), Some(q1), Some(r1)) = (
-            at(queries, &multi, false, 0),
-            at(queries, &first, false, 0),
-            at(queries, &second, false, 0),
-            at(queries, &multi, false, 1),
-        ) else {
+        let (Some(q), Some(q0), Some(q1)) =
+            (at(queries, &multi, false, 0), at(queries, &first, false, 0), at(queries, &second, false, 0))
+        else {
             return false;
         };
-        let Some(r0) = at(queries, &first, false, 1) else { return false };
         let same_param = q.0 == q0.0 && q.0 == q1.0;
         let stride = q1.1 as i128 - q0.1 as i128;
         let strided = q.1 as i128 - q0.1 as i128 == (h % group) as i128 * stride;
-        let same_ld = r1.1 as i128 - q.1 as i128 == r0.1 as i128 - q0.1 as i128;
+        let same_ld = rows(queries, false) == 1
+            || match (at(queries, &multi, false, 1), at(queries, &first, false, 1)) {
+                (Some(r1), Some(r0)) => r1.1 as i128 - q.1 as i128 == r0.1 as i128 - q0.1 as i128,
+                _ => false,
+            };
         if !(same_param && strided && same_ld) {
             return false;
         }
     }
     true
+}
+
+/// The positions of operand `n`: its last axis when `columns`, else its second-to-last (0 when
+/// not constant).
+fn positions(g: &Graph, n: NodeId, columns: bool) -> u64 {
+    let dims = g.ty(n).and_then(|t| consts(&t.shape)).unwrap_or_default();
+    let axis = if columns { dims.len().checked_sub(1) } else { dims.len().checked_sub(2) };
+    axis.and_then(|a| dims.get(a).copied()).unwrap_or(0)
 }
 
 /// The parameter and element offset of row `pos` (column 0) of operand `n` for the batch entry
@@ -158,6 +168,9 @@ mod tests {
     fn grouped_heads_are_found_through_their_views() {
         let base = AttentionCase { dtype: DType::F16, ..AttentionCase::grouped_heads(3, 70, 64) };
         assert_eq!(group_of(&base), 2);
+        // One query (decoding) and one key: no row stride to compare.
+        assert_eq!(group_of(&AttentionCase { q_len: 1, ..base.clone() }), 2);
+        assert_eq!(group_of(&AttentionCase { q_len: 1, kv_len: 1, heads: 8, ..base.clone() }), 4);
         assert_eq!(group_of(&AttentionCase { heads: 8, kv_heads: 2, ..base.clone() }), 4);
         assert_eq!(group_of(&AttentionCase { heads: 4, kv_heads: 1, batch: vec![], ..base.clone() }), 4);
         // Without grouping, each head reads its own K/V.
