@@ -27,6 +27,8 @@
 //! either way (the written formula's `-inf - -inf`). With a finite fill such a row is an average of
 //! `v`, so every block must be visited ([`Mask::skips_blocks`]).
 
+mod groups;
+
 use crate::graph::Graph;
 use crate::op::{BinaryOp, CompareOp, NodeId, Op, ReduceOp, UnaryOp};
 use crate::shape::{Dim, Shape};
@@ -498,12 +500,22 @@ pub struct GpuAttention {
     pub width: u32,
     /// Tensors the score function reads (a bias or a mask passed as data).
     pub score_reads: u32,
+    /// Consecutive query heads (along the scores' last batch axis) that read the same key and
+    /// value rows, their query rows at one stride (1: no grouping known).
+    pub group: u32,
+    /// Query rows of one group: queries times [`GpuAttention::group`] (0 when not constant).
+    pub rows: u64,
 }
 
 impl GpuAttention {
     /// What its schedule must fit.
     pub fn shape(&self) -> crate::schedule::AttentionShape {
-        crate::schedule::AttentionShape { depth: self.depth, width: self.width, score_reads: self.score_reads }
+        crate::schedule::AttentionShape {
+            depth: self.depth,
+            width: self.width,
+            score_reads: self.score_reads,
+            rows: self.rows,
+        }
     }
 
     /// The attention of `g` when the GPU kernel runs it: f16 or bf16 queries, keys, values and
@@ -511,13 +523,9 @@ impl GpuAttention {
     /// [`GPU_MAX_HEAD_DIM`]; and each operand a view of a parameter (permutes, broadcasts and
     /// reshapes of the batch axes only) whose head axis is the parameter's last, so that its rows
     /// are 16-byte aligned rows in memory at some stride (copied by `cp.async`, never packed).
-    /// The kernel writes no [`Attention::statistics`] yet (the row log-sum-exp): an attention
-    /// that returns them keeps its three kernels on a GPU.
+    /// [`Attention::statistics`] (the row log-sum-exp) are written by the kernel's split form.
     pub fn find(g: &Graph) -> Option<GpuAttention> {
         let attention = Attention::find(g)?;
-        if !attention.statistics.is_empty() {
-            return None;
-        }
         let Op::MatMul(queries, keys) = g.node(attention.scores)?.op else { return None };
         let Op::MatMul(probs, values) = g.node(attention.output)?.op else { return None };
         let dtype = g.ty(queries)?.dtype;
@@ -535,7 +543,21 @@ impl GpuAttention {
             && row_view(g, keys, rank(keys).checked_sub(1)?, rank(keys) - 2)
             && row_view(g, values, rank(values).checked_sub(2)?, rank(values) - 1);
         let score_reads = score_reads(g, &attention);
-        rows_in_memory.then_some(GpuAttention { attention, queries, keys, values, depth, width, score_reads })
+        let domain = shape(g, attention.scores)?;
+        let group = groups::head_group(g, domain, (queries, keys, values));
+        let s_len = domain.dims().get(domain.rank().checked_sub(2)?)?.as_const().unwrap_or(0);
+        let rows = s_len.saturating_mul(u64::from(group));
+        rows_in_memory.then_some(GpuAttention {
+            attention,
+            queries,
+            keys,
+            values,
+            depth,
+            width,
+            score_reads,
+            group,
+            rows,
+        })
     }
 }
 

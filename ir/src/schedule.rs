@@ -32,7 +32,7 @@ pub const SCHEDULE_FORMAT: u32 = 1;
 /// measured on this device by this version and [`SCHEDULE_FORMAT`]; others are *borrowed* and
 /// re-measured by the next `tcc tune`. It is not the crate version: a release that changes no
 /// generated code re-tunes nothing.
-pub const CODEGEN_VERSION: u32 = 2;
+pub const CODEGEN_VERSION: u32 = 3;
 
 /// A warpgroup (wgmma) GEMM schedule: the knobs of the sm_90a warpgroup lowering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -242,9 +242,9 @@ impl SimtTiles {
 }
 
 /// A GPU attention schedule: the knobs of the `mma.sync` attention kernel (FlashAttention-2
-/// structure). Encoded as `tile_m = Br`, `tile_n = Bc`, `warps`, `stages`; every warp owns
-/// `Br / warps` query rows (16 or 32), and the keys and values of `stages - 1` blocks are in flight
-/// while one is computed.
+/// structure). Encoded as `tile_m = Br`, `tile_n = Bc`, `warps`, `stages`, `split_k = splits`;
+/// every warp owns `Br / warps` query rows (16 or 32), and the keys and values of `stages - 1`
+/// blocks are in flight while one is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GpuAttentionSchedule {
     /// Queries (`Br`) and keys (`Bc`) per block.
@@ -253,7 +253,16 @@ pub struct GpuAttentionSchedule {
     pub warps: u32,
     /// Shared-memory stages of the key/value ring (2 or 3).
     pub stages: u32,
+    /// Key splits (flash-decoding): each of `splits` blocks per query block takes a contiguous
+    /// share of the live key blocks and writes its partial output and row statistics, and a
+    /// second entry combines them by their log-sum-exp. 1: one kernel, no split; 0: chosen from
+    /// the shape and the SM count ([`GpuAttentionSchedule::splits_for`]). At most
+    /// [`MAX_ATTENTION_SPLITS`].
+    pub splits: u32,
 }
+
+/// The most key splits of an attention schedule.
+pub const MAX_ATTENTION_SPLITS: u32 = 64;
 
 /// What an attention's schedule must fit: its head dimensions and how many tensors its score
 /// function reads per score (a bias or a mask passed as data; each costs registers per score).
@@ -265,7 +274,15 @@ pub struct AttentionShape {
     pub width: u32,
     /// Tensors the score function reads.
     pub score_reads: u32,
+    /// Query rows of one group of heads that share their keys and values (queries times the
+    /// group, [`crate::attention::GpuAttention::rows`]); 0 when unknown. At most
+    /// [`DECODE_ROWS`] picks the decode space.
+    pub rows: u64,
 }
+
+/// Query rows per group up to which an attention is decoding: few queries, so small query
+/// blocks and key splits.
+pub const DECODE_ROWS: u64 = 32;
 
 /// Registers per thread the attention kernel's estimate may reach ([`GpuAttentionSchedule::registers`]).
 const ATTENTION_REGISTER_BUDGET: u32 = 224;
@@ -284,6 +301,7 @@ impl GpuAttentionSchedule {
             tile_n: self.block[1],
             warps: self.warps,
             stages: self.stages,
+            split_k: self.splits,
             ..Schedule::default_for(Tier::Ptx)
         }
     }
@@ -291,7 +309,8 @@ impl GpuAttentionSchedule {
     /// The attention schedule `s` encodes, or why it encodes none (the encoding only: whether it
     /// fits an attention is [`GpuAttentionSchedule::fits`]).
     pub fn decode(s: &Schedule) -> Result<GpuAttentionSchedule, String> {
-        let a = GpuAttentionSchedule { block: [s.tile_m, s.tile_n], warps: s.warps, stages: s.stages };
+        let a =
+            GpuAttentionSchedule { block: [s.tile_m, s.tile_n], warps: s.warps, stages: s.stages, splits: s.split_k };
         if !matches!(a.warps, 1 | 2 | 4 | 8) {
             return Err("warps must be 1, 2, 4 or 8".into());
         }
@@ -303,6 +322,9 @@ impl GpuAttentionSchedule {
         }
         if !matches!(a.stages, 2 | 3) {
             return Err("stages must be 2 or 3".into());
+        }
+        if a.splits > MAX_ATTENTION_SPLITS {
+            return Err(format!("split_k (key splits) must be at most {MAX_ATTENTION_SPLITS}"));
         }
         Ok(a)
     }
@@ -351,12 +373,16 @@ impl GpuAttentionSchedule {
     /// The default for `shape`: the first of [`Self::space`], 64 queries by 64 keys on 4 warps
     /// with 2 stages where it fits (measured fastest of the space on an H100 at d128, plain and
     /// causal: BENCHMARKS.md, session 11; 128 by 64 on 4 warps, 32 rows each, is in the space up
-    /// to d64 but was not timed), else 128 by 64 on 8 warps.
+    /// to d64 but was not timed), else 128 by 64 on 8 warps; for decoding ([`DECODE_ROWS`]) 16
+    /// queries by 64 keys on one warp with 2 stages (on an H100 at b32, 32 query heads over 8,
+    /// 8192 keys, d128: 0.384 ms, every schedule of the decode space within 0.381 to 0.402 ms;
+    /// BENCHMARKS.md, session 14). Key splits are chosen at compile time (0).
     pub fn default_for(shape: &AttentionShape, shared: u32) -> GpuAttentionSchedule {
         GpuAttentionSchedule::space(shape, shared).first().copied().unwrap_or(GpuAttentionSchedule {
             block: [128, 64],
             warps: 8,
             stages: 2,
+            splits: 0,
         })
     }
 
@@ -369,18 +395,63 @@ impl GpuAttentionSchedule {
     }
 
     /// The tuner's space for `shape`, best first (as measured on an H100 where measured): every
-    /// candidate fits.
+    /// candidate fits, each with its key splits chosen at compile time; for decoding
+    /// ([`DECODE_ROWS`]) small query blocks, then the first of them with fixed key splits.
     pub fn space(shape: &AttentionShape, shared: u32) -> Vec<GpuAttentionSchedule> {
+        const PREFILL: [(u32, u32, u32); 6] =
+            [(64, 64, 4), (128, 64, 8), (128, 64, 4), (128, 128, 8), (64, 128, 4), (128, 32, 4)];
+        const DECODE: [(u32, u32, u32); 4] = [(16, 64, 1), (16, 32, 1), (32, 64, 2), (64, 64, 4)];
+        let decoding = shape.rows > 0 && shape.rows <= DECODE_ROWS;
+        let blocks: &[(u32, u32, u32)] = if decoding { &DECODE } else { &PREFILL };
         let mut out = Vec::new();
-        for (br, bc, warps) in [(64, 64, 4), (128, 64, 8), (128, 64, 4), (128, 128, 8), (64, 128, 4), (128, 32, 4)] {
+        for &(br, bc, warps) in blocks {
             for stages in [2, 3] {
-                let a = GpuAttentionSchedule { block: [br, bc], warps, stages };
+                let a = GpuAttentionSchedule { block: [br, bc], warps, stages, splits: 0 };
                 if a.fits(shape, shared) {
                     out.push(a);
                 }
             }
         }
+        if decoding && let Some(first) = out.first().copied() {
+            out.extend([1, 2, 4, 8, 16, 32].map(|splits| GpuAttentionSchedule { splits, ..first }));
+        }
         out
+    }
+
+    /// Blocks of this schedule one SM holds at once on a target with `caps`, by its shared
+    /// memory (each block also reserves 1 KiB), its registers ([`Self::registers`]), threads and
+    /// the block limit.
+    pub fn resident_blocks(&self, depth: u32, width: u32, caps: &crate::target::GpuCaps) -> u32 {
+        const REGISTERS_PER_SM: u32 = 65536;
+        let threads = 32 * self.warps.max(1);
+        let by_shared = (caps.max_shared_optin_bytes + 1024) / (self.shared_bytes(depth, width) + 1024);
+        let regs = self.registers(depth, width).div_ceil(8) * 8;
+        let by_registers = REGISTERS_PER_SM / (threads * regs).max(1);
+        let by_threads = caps.max_threads_per_sm / threads;
+        by_shared.min(by_registers).min(by_threads).min(caps.max_blocks_per_sm).max(1)
+    }
+
+    /// The key splits the kernel runs for `tiles` (query blocks times batch entries) over
+    /// `key_blocks` blocks of keys, with `slots` blocks resident on the whole device (SMs times
+    /// [`Self::resident_blocks`]): the schedule's own (at most one per key block), or when 0, none
+    /// when the tiles fill the slots, else flash-decoding's choice: the fewest splits (each at
+    /// least two key blocks, at most [`MAX_ATTENTION_SPLITS`]) whose waves of blocks fill the
+    /// slots within 85% of the best such count.
+    pub fn splits_for(&self, tiles: u64, key_blocks: u64, slots: u64) -> u32 {
+        if self.splits != 0 {
+            return self.splits.min(u32::try_from(key_blocks).unwrap_or(u32::MAX)).max(1);
+        }
+        let slots = slots.max(1);
+        if tiles >= slots || tiles == 0 {
+            return 1;
+        }
+        let most = (key_blocks / 2).clamp(1, u64::from(MAX_ATTENTION_SPLITS));
+        let efficiency = |s: u64| {
+            let waves = (tiles * s) as f64 / slots as f64;
+            waves / waves.ceil()
+        };
+        let best = (1..=most).map(efficiency).fold(0.0, f64::max);
+        (1..=most).find(|&s| efficiency(s) >= 0.85 * best).map_or(1, |s| s as u32)
     }
 }
 
@@ -556,7 +627,12 @@ impl fmt::Display for ScheduleKind {
                 w.swizzle
             ),
             ScheduleKind::GpuAttention(a) => {
-                write!(f, "gpu-attention block={}x{} warps={} stages={}", a.block[0], a.block[1], a.warps, a.stages)
+                let splits = if a.splits == 0 { "auto".to_string() } else { a.splits.to_string() };
+                write!(
+                    f,
+                    "gpu-attention block={}x{} warps={} stages={} splits={splits}",
+                    a.block[0], a.block[1], a.warps, a.stages
+                )
             }
         }
     }
@@ -662,6 +738,34 @@ mod tests {
         let rows = Kernel { class: KernelClass::RowReduction, ..cpu.clone() };
         assert_eq!(rows.schedule_kind(Target::Gpu(GpuArch::Sm80)), ScheduleKind::GpuFixed);
         assert_eq!(rows.schedule_kind(Target::Interp), ScheduleKind::Interp);
+    }
+
+    #[test]
+    fn attention_schedules_round_trip_and_choose_their_key_splits() {
+        let decode = AttentionShape { depth: 128, width: 128, score_reads: 0, rows: 4 };
+        let shared = GpuArch::Sm90a.caps().max_shared_optin_bytes;
+        let space = GpuAttentionSchedule::space(&decode, shared);
+        assert_eq!(space[0], GpuAttentionSchedule { block: [16, 64], warps: 1, stages: 2, splits: 0 });
+        assert!(space.iter().any(|a| a.splits > 1));
+        for a in &space {
+            assert_eq!(GpuAttentionSchedule::decode(&a.encode()), Ok(*a));
+            assert!(a.fits(&decode, shared));
+        }
+        let prefill = AttentionShape { rows: 0, ..decode };
+        assert_eq!(GpuAttentionSchedule::default_for(&prefill, shared).block, [64, 64]);
+        let auto = space[0];
+        // Many tiles: no split; few: enough splits to fill the device, each of two key blocks or more.
+        assert_eq!(auto.splits_for(8192, 64, 264), 1);
+        let s = auto.splits_for(256, 128, 396);
+        assert!(s > 1 && (256 * u64::from(s)).div_ceil(396) * 396 <= 256 * u64::from(s) * 100 / 85, "{s}");
+        assert_eq!(auto.splits_for(1, 3, 396), 1);
+        assert!(auto.splits_for(1, 1000, 396) > MAX_ATTENTION_SPLITS / 2);
+        // A fixed count, at most one per key block.
+        let fixed = GpuAttentionSchedule { splits: 16, ..auto };
+        assert_eq!(fixed.splits_for(1, 5, 396), 5);
+        assert!(GpuAttentionSchedule::decode(&GpuAttentionSchedule { splits: 65, ..auto }.encode()).is_err());
+        let caps = GpuArch::Sm90a.caps();
+        assert_eq!(auto.resident_blocks(128, 128, &caps), 3);
     }
 
     #[test]

@@ -138,13 +138,21 @@ fn the_row_log_sum_exp_is_a_second_output_of_the_one_attention_kernel() {
 }
 
 #[test]
-fn on_a_gpu_an_attention_that_returns_its_log_sum_exp_keeps_its_three_kernels_until_the_kernel_writes_it() {
+fn on_a_gpu_an_attention_that_returns_its_log_sum_exp_is_one_kernel_writing_both() {
     let runnable = AttentionCase { dtype: DType::F16, ..AttentionCase::causal(64, 64, 64) };
     let with_lse = AttentionCase { log_sum_exp: true, ..runnable.clone() };
-    let attention_kernels = |c: &AttentionCase| {
+    let attention_outputs = |c: &AttentionCase| {
         let out = optimize(&c.graph().unwrap(), &OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
-        out.program.launches.iter().filter(|l| l.kernel.class == KernelClass::Attention).count()
+        let kernels: Vec<usize> = out
+            .program
+            .launches
+            .iter()
+            .filter(|l| l.kernel.class == KernelClass::Attention)
+            .map(|l| l.kernel.graph.outputs.len())
+            .collect();
+        kernels
     };
-    assert_eq!(attention_kernels(&runnable), 1);
-    assert_eq!(attention_kernels(&with_lse), 0);
+    assert_eq!(attention_outputs(&runnable), [1]);
+    // The GPU kernel's split form writes the row log-sum-exp beside the output.
+    assert_eq!(attention_outputs(&with_lse), [2]);
 }

@@ -5,7 +5,11 @@
 //! grouped-query heads, query and key lengths off the blocks and different from each other (more
 //! queries than keys too), one query, and rows whose every key is masked (NaN with a `-inf` fill,
 //! the average of V with a finite one). Each case checks that the kernel really is the
-//! `attention` lowering.
+//! `attention` lowering (one entry, or the split form's `attention-split` and
+//! `attention-combine`). Decoding (flash-decoding: query heads of a K/V group packed as the rows
+//! of a block, key splits combined by their log-sum-exp): every schedule of the decode space at
+//! head dimensions 64 and 128, one to a few queries, the row log-sum-exp as a second output,
+//! whole splits and rows masked.
 
 #![cfg(feature = "gpu-tests")]
 
@@ -43,7 +47,7 @@ fn check_with(case: &AttentionCase, inputs: &[Tensor], schedule: GpuAttentionSch
         .iter()
         .map(|s| s.lowering)
         .collect::<Vec<_>>();
-    if lowering != ["attention"] {
+    if lowering != ["attention"] && lowering != ["attention-split", "attention-combine"] {
         return Err(format!("lowered as {lowering:?}, not the attention kernel: {case:?}"));
     }
     let g = case.graph().map_err(|e| e.to_string())?;
@@ -99,6 +103,9 @@ fn every_schedule_of_the_space_matches_the_interpreter() {
             let c = case(DType::F16, head_dim, lens, score, mask);
             for s in space(&c) {
                 results.push(check(&c, 1, s));
+                // The one-kernel form of the same schedule (its splits chosen from the shape may
+                // be several at these sizes).
+                results.push(check(&c, 2, GpuAttentionSchedule { splits: 1, ..s }));
             }
         }
     }
@@ -164,6 +171,103 @@ fn rows_whose_every_key_is_masked_are_nan_with_minus_inf_and_an_average_with_a_f
         results.push(check_with(&c, &inputs, s));
     }
     all(results);
+}
+
+/// A decoding case: `q_len` queries over `kv_len` keys, 8 query heads over `kv_heads`, two
+/// sequences.
+fn decode_case(dtype: DType, head_dim: u64, (q_len, kv_len): (u64, u64), kv_heads: u64) -> AttentionCase {
+    AttentionCase { heads: 8, kv_heads, ..case(dtype, head_dim, (q_len, kv_len), ScoreForm::Plain, MaskForm::Causal) }
+}
+
+#[test]
+fn every_decode_schedule_with_packed_heads_and_key_splits_matches_the_interpreter() {
+    let mut results = Vec::new();
+    for head_dim in [64u64, 128] {
+        for (i, (q_len, kv_len, kv_heads)) in [(1u64, 4100u64, 2u64), (3, 1000, 1), (1, 70, 8)].into_iter().enumerate()
+        {
+            let c = decode_case(DType::F16, head_dim, (q_len, kv_len), kv_heads);
+            for s in space(&c) {
+                results.push(check(&c, i as u64, s));
+            }
+        }
+    }
+    // bf16, ALiBi in a window, the log-sum-exp beside the output.
+    let c = AttentionCase {
+        score: ScoreForm::Alibi(0.125),
+        mask: MaskForm::Window(300),
+        log_sum_exp: true,
+        ..decode_case(DType::BF16, 128, (2, 2000), 2)
+    };
+    results.push(check(&c, 7, default(&c)));
+    results.push(check(&c, 8, GpuAttentionSchedule { splits: 16, ..default(&c) }));
+    // More queries than keys (rows that see no key: NaN output and log-sum-exp), split.
+    let c = AttentionCase { log_sum_exp: true, ..decode_case(DType::F16, 64, (5, 3), 2) };
+    results.push(check(&c, 9, GpuAttentionSchedule { splits: 2, ..default(&c) }));
+    // Prefill with its log-sum-exp: the split form in one split.
+    let c =
+        AttentionCase { log_sum_exp: true, ..case(DType::F16, 128, (300, 700), ScoreForm::Plain, MaskForm::Causal) };
+    results.push(check(&c, 10, default(&c)));
+    all(results);
+}
+
+#[test]
+fn decode_splits_whose_keys_are_all_masked_add_nothing() {
+    let mut results = Vec::new();
+    for fill in [f64::NEG_INFINITY, -10000.0] {
+        let c = AttentionCase { fill, mask: MaskForm::Tensor, ..decode_case(DType::F16, 128, (3, 3000), 2) };
+        let g = c.graph().unwrap();
+        let mut inputs = random_inputs(&g, &Bindings::new(), 11).unwrap();
+        // keep[S, T]: row 0 keeps nothing, the others only the last 100 keys.
+        let keep = inputs.last_mut().unwrap();
+        for (i, x) in keep.data.iter_mut().enumerate() {
+            let (row, col) = (i / 3000, i % 3000);
+            *x = if row == 0 || col < 2900 { 0.0 } else { 1.0 };
+        }
+        for splits in [0, 8] {
+            results.push(check_with(&c, &inputs, GpuAttentionSchedule { splits, ..default(&c) }));
+        }
+    }
+    all(results);
+}
+
+/// Times every schedule of the decode space on the suite's decode shape (b32, 32 query heads over
+/// 8 K/V heads, one query over 8192 keys, d128, causal, f16; run with `--ignored --nocapture`),
+/// and fixed splits of its small blocks, printing `SWEEP` lines with the bytes moved per second,
+/// and checks each output against the default schedule's.
+#[test]
+#[ignore]
+fn time_every_decode_schedule_on_the_suite_shape() {
+    let dev = device();
+    let opts = tcc_runtime::cuda::TimingOptions::default();
+    let c = AttentionCase {
+        batch: vec![32],
+        heads: 32,
+        kv_heads: 8,
+        dtype: DType::F16,
+        ..AttentionCase::causal(1, 8192, 128)
+    };
+    let g = c.graph().unwrap();
+    let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
+    let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+    let reference = dev.run_program(&program(&c, default(&c)), &host).unwrap()[0].to_interp();
+    // Q and O once, K and V once per K/V head.
+    let bytes = 2.0 * (2.0 * 32.0 * 32.0 * 128.0 + 2.0 * 32.0 * 8.0 * 8192.0 * 128.0);
+    // The space, then fixed splits for its small blocks (beyond the space, to see the trend).
+    let mut schedules = space(&c);
+    for (br, bc, warps) in [(16, 64, 1), (16, 32, 1), (32, 64, 2)] {
+        for stages in [2, 3] {
+            for splits in [4, 8, 16] {
+                schedules.push(GpuAttentionSchedule { block: [br, bc], warps, stages, splits });
+            }
+        }
+    }
+    for s in schedules {
+        let p = program(&c, s);
+        let t = dev.time_program(&p, &host, opts).unwrap();
+        let out = dev.run_program(&p, &host).unwrap()[0].to_interp();
+        compare_outputs(std::slice::from_ref(&reference), &[out], &tolerance(&c)).unwrap();
+        println!("SWEEP decode {s:?} median_ms={:.4} GB/s={:.0}", t.median_ms, bytes / t.median_ms / 1e6);
+    }
 }
 
 /// Times every schedule of the space on the suite's shapes (b8 h16 s4096 d128 f16, plain and

@@ -172,6 +172,19 @@ fn emit_module(
             }
             _ => None,
         };
+        if matches!(stage, Stage::Attention) {
+            let (entries, end) = attention::lower(&cx, &mut module, &entry, plan.scratch_bytes)?;
+            scratch_bytes = scratch_bytes.max(end);
+            for e in entries {
+                steps.push(PtxStep {
+                    entry: format!("{entry}{}", e.suffix),
+                    lowering: e.lowering,
+                    launch: e.launch,
+                    tensor_maps: Vec::new(),
+                });
+            }
+            continue;
+        }
         if let Some(low) = tensor_core {
             scratch_bytes = scratch_bytes.max(low.scratch_end);
             for e in low.entries {
@@ -193,11 +206,10 @@ fn emit_module(
             }
             Stage::Reduce { node, dest } => ("reduce", stages::reduce(&cx, &mut module, &entry, *node, *dest)?),
             Stage::MatMul { node, outs } => ("matmul", stages::matmul(&cx, &mut module, &entry, *node, outs)?),
-            Stage::Attention => ("attention", attention::lower(&cx, &mut module, &entry)?),
-            Stage::DualMatMul { .. } => {
+            Stage::DualMatMul { .. } | Stage::Attention => {
                 return Err(PtxError::InvalidGraph {
                     kernel: kernel.name.clone(),
-                    reason: "a dual product planned for tensor cores found none".into(),
+                    reason: "a stage lowered on its own reached the generic lowerings".into(),
                 });
             }
         };

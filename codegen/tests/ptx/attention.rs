@@ -1,15 +1,24 @@
 //! The GPU attention kernel assembled by ptxas for sm_80 and sm_90a: every schedule of the
 //! tuner's space at every head dimension it runs (16 to 128), with every score form and mask,
-//! grouped-query heads, lengths off the blocks, f16 and bf16 — one `attention` entry each, no
-//! spills. Runs on a GPU are the runtime's `gpu-tests` (`runtime/tests/attention_gpu.rs`).
+//! grouped-query heads, lengths off the blocks, f16 and bf16, in both forms (one `attention`
+//! entry, or the split form's `attention-split` and `attention-combine`), no spills; and the
+//! split form (flash-decoding: packed grouped heads, key splits, the row log-sum-exp) run by the
+//! emulator against the interpreter. Runs on a GPU are the runtime's `gpu-tests`
+//! (`runtime/tests/attention_gpu.rs`).
 
-use tcc_codegen::ptx::GpuArch;
+use tcc_codegen::ptx::{self, GpuArch};
 use tcc_ir::attention::GpuAttention;
 use tcc_ir::schedule::GpuAttentionSchedule;
 use tcc_ir::testing::attention::{AttentionCase, MaskForm, ScoreForm};
-use tcc_ir::{Bindings, DType, Kernel, KernelClass};
+use tcc_ir::testing::{compare_outputs, random_inputs};
+use tcc_ir::{Bindings, DType, Kernel, KernelClass, TensorType};
 
-use super::{check_kernel, kernel, lowerings};
+use super::{check_kernel, kernel, lowerings, sim, sim_tolerance};
+
+/// The entries of the one-kernel form.
+const ONE: [&str; 1] = ["attention"];
+/// The entries of the split form.
+const SPLIT: [&str; 2] = ["attention-split", "attention-combine"];
 
 fn case(dtype: DType, head_dim: u64, score: ScoreForm, mask: MaskForm) -> AttentionCase {
     AttentionCase { dtype, score, mask, ..AttentionCase::grouped_heads(200, 333, head_dim) }
@@ -42,7 +51,15 @@ fn every_schedule_of_the_space_assembles_without_spills() {
             assert!(space.len() >= 2, "head dim {head_dim}, {score:?}: {space:?}");
             for s in space {
                 for compiled in check_kernel(&attention_kernel(&c, s), &Bindings::new()) {
-                    assert_eq!(lowerings(&compiled), ["attention"], "{s:?}");
+                    let l = lowerings(&compiled);
+                    assert!(l == ONE || l == SPLIT, "{s:?}: {l:?}");
+                }
+                if matches!(head_dim, 64 | 128) {
+                    // The one-kernel form of the same schedule.
+                    let one = GpuAttentionSchedule { splits: 1, ..s };
+                    for compiled in check_kernel(&attention_kernel(&c, one), &Bindings::new()) {
+                        assert_eq!(lowerings(&compiled), ONE, "{one:?}");
+                    }
                 }
             }
         }
@@ -65,7 +82,7 @@ fn every_score_form_and_mask_assembles_with_the_default_schedule() {
             // The kernel's schedule is not one of the space: it runs the default.
             let k = kernel("attn", KernelClass::Attention, c.graph().unwrap());
             for compiled in check_kernel(&k, &Bindings::new()) {
-                assert_eq!(lowerings(&compiled), ["attention"], "{c:?}");
+                assert_eq!(lowerings(&compiled), ONE, "{c:?}");
             }
         }
     }
@@ -81,4 +98,124 @@ fn f32_attention_and_other_head_dims_keep_the_generic_plan() {
             assert!(!lowerings(&compiled).contains(&"attention"), "{c:?}");
         }
     }
+}
+
+/// A decoding case: `q_len` queries over `kv_len` keys, 8 query heads over `kv_heads` K/V heads,
+/// two sequences.
+fn decode_case(dtype: DType, head_dim: u64, (q_len, kv_len): (u64, u64), kv_heads: u64) -> AttentionCase {
+    AttentionCase { dtype, heads: 8, kv_heads, ..AttentionCase::grouped_heads(q_len, kv_len, head_dim) }
+}
+
+#[test]
+fn every_decode_schedule_assembles_without_spills() {
+    for head_dim in [32u64, 64, 80, 128] {
+        for (dtype, mask, lse) in [(DType::F16, MaskForm::Causal, false), (DType::BF16, MaskForm::None, true)] {
+            let c = AttentionCase { mask, log_sum_exp: lse, ..decode_case(dtype, head_dim, (1, 4100), 2) };
+            let space = space(&c);
+            assert!(space.iter().all(|s| s.block[0] <= 64), "{space:?}");
+            for s in space {
+                // Decoding runs the split form, even in one split (it packs the heads).
+                for compiled in check_kernel(&attention_kernel(&c, s), &Bindings::new()) {
+                    assert_eq!(lowerings(&compiled), SPLIT, "{s:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Emulates case `c` under `schedule` (compiled for sm_80: `mma.sync`, `ldmatrix`, `cp.async`)
+/// on random inputs (`keep` rewrites the inputs first) and compares with the interpreter; returns
+/// the entries' lowerings.
+fn emulate(
+    c: &AttentionCase,
+    schedule: GpuAttentionSchedule,
+    seed: u64,
+    keep: impl Fn(&mut [tcc_ir::interp::Tensor]),
+) -> Result<Vec<&'static str>, String> {
+    let k = attention_kernel(c, schedule);
+    let bindings = Bindings::new();
+    let mut inputs = random_inputs(&k.graph, &bindings, seed).map_err(|e| e.to_string())?;
+    keep(&mut inputs);
+    let expected = tcc_ir::interp::run_graph(&k.graph, &inputs).map_err(|e| e.to_string())?;
+    let ir = ptx::emit_llvm_ir(&k, &bindings, GpuArch::Sm80).map_err(|e| e.to_string())?;
+    let types: Vec<TensorType> = k.graph.outputs.iter().map(|o| k.graph.nodes[o.index()].ty.clone()).collect();
+    let actual = sim::run(&ir, &inputs, &types, &bindings, 2);
+    let l: Vec<&'static str> = ir.steps.iter().map(|s| s.lowering).collect();
+    let tol = sim_tolerance().with_accumulation(c.kv_len.max(c.head_dim));
+    compare_outputs(&expected, &actual, &tol).map_err(|m| format!("{schedule:?} {c:?} ({l:?}): {m}"))?;
+    Ok(l)
+}
+
+fn decode_default(c: &AttentionCase) -> GpuAttentionSchedule {
+    let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
+    GpuAttentionSchedule::default_for(&shape, GpuArch::Sm80.caps().max_shared_optin_bytes)
+}
+
+#[test]
+fn emulated_key_splits_over_packed_heads_match_the_interpreter() {
+    let mut failures = Vec::new();
+    let mut run = |c: AttentionCase, s: GpuAttentionSchedule, seed: u64| match emulate(&c, s, seed, |_| {}) {
+        // Many queries in few splits chosen from the shape: the one-kernel form.
+        Ok(l) if l == SPLIT || (s.splits == 0 && c.q_len > 3 && l == ONE) => {}
+        Ok(l) => failures.push(format!("{s:?} {c:?}: lowered as {l:?}")),
+        Err(e) => failures.push(e),
+    };
+    // One to a few queries, keys off the blocks, 4 and 8 heads per K/V head, causal with fewer
+    // queries than keys; the default (splits chosen from the shape) and fixed splits.
+    for (i, (q_len, kv_len, kv_heads)) in [(1u64, 333u64, 2u64), (3, 200, 1), (2, 65, 2)].into_iter().enumerate() {
+        let c = decode_case(DType::F16, 64, (q_len, kv_len), kv_heads);
+        let d = decode_default(&c);
+        assert_eq!(d.block[0], 16, "{d:?}");
+        run(c.clone(), d, i as u64);
+        run(c.clone(), GpuAttentionSchedule { splits: 3, ..d }, i as u64 + 10);
+    }
+    // bf16, no mask, head dim 128 and a value dim of 32, a window, ALiBi per position.
+    let c = AttentionCase { mask: MaskForm::None, value_dim: 32, ..decode_case(DType::BF16, 128, (2, 150), 2) };
+    run(c.clone(), GpuAttentionSchedule { splits: 4, ..decode_default(&c) }, 20);
+    let c = AttentionCase {
+        mask: MaskForm::Window(50),
+        score: ScoreForm::Alibi(0.25),
+        ..decode_case(DType::F16, 32, (3, 300), 4)
+    };
+    run(c.clone(), GpuAttentionSchedule { splits: 5, ..decode_default(&c) }, 21);
+    // Many queries: packed heads in 64-row blocks of 4 warps, split in two.
+    let c = AttentionCase { dtype: DType::F16, ..AttentionCase::grouped_heads(45, 130, 64) };
+    run(c, GpuAttentionSchedule { block: [64, 64], warps: 4, stages: 2, splits: 2 }, 22);
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn emulated_row_log_sum_exp_and_fully_masked_rows_match_the_interpreter() {
+    let mut failures = Vec::new();
+    // The log-sum-exp beside the output, in one split and in several.
+    for (i, splits) in [1u32, 4].into_iter().enumerate() {
+        let c = AttentionCase { log_sum_exp: true, ..decode_case(DType::F16, 64, (2, 270), 2) };
+        let s = GpuAttentionSchedule { splits, ..decode_default(&c) };
+        if let Err(e) = emulate(&c, s, 30 + i as u64, |_| {}) {
+            failures.push(e);
+        }
+    }
+    // Causal with more queries than keys: the first rows see no key (NaN output and
+    // log-sum-exp), and a split whose keys are all masked adds nothing.
+    let c = AttentionCase { log_sum_exp: true, ..decode_case(DType::F16, 64, (5, 3), 2) };
+    if let Err(e) = emulate(&c, GpuAttentionSchedule { splits: 2, ..decode_default(&c) }, 40, |_| {}) {
+        failures.push(e);
+    }
+    // A mask tensor keeping nothing in row 0 and only the last keys elsewhere: whole splits and
+    // whole rows masked, with a -inf and a finite fill.
+    for fill in [f64::NEG_INFINITY, -10000.0] {
+        let c = AttentionCase { fill, mask: MaskForm::Tensor, ..decode_case(DType::F16, 64, (3, 300), 2) };
+        let keep = |inputs: &mut [tcc_ir::interp::Tensor]| {
+            if let Some(k) = inputs.last_mut() {
+                for (i, x) in k.data.iter_mut().enumerate() {
+                    let (row, col) = (i / 300, i % 300);
+                    *x = if row == 0 || col < 250 { 0.0 } else { 1.0 };
+                }
+            }
+        };
+        if let Err(e) = emulate(&c, GpuAttentionSchedule { splits: 4, ..decode_default(&c) }, 41, keep) {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }

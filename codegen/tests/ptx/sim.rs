@@ -336,11 +336,31 @@ fn host_ir(ir: &KernelIr) -> String {
             {
                 return format!("  {name} = add i32 {v}, 0");
             }
+            // The opaque copy of a 64-bit offset (the attention kernel's copies): the value itself.
+            if rhs.contains("asm sideeffect \"mov.b64 $0, $1;\"")
+                && let Some(v) = rhs.rsplit_once("(i64 ").and_then(|(_, v)| v.strip_suffix(')'))
+            {
+                return format!("  {name} = add i64 {v}, 0");
+            }
             // i32 negation is `~x + 1` in inline PTX (`math::ineg`): on the host, `0 - x`.
             if rhs.contains("asm \"{ .reg .b32 tcc_not;")
                 && let Some(v) = rhs.rsplit_once("(i32 ").and_then(|(_, v)| v.strip_suffix(')'))
             {
                 return format!("  {name} = sub i32 0, {v}");
+            }
+            // Two f32 rounded and packed as a 16-bit pair (`attention::softmax::pack`): the
+            // first operand to the upper half.
+            for (ty, f) in [("f16x2", "sim_f32_to_f16"), ("bf16x2", "sim_f32_to_bf16")] {
+                if rhs.contains(&format!("asm \"cvt.rn.{ty}.f32 $0, $1, $2;\""))
+                    && let Some(args) = rhs.rsplit_once("\"=r,f,f\"(").and_then(|(_, a)| a.strip_suffix(')'))
+                    && let Some((hi, lo)) = args.split_once(", ")
+                {
+                    return format!(
+                        "  {name}.h = call i16 @{f}({hi})\n  {name}.l = call i16 @{f}({lo})\n  \
+                         {name}.hz = zext i16 {name}.h to i32\n  {name}.lz = zext i16 {name}.l to i32\n  \
+                         {name}.hs = shl i32 {name}.hz, 16\n  {name} = or i32 {name}.hs, {name}.lz"
+                    );
+                }
             }
             if let Some(v) = conv("fptrunc", "float", "half") {
                 format!("  {name}.b = call i16 @sim_f32_to_f16(float {v})\n  {name} = bitcast i16 {name}.b to half")

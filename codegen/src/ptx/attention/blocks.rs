@@ -66,14 +66,20 @@ pub(crate) fn block_is_full(em: &mut Em, geo: &Geometry, (qa, qb): (&str, &str),
     full
 }
 
-/// The query rows `q0..=q1` of the block starting at `q0` (i32), the last clamped to S - 1, as
-/// i64 values.
+/// The queries `q0..=q1` of the block starting at row `q0` (i32), the last clamped to S - 1, as
+/// i64 values (with packed heads, the queries of the block's rows: row `p` is query `p / G`).
 pub(crate) fn query_span(em: &mut Em, geo: &Geometry, q0: &str) -> (String, String) {
+    let last = geo.packed_rows() - 1;
     let q0_64 = em.f.v(format!("sext i32 {q0} to i64"));
     let q1 = em.f.v(format!("add i64 {q0_64}, {}", geo.br - 1));
-    let over = em.f.v(format!("icmp sgt i64 {q1}, {}", geo.s_len - 1));
-    let q1 = em.f.v(format!("select i1 {over}, i64 {}, i64 {q1}", geo.s_len - 1));
-    (q0_64, q1)
+    let over = em.f.v(format!("icmp sgt i64 {q1}, {last}"));
+    let q1 = em.f.v(format!("select i1 {over}, i64 {last}, i64 {q1}"));
+    if geo.group == 1 {
+        return (q0_64, q1);
+    }
+    let a = em.f.v(format!("sdiv i64 {q0_64}, {}", geo.group));
+    let b = em.f.v(format!("sdiv i64 {q1}, {}", geo.group));
+    (a, b)
 }
 
 /// The keys `k0..=k1` of key block `kb` (i32), the last clamped to T - 1, as i64 values.

@@ -7,10 +7,10 @@
 
 use tcc_ir::{DType, NodeId};
 
-use super::Geometry;
 use super::blocks::{block_is_full, key_range, query_span};
 use super::operands::{Orientation, Rows, rows};
 use super::softmax::{pack, quad_sum, round_pair, update};
+use super::{Geometry, Split};
 use crate::llvm_text::Loop;
 use crate::ptx::error::PtxError;
 use crate::ptx::expr::{Em, Ix};
@@ -23,14 +23,17 @@ use crate::ptx::plan::{Out, Src};
 pub(crate) fn emit(em: &mut Em, geo: &Geometry, smem: &str) -> Result<(), PtxError> {
     let k = AttnKernel::prologue(em, geo, smem);
     let saved = em.save();
-    let total = geo.q_blocks() * geo.batch();
+    let total = geo.tiles();
     let tl = em.f.loop_begin("i32", &k.ctaid, &total.to_string(), &[]);
     let tile = k.tile_begin(em, &tl)?;
     k.load_queries(em, &tile);
     k.fill_ring(em, &tile);
     let queries = k.queries_in_registers(em);
     let state = k.key_loop(em, &tile, queries.as_deref())?;
-    k.finish(em, &tile, &state)?;
+    match geo.split {
+        Some(split) => k.write_partials(em, &tile, &state, &split),
+        None => k.finish(em, &tile, &state)?,
+    }
     em.f.loop_end(&tl, &k.nctaid, &[]);
     em.restore(saved);
     Ok(())
@@ -91,9 +94,12 @@ struct AttnKernel<'g> {
 /// One tile: its place, the operands' rows, the key blocks it visits and its rows' positions.
 struct AttnTile {
     q0: String,
+    /// The linear batch entry of the tile's first head (i32).
     bidx: String,
-    /// The batch entry's multi-index over the scores' batch axes (index type).
-    batch: Vec<String>,
+    /// The key split (i32; "0" outside the split form).
+    split: String,
+    /// Elements between the query rows of consecutive heads of a packed group (i64).
+    head_stride: Option<String>,
     q: Rows,
     k: Rows,
     v: Rows,
@@ -103,11 +109,16 @@ struct AttnTile {
     qspan: (String, String),
     /// Per 16-row tile and half: this lane's row position clamped to `S - 1`, in the index type.
     rows: Vec<[String; 2]>,
+    /// Per 16-row tile and half: the batch multi-index of this lane's row (its head's when
+    /// heads are packed).
+    row_batch: Vec<[Vec<String>; 2]>,
 }
 
-/// The running state after the key loop: the output accumulators and this lane's row sums.
+/// The running state after the key loop: the output accumulators, the rows' maxima and this
+/// lane's row sums.
 struct State {
     o: Vec<String>,
+    m: Vec<String>,
     l: Vec<String>,
 }
 
@@ -169,14 +180,22 @@ impl<'g> AttnKernel<'g> {
         }
     }
 
-    /// The tile `tl.i` = (query block, batch entry), query blocks in reverse (the longest rows of a
-    /// causal mask first).
+    /// The tile `tl.i` = ((batch group, query block), key split), query blocks in reverse (the
+    /// longest rows of a causal mask first). With packed heads a row `p` of the tile's query
+    /// block is query `p / G` of head `p % G` of the group.
     fn tile_begin(&self, em: &mut Em, tl: &Loop) -> Result<AttnTile, PtxError> {
         let geo = self.geo;
         let ga = &geo.ga;
         let nqb = geo.q_blocks();
-        let qb_raw = em.f.v(format!("urem i32 {}, {nqb}", tl.i));
-        let bidx = em.f.v(format!("udiv i32 {}, {nqb}", tl.i));
+        let splits = geo.splits();
+        let (rest, split) = if splits > 1 {
+            (em.f.v(format!("udiv i32 {}, {splits}", tl.i)), em.f.v(format!("urem i32 {}, {splits}", tl.i)))
+        } else {
+            (tl.i.clone(), "0".to_string())
+        };
+        let qb_raw = em.f.v(format!("urem i32 {rest}, {nqb}"));
+        let gidx = em.f.v(format!("udiv i32 {rest}, {nqb}"));
+        let bidx = em.f.v(format!("mul i32 {gidx}, {}", geo.group));
         let qb = em.f.v(format!("sub i32 {}, {qb_raw}", nqb - 1));
         let q0 = em.f.v(format!("mul i32 {qb}, {}", geo.br));
         let b = em.widen(&bidx);
@@ -184,20 +203,41 @@ impl<'g> AttnKernel<'g> {
         let q = rows(em, ga.queries, Orientation::Rows, &batch)?;
         let k = rows(em, ga.keys, Orientation::Columns, &batch)?;
         let v = rows(em, ga.values, Orientation::Rows, &batch)?;
+        let head_stride = if geo.group > 1 {
+            let next = em.f.v(format!("add i32 {bidx}, 1"));
+            let nb = em.widen(&next);
+            let nbatch = em.delinearize(&nb, &geo.batch_dims);
+            let q1 = rows(em, ga.queries, Orientation::Rows, &nbatch)?;
+            Some(em.f.v(format!("sub i64 {}, {}", q1.base, q.base)))
+        } else {
+            None
+        };
         let (lo, hi) = key_range(em, geo, &q0);
+        let (lo, hi) = if splits > 1 { split_range(em, splits, &split, (&lo, &hi)) } else { (lo, hi) };
         let qspan = query_span(em, geo, &q0);
         let base = em.f.v(format!("add i32 {q0}, {}", self.wrow));
         let base = em.f.v(format!("add i32 {base}, {}", self.g4));
         let mut positions = Vec::with_capacity(geo.mt);
+        let mut row_batch = Vec::with_capacity(geo.mt);
         for mi in 0..geo.mt as u32 {
             let mut at = |h: u32| {
-                let i = em.f.v(format!("add i32 {base}, {}", mi * 16 + h * 8));
-                let ic = clamp(em, &i, geo.s_len - 1);
-                em.widen(&ic)
+                let p = em.f.v(format!("add i32 {base}, {}", mi * 16 + h * 8));
+                let pc = clamp(em, &p, geo.packed_rows() - 1);
+                if geo.group == 1 {
+                    return (em.widen(&pc), batch.clone());
+                }
+                let i = em.f.v(format!("udiv i32 {pc}, {}", geo.group));
+                let hg = em.f.v(format!("urem i32 {pc}, {}", geo.group));
+                let rb = em.f.v(format!("add i32 {bidx}, {hg}"));
+                let rb = em.widen(&rb);
+                (em.widen(&i), em.delinearize(&rb, &geo.batch_dims))
             };
-            positions.push([at(0), at(1)]);
+            let (p0, b0) = at(0);
+            let (p1, b1) = at(1);
+            positions.push([p0, p1]);
+            row_batch.push([b0, b1]);
         }
-        Ok(AttnTile { q0, bidx, batch, q, k, v, lo, hi, qspan, rows: positions })
+        Ok(AttnTile { q0, bidx, split, head_stride, q, k, v, lo, hi, qspan, rows: positions, row_batch })
     }
 
     /// Copies the rows `first..` of an operand (real below `len`) into the shared tile at byte
@@ -212,6 +252,14 @@ impl<'g> AttnKernel<'g> {
         let c64 = em.f.v(format!("zext i32 {c8} to i64"));
         let g0 = em.f.v(format!("add i64 {}, {ro}", src.base));
         let g0 = em.f.v(format!("add i64 {g0}, {c64}"));
+        // With many passes (blocks of one or two warps), opaque: LLVM then keeps one address per
+        // copy rather than an induction variable per pass across the key loop (255 registers and
+        // spills for 16 x 64 blocks of one warp at d128 on sm_80).
+        let g0 = if plan.passes > 8 {
+            em.f.v(format!("call i64 asm sideeffect \"mov.b64 $0, $1;\", \"=l,l\"(i64 {g0})"))
+        } else {
+            g0
+        };
         let gstep = em.f.v(format!("mul i64 {}, {}", src.ld, plan.step));
         let rb = em.f.v(format!("mul i32 {}, {}", plan.r0, plan.pitch));
         let cb = em.f.v(format!("shl i32 {}, 4", plan.c0));
@@ -240,8 +288,48 @@ impl<'g> AttnKernel<'g> {
 
     /// The query block into shared memory (offset 0), as its own `cp.async` group.
     fn load_queries(&self, em: &mut Em, tile: &AttnTile) {
-        self.copy(em, &self.q_copy, &tile.q, &tile.q0, self.geo.s_len, 0, "0");
+        match &tile.head_stride {
+            Some(hs) => self.copy_packed_queries(em, tile, hs),
+            None => self.copy(em, &self.q_copy, &tile.q, &tile.q0, self.geo.s_len, 0, "0"),
+        }
         em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+    }
+
+    /// The packed query block: row `p` is query `p / G` of head `p % G`, `hs` (i64) elements
+    /// after the group's first head per head.
+    fn copy_packed_queries(&self, em: &mut Em, tile: &AttnTile, hs: &str) {
+        let geo = self.geo;
+        let plan = &self.q_copy;
+        let c8 = em.f.v(format!("shl i32 {}, 3", plan.c0));
+        let c64 = em.f.v(format!("zext i32 {c8} to i64"));
+        let rb = em.f.v(format!("mul i32 {}, {}", plan.r0, plan.pitch));
+        let cb = em.f.v(format!("shl i32 {}, 4", plan.c0));
+        let s0 = em.f.v(format!("add i32 {rb}, {cb}"));
+        let s0 = opaque(em, &s0);
+        for pass in 0..plan.passes {
+            let local = em.f.v(format!("add i32 {}, {}", plan.r0, pass * plan.step));
+            let guard = (!plan.rows.is_multiple_of(plan.step)).then(|| {
+                let inside = em.f.v(format!("icmp ult i32 {local}, {}", plan.rows));
+                em.f.if_begin(&inside)
+            });
+            let p = em.f.v(format!("add i32 {}, {local}", tile.q0));
+            let ok = em.f.v(format!("icmp ult i32 {p}, {}", geo.packed_rows()));
+            let pc = clamp(em, &p, geo.packed_rows() - 1);
+            let i = em.f.v(format!("udiv i32 {pc}, {}", geo.group));
+            let hg = em.f.v(format!("urem i32 {pc}, {}", geo.group));
+            let i64v = em.f.v(format!("zext i32 {i} to i64"));
+            let h64 = em.f.v(format!("zext i32 {hg} to i64"));
+            let ro = em.f.v(format!("mul i64 {i64v}, {}", tile.q.ld));
+            let ho = em.f.v(format!("mul i64 {h64}, {hs}"));
+            let go = em.f.v(format!("add i64 {}, {ro}", tile.q.base));
+            let go = em.f.v(format!("add i64 {go}, {ho}"));
+            let go = em.f.v(format!("add i64 {go}, {c64}"));
+            let so = em.f.v(format!("add i32 {s0}, {}", pass * plan.step * plan.pitch));
+            cp_async_at(em, &self.smem, &so, &tile.q.ptr, self.st, &go, &ok);
+            if let Some(cont) = guard {
+                em.f.if_end(&cont);
+            }
+        }
     }
 
     /// Key block `kb` (i32) with its values into stage `stage` (i32) of the ring.
@@ -416,7 +504,11 @@ impl<'g> AttnKernel<'g> {
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
         // Every warp is done reading the ring (the next tile's copies and the staged output reuse it).
         em.f.call_void("llvm.nvvm.barrier0", &[]);
-        Ok(State { o: kl.accs[..n_o].to_vec(), l: kl.accs[n_o + 2 * mt..n_o + 4 * mt].to_vec() })
+        Ok(State {
+            o: kl.accs[..n_o].to_vec(),
+            m: kl.accs[n_o..n_o + 2 * mt].to_vec(),
+            l: kl.accs[n_o + 2 * mt..n_o + 4 * mt].to_vec(),
+        })
     }
 
     /// The logits `f(S)` (f32) of key block `kb` at every score accumulator: the scores rounded to
@@ -493,7 +585,7 @@ impl<'g> AttnKernel<'g> {
                     let j = em.f.v(format!("add i32 {j0}, {}", ni * 8 + c % 2));
                     let jc = if ragged { clamp(em, &j, geo.t_len - 1) } else { j.clone() };
                     let jc = em.widen(&jc);
-                    let mut multi = tile.batch.clone();
+                    let mut multi = tile.row_batch[mi][c / 2].clone();
                     multi.extend([ic.clone(), jc]);
                     let flat = em.linearize(&multi, &domain);
                     em.env.insert(a.scores, scores[(mi * kn + ni) * 4 + c].clone());
@@ -549,6 +641,80 @@ impl<'g> AttnKernel<'g> {
         em.f.call_void("llvm.nvvm.barrier0", &[]);
         Ok(())
     }
+}
+
+impl AttnKernel<'_> {
+    /// The split form's end of a tile: each of this lane's rows inside the queries writes its
+    /// unnormalized output pairs, and the quad's first lane its running maximum and sum, as f32
+    /// to the split's slot of the scratch buffer ([`Split`]).
+    fn write_partials(&self, em: &mut Em, tile: &AttnTile, state: &State, split: &Split) {
+        let geo = self.geo;
+        let on = (geo.width / 8) as usize;
+        let sp = em.f.v(format!("zext i32 {} to i64", tile.split));
+        let slot0 = em.f.v(format!("mul i64 {sp}, {}", split.rows));
+        let t4 = em.f.v(format!("and i32 {}, 3", self.lane));
+        let first = em.f.v(format!("icmp eq i32 {t4}, 0"));
+        let t2 = em.f.v(format!("zext i32 {} to i64", self.t2));
+        let base = em.f.v(format!("add i32 {}, {}", tile.q0, self.wrow));
+        let base = em.f.v(format!("add i32 {base}, {}", self.g4));
+        for mi in 0..geo.mt {
+            for h in 0..2usize {
+                let l = quad_sum(em, &state.l[2 * mi + h]);
+                let m = &state.m[2 * mi + h];
+                let p = em.f.v(format!("add i32 {base}, {}", mi * 16 + h * 8));
+                let inside = em.f.v(format!("icmp ult i32 {p}, {}", geo.packed_rows()));
+                let cont = em.f.if_begin(&inside);
+                let (i, hg) = if geo.group > 1 {
+                    (em.f.v(format!("udiv i32 {p}, {}", geo.group)), em.f.v(format!("urem i32 {p}, {}", geo.group)))
+                } else {
+                    (p.clone(), "0".to_string())
+                };
+                let b = em.f.v(format!("add i32 {}, {hg}", tile.bidx));
+                let b64 = em.f.v(format!("zext i32 {b} to i64"));
+                let i64v = em.f.v(format!("zext i32 {i} to i64"));
+                let r = em.f.v(format!("mul i64 {b64}, {}", geo.s_len));
+                let r = em.f.v(format!("add i64 {r}, {i64v}"));
+                let slot = em.f.v(format!("add i64 {slot0}, {r}"));
+                let e0 = em.f.v(format!("mul i64 {slot}, {}", geo.width));
+                let e0 = em.f.v(format!("add i64 {e0}, {t2}"));
+                let ob = em.f.v(format!("mul i64 {e0}, 4"));
+                let ob = em.f.v(format!("add i64 {ob}, {}", split.o));
+                let optr = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(1) %scratch, i64 {ob}"));
+                for n in 0..on {
+                    let at = (mi * on + n) * 4 + 2 * h;
+                    let v = em.f.v(format!("insertelement <2 x float> poison, float {}, i32 0", state.o[at]));
+                    let v = em.f.v(format!("insertelement <2 x float> {v}, float {}, i32 1", state.o[at + 1]));
+                    let ptr = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(1) {optr}, i64 {}", n * 32));
+                    em.f.op(format!("store <2 x float> {v}, ptr addrspace(1) {ptr}, align 8"));
+                }
+                let lead = em.f.if_begin(&first);
+                let mb = em.f.v(format!("mul i64 {slot}, 8"));
+                let mb = em.f.v(format!("add i64 {mb}, {}", split.ml));
+                let mptr = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(1) %scratch, i64 {mb}"));
+                let v = em.f.v(format!("insertelement <2 x float> poison, float {m}, i32 0"));
+                let v = em.f.v(format!("insertelement <2 x float> {v}, float {l}, i32 1"));
+                em.f.op(format!("store <2 x float> {v}, ptr addrspace(1) {mptr}, align 8"));
+                em.f.if_end(&lead);
+                em.f.if_end(&cont);
+            }
+        }
+    }
+}
+
+/// The key blocks of split `split` (i32) of `splits`: a contiguous share of `lo..hi` (i32),
+/// `ceil((hi - lo) / splits)` blocks each (the last ones shorter or empty).
+fn split_range(em: &mut Em, splits: u32, split: &str, (lo, hi): (&str, &str)) -> (String, String) {
+    let len = em.f.v(format!("sub i32 {hi}, {lo}"));
+    let neg = em.f.v(format!("icmp slt i32 {len}, 0"));
+    let len = em.f.v(format!("select i1 {neg}, i32 0, i32 {len}"));
+    let per = em.f.v(format!("add i32 {len}, {}", splits - 1));
+    let per = em.f.v(format!("udiv i32 {per}, {splits}"));
+    let off = em.f.v(format!("mul i32 {split}, {per}"));
+    let a = em.f.v(format!("add i32 {lo}, {off}"));
+    let b = em.f.v(format!("add i32 {a}, {per}"));
+    let over = em.f.v(format!("icmp sgt i32 {b}, {hi}"));
+    let b = em.f.v(format!("select i1 {over}, i32 {hi}, i32 {b}"));
+    (a, b)
 }
 
 /// `v` (i32) clamped to at most `last`.

@@ -22,20 +22,34 @@
 //!
 //! The schedule ([`GpuAttentionSchedule`]) is decoded once by `GpuAttentionSchedule::effective`:
 //! one that does not fit the head dimensions runs as the default.
+//!
+//! **Split form (flash-decoding).** With key splits (the schedule's, or chosen from the shape and
+//! the SM count by [`GpuAttentionSchedule::splits_for`]), when decoding (at most
+//! [`DECODE_ROWS`] query rows per group of heads, even in one split: packing the heads is what
+//! saves re-reading K and V) or with row statistics to return (the row log-sum-exp,
+//! [`tcc_ir::attention::Attention::statistics`]), the kernel is two entries:
+//! `attention-split` packs the query heads of one K/V group ([`GpuAttention::group`]) as the rows
+//! of one block (row `p` = query `p / G` of head `p % G`, so each key block is read once per group)
+//! and gives each of `splits` blocks per query block a contiguous share of the live key blocks; it
+//! writes its unnormalized output and its rows' running maximum and sum as f32 to the scratch
+//! buffer ([`Split`]). `attention-combine` ([`combine`]) merges the splits of each output element
+//! by their maxima, divides, evaluates the epilogue and stores the statistics.
 
 mod blocks;
+mod combine;
 mod kernel;
 mod operands;
 mod softmax;
 
 use tcc_ir::DType;
 use tcc_ir::attention::GpuAttention;
-use tcc_ir::schedule::GpuAttentionSchedule;
+use tcc_ir::schedule::{DECODE_ROWS, GpuAttentionSchedule};
 
 use super::LaunchConfig;
 use super::error::PtxError;
 use super::expr::Em;
 use super::module::ModuleText;
+use super::stages;
 use super::stages::StageCx;
 
 /// The sizes of one attention kernel: its schedule, head dimensions, lengths and shared memory.
@@ -62,6 +76,25 @@ pub(crate) struct Geometry {
     pub(crate) batch_dims: Vec<u64>,
     /// The operands' element type (f16 or bf16).
     pub(crate) dtype: DType,
+    /// Query heads packed as the rows of one block (1 outside the split form).
+    pub(crate) group: u32,
+    /// The split form's key splits and scratch, if it runs.
+    pub(crate) split: Option<Split>,
+}
+
+/// The split form's partial results in the scratch buffer: for split `s` and output row
+/// `R = (batch entry) * S + query`, the f32 output row at `o + ((s * rows + R) * width) * 4` and
+/// its running maximum and sum at `ml + (s * rows + R) * 8` (bytes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Split {
+    /// Key splits.
+    pub(crate) splits: u32,
+    /// Output rows (batch entries times queries).
+    pub(crate) rows: u64,
+    /// Byte offset of the partial outputs.
+    pub(crate) o: u64,
+    /// Byte offset of the row maxima and sums.
+    pub(crate) ml: u64,
 }
 
 impl Geometry {
@@ -96,9 +129,24 @@ impl Geometry {
         self.k_bytes() + self.bc * self.v_pitch()
     }
 
-    /// Query blocks.
+    /// Rows of one tile's queries: the queries times the packed heads.
+    pub(crate) fn packed_rows(&self) -> u64 {
+        self.s_len * u64::from(self.group)
+    }
+
+    /// Query blocks (of packed rows).
     pub(crate) fn q_blocks(&self) -> u64 {
-        self.s_len.div_ceil(u64::from(self.br))
+        self.packed_rows().div_ceil(u64::from(self.br))
+    }
+
+    /// Key splits (1 outside the split form).
+    pub(crate) fn splits(&self) -> u32 {
+        self.split.map_or(1, |s| s.splits)
+    }
+
+    /// Tiles of the grid: query blocks times batch groups times key splits.
+    pub(crate) fn tiles(&self) -> u64 {
+        self.q_blocks() * (self.batch() / u64::from(self.group)) * u64::from(self.splits())
     }
 
     /// Key blocks.
@@ -112,8 +160,27 @@ impl Geometry {
     }
 }
 
-/// Lowers the kernel's graph (its attention) to one entry `name`; returns its launch.
-pub(crate) fn lower(cx: &StageCx, module: &mut ModuleText, name: &str) -> Result<LaunchConfig, PtxError> {
+/// One entry of the attention kernel: its name's suffix, lowering and launch.
+pub(crate) struct Entry {
+    /// Appended to the stage's entry name.
+    pub(crate) suffix: &'static str,
+    /// The lowering's name (`attention`, `attention-split`, `attention-combine`).
+    pub(crate) lowering: &'static str,
+    /// How to launch it.
+    pub(crate) launch: LaunchConfig,
+}
+
+/// Scratch offsets are aligned to this many bytes.
+const ALIGN: u64 = 256;
+
+/// Lowers the kernel's graph (its attention) to entries named `name` + suffix, with scratch from
+/// byte `scratch` on; returns them in launch order and the scratch's end.
+pub(crate) fn lower(
+    cx: &StageCx,
+    module: &mut ModuleText,
+    name: &str,
+    scratch: u64,
+) -> Result<(Vec<Entry>, u64), PtxError> {
     let invalid = |reason: &str| PtxError::InvalidGraph { kernel: cx.g.name.clone(), reason: reason.to_string() };
     let ga = GpuAttention::find(cx.g).ok_or_else(|| invalid("not an attention the GPU kernel runs"))?;
     let sched = GpuAttentionSchedule::effective(cx.schedule, &ga.shape(), cx.caps.max_shared_optin_bytes);
@@ -123,7 +190,7 @@ pub(crate) fn lower(cx: &StageCx, module: &mut ModuleText, name: &str) -> Result
         return Err(invalid("attention scores of rank below 2"));
     }
     let dtype = cx.g.nodes[ga.queries.index()].ty.dtype;
-    let geo = Geometry {
+    let mut geo = Geometry {
         sched,
         br: sched.block[0],
         bc: sched.block[1],
@@ -134,10 +201,26 @@ pub(crate) fn lower(cx: &StageCx, module: &mut ModuleText, name: &str) -> Result
         t_len: domain[r - 1],
         batch_dims: domain[..r - 2].to_vec(),
         dtype,
+        group: ga.group.max(1),
+        split: None,
         ga,
     };
-    if geo.s_len >= 1 << 31 || geo.t_len >= 1 << 31 || geo.q_blocks() * geo.batch() >= 1 << 31 {
+    if !geo.batch().is_multiple_of(u64::from(geo.group)) {
+        geo.group = 1;
+    }
+    if geo.s_len >= 1 << 30 || geo.t_len >= 1 << 31 || geo.packed_rows() >= 1 << 31 || geo.tiles() >= 1 << 31 {
         return Err(PtxError::TooLarge { kernel: cx.g.name.clone(), what: "attention lengths of 2^31 or more".into() });
+    }
+    let slots = u64::from(cx.caps.typical_sm_count) * u64::from(sched.resident_blocks(geo.depth, geo.width, cx.caps));
+    let splits = sched.splits_for(geo.tiles(), geo.k_blocks(), slots);
+    let decoding = (1..=DECODE_ROWS).contains(&geo.ga.rows);
+    if splits > 1 || decoding || !geo.ga.attention.statistics.is_empty() {
+        let rows = geo.batch() * geo.s_len;
+        let o = scratch.div_ceil(ALIGN) * ALIGN;
+        let ml = (o + u64::from(splits) * rows * u64::from(geo.width) * 4).div_ceil(ALIGN) * ALIGN;
+        geo.split = Some(Split { splits, rows, o, ml });
+    } else {
+        geo.group = 1;
     }
     let smem_sym = format!("{name}_smem");
     module.add_extern_shared(&smem_sym);
@@ -146,12 +229,27 @@ pub(crate) fn lower(cx: &StageCx, module: &mut ModuleText, name: &str) -> Result
         kernel::emit(&mut em, &geo, &format!("@{smem_sym}"))?;
     }
     module.add_kernel(name, cx.params, em.f, geo.threads());
-    Ok(LaunchConfig {
+    let launch = LaunchConfig {
         block_threads: geo.threads(),
-        max_blocks: (geo.q_blocks() * geo.batch()).max(1),
-        // Every (query block, batch entry) gets its own block; the hardware runs them in waves.
+        max_blocks: geo.tiles().max(1),
+        // Every tile gets its own block; the hardware runs them in waves.
         blocks_per_sm: cx.caps.max_blocks_per_sm,
         shared_bytes: 0,
         dynamic_shared_bytes: sched.shared_bytes(geo.depth, geo.width),
-    })
+    };
+    let Some(split) = geo.split else {
+        return Ok((vec![Entry { suffix: "", lowering: "attention", launch }], scratch));
+    };
+    let end = (split.ml + u64::from(split.splits) * split.rows * 8).div_ceil(ALIGN) * ALIGN;
+    let combine_name = format!("{name}_combine");
+    let threads = combine::THREADS;
+    let work = combine::emit(cx, module, &combine_name, &geo, &split)?;
+    let combine_launch = stages::launch(cx.caps, threads, work.div_ceil(u64::from(threads)), 0);
+    Ok((
+        vec![
+            Entry { suffix: "", lowering: "attention-split", launch },
+            Entry { suffix: "_combine", lowering: "attention-combine", launch: combine_launch },
+        ],
+        end,
+    ))
 }
