@@ -215,8 +215,8 @@ impl SimtTiles {
 
     /// True when the SIMT matmul runs these tiles as they are on a target of `caps`: thread tiles
     /// that divide the block's, at most 64 outputs per thread, a depth of at most 32, whole warps,
-    /// at most 4 elements of each operand tile loaded per thread, two buffers of both tiles in
-    /// static shared memory.
+    /// at most 4 elements of each operand tile loaded per thread, both tiles in static shared
+    /// memory.
     pub fn fit(&self, caps: &crate::target::GpuCaps) -> bool {
         let [bm, bn, bk] = self.block.map(u64::from);
         let [tm, tn] = self.thread.map(u64::from);
@@ -231,7 +231,7 @@ impl SimtTiles {
             && (bk * bn).is_multiple_of(threads)
             && (bm * bk) / threads <= 4
             && (bk * bn) / threads <= 4
-            && 2 * (bm + 4 + bn) * bk * 4 <= u64::from(caps.max_static_shared_bytes)
+            && (bm + 4 + bn) * bk * 4 <= u64::from(caps.max_static_shared_bytes)
     }
 
     /// The tiles the SIMT matmul runs for `s`: its own when they fit, else [`SimtTiles::FALLBACK`].

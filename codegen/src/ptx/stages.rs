@@ -224,11 +224,9 @@ pub fn simt_schedule_runs(s: &Schedule, arch: super::GpuArch) -> bool {
 }
 
 /// Tiled SIMT matmul: each block computes `bm x bn` output tiles (grid-stride over batch and
-/// tiles), staging `bk`-deep slices of both operands (computed by their fused prologues) in two
-/// shared-memory buffers, so that one barrier per slice suffices: slice `s` is multiplied out of
-/// buffer `s mod 2` while slice `s + 1`, loaded into registers meanwhile, is stored into the other.
-/// Each thread accumulates `tm x tn` outputs in f32 registers, then evaluates the fused epilogue
-/// for each and stores every output.
+/// tiles), staging `bk`-deep slices of both operands (computed by their fused prologues) in
+/// shared memory; each thread accumulates `tm x tn` outputs in f32 registers, then evaluates the
+/// fused epilogue for each and stores every output.
 pub(crate) fn matmul(
     cx: &StageCx,
     module: &mut ModuleText,
@@ -257,9 +255,8 @@ pub(crate) fn matmul(
     // A is staged transposed, each k row padded by 4 floats: the threads storing one row's
     // consecutive k land in distinct banks, and rows stay 16-byte aligned for vector reads.
     let a_pitch = if t.bm.is_multiple_of(4) { t.bm + 4 } else { t.bm };
-    let (a_slice, b_slice) = (t.bk * a_pitch, t.bk * t.bn);
-    module.add_shared(&sa, "float", 2 * a_slice);
-    module.add_shared(&sb, "float", 2 * b_slice);
+    module.add_shared(&sa, "float", t.bk * a_pitch);
+    module.add_shared(&sb, "float", t.bk * t.bn);
 
     let tid32 = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
     let tid = em.widen(&tid32);
@@ -304,39 +301,28 @@ pub(crate) fn matmul(
         }
         Ok(vals)
     };
-    // Stage A[row0.., k0..] as sa[kk][i] and B[k0.., col0..] as sb[kk][j], in the buffer that
-    // starts at `a_base` / `b_base`.
-    let stage = |em: &mut Em, vals: &[String], a_base: &str, b_base: &str| {
-        for q in 0..na {
-            let e = em.f.v(format!("add nuw {ix} {tid}, {}", q * threads));
-            let i = em.f.v(format!("udiv {ix} {e}, {}", t.bk));
-            let kk = em.f.v(format!("urem {ix} {e}, {}", t.bk));
-            let row = em.mad(&kk, a_pitch, &i);
-            let slot = em.f.v(format!("add nuw {ix} {a_base}, {row}"));
-            let p = em.f.v(format!("getelementptr inbounds float, ptr addrspace(3) @{sa}, {ix} {slot}"));
-            em.f.op(format!("store float {}, ptr addrspace(3) {p}, align 4", vals[q as usize]));
-        }
-        for q in 0..nb {
-            let e = em.f.v(format!("add nuw {ix} {tid}, {}", q * threads));
-            let kk = em.f.v(format!("udiv {ix} {e}, {}", t.bn));
-            let j = em.f.v(format!("urem {ix} {e}, {}", t.bn));
-            let row = em.mad(&kk, t.bn, &j);
-            let slot = em.f.v(format!("add nuw {ix} {b_base}, {row}"));
-            let p = em.f.v(format!("getelementptr inbounds float, ptr addrspace(3) @{sb}, {ix} {slot}"));
-            em.f.op(format!("store float {}, ptr addrspace(3) {p}, align 4", vals[(na + q) as usize]));
-        }
-    };
     let first = load_tile(&mut em, "0")?;
-    stage(&mut em, &first, "0", "0");
-    em.f.call_void("llvm.nvvm.barrier0", &[]);
-    let accs: Vec<(String, String)> = (0..nacc).map(|_| ("float".to_string(), math::fc(0.0))).collect();
+    let mut accs: Vec<(String, String)> = (0..nacc).map(|_| ("float".to_string(), math::fc(0.0))).collect();
+    accs.extend(first.iter().map(|v| ("float".to_string(), v.clone())));
     let kl = em.f.loop_begin(ix, "0", &kdim.to_string(), &accs);
-    // This slice's buffer (its parity) and the other one, as element offsets.
-    let slice = em.f.v(format!("udiv {ix} {}, {}", kl.i, t.bk));
-    let odd = em.f.v(format!("and {ix} {slice}, 1"));
-    let even = em.f.v(format!("xor {ix} {odd}, 1"));
-    let (a_cur, b_cur) = (em.mad(&odd, a_slice, "0"), em.mad(&odd, b_slice, "0"));
-    let (a_next, b_next) = (em.mad(&even, a_slice, "0"), em.mad(&even, b_slice, "0"));
+    // Stage A[row0.., k0..] as sa[kk][i] and B[k0.., col0..] as sb[kk][j].
+    for q in 0..na {
+        let e = em.f.v(format!("add nuw {ix} {tid}, {}", q * threads));
+        let i = em.f.v(format!("udiv {ix} {e}, {}", t.bk));
+        let kk = em.f.v(format!("urem {ix} {e}, {}", t.bk));
+        let slot = em.mad(&kk, a_pitch, &i);
+        let p = em.f.v(format!("getelementptr inbounds float, ptr addrspace(3) @{sa}, {ix} {slot}"));
+        em.f.op(format!("store float {}, ptr addrspace(3) {p}, align 4", kl.accs[nacc + q as usize]));
+    }
+    for q in 0..nb {
+        let e = em.f.v(format!("add nuw {ix} {tid}, {}", q * threads));
+        let kk = em.f.v(format!("udiv {ix} {e}, {}", t.bn));
+        let j = em.f.v(format!("urem {ix} {e}, {}", t.bn));
+        let slot = em.mad(&kk, t.bn, &j);
+        let p = em.f.v(format!("getelementptr inbounds float, ptr addrspace(3) @{sb}, {ix} {slot}"));
+        em.f.op(format!("store float {}, ptr addrspace(3) {p}, align 4", kl.accs[nacc + (na + q) as usize]));
+    }
+    em.f.call_void("llvm.nvvm.barrier0", &[]);
     let k_next = em.f.v(format!("add nuw {ix} {}, {}", kl.i, t.bk));
     let next_vals = load_tile(&mut em, &k_next)?;
     // `count` consecutive floats from `base + first` of a shared array: four at a time when
@@ -359,11 +345,9 @@ pub(crate) fn matmul(
     let (vec_a, vec_b) =
         (t.bm.is_multiple_of(4) && t.tm.is_multiple_of(4), t.bn.is_multiple_of(4) && t.tn.is_multiple_of(4));
     let mut acc: Vec<String> = kl.accs[..nacc].to_vec();
-    let a_row = em.f.v(format!("add nuw {ix} {a_cur}, {arow}"));
-    let b_col = em.f.v(format!("add nuw {ix} {b_cur}, {bcol}"));
     for kk in 0..t.bk {
-        let av = smem_loads(&mut em, &sa, &a_row, kk * a_pitch, t.tm, vec_a);
-        let bv = smem_loads(&mut em, &sb, &b_col, kk * t.bn, t.tn, vec_b);
+        let av = smem_loads(&mut em, &sa, &arow, kk * a_pitch, t.tm, vec_a);
+        let bv = smem_loads(&mut em, &sb, &bcol, kk * t.bn, t.tn, vec_b);
         for (mi, a_val) in av.iter().enumerate() {
             for (ni, b_val) in bv.iter().enumerate() {
                 let k = mi * bv.len() + ni;
@@ -371,9 +355,8 @@ pub(crate) fn matmul(
             }
         }
     }
-    // Nobody reads the other buffer now: its slice was multiplied out before the last barrier.
-    stage(&mut em, &next_vals, &a_next, &b_next);
     em.f.call_void("llvm.nvvm.barrier0", &[]);
+    acc.extend(next_vals);
     em.f.loop_end(&kl, &t.bk.to_string(), &acc);
     em.restore(tile_saved.clone());
 
@@ -415,7 +398,7 @@ pub(crate) fn matmul(
     em.f.loop_end(&tl, &nctaid, &[]);
     em.restore(saved);
     module.add_kernel(name, cx.params, em.f, threads as u32);
-    Ok(launch(cx.caps, threads as u32, total, (2 * (a_slice + b_slice) * 4) as u32))
+    Ok(launch(cx.caps, threads as u32, total, ((a_pitch + t.bn) * t.bk * 4) as u32))
 }
 
 fn clamp(em: &mut Em, v: &str, size: u64) -> String {
