@@ -474,56 +474,63 @@ fn gemm_sweep_against_cublas() {
 }
 
 /// Issue 26: every schedule the tuner may try is right. The schedules of the mma.sync space (and
-/// on sm_90a of the wgmma space) compute long-K products (k = 32768 and 20000, few output tiles;
-/// every schedule without a k split and a quarter of the others), an odd one and a tiny one (the
-/// whole spaces) within the interpreter's bound plus the f32 accumulation allowance of their
-/// depth (`tcc_ir::accuracy`). The tuner had rejected no-split schedules of 256x256x49152 as
-/// wrong: their f32 sums were up to 0.017 from the f64 reference on values near zero, the error any
-/// order of f32 accumulation makes over 49,152 terms, not a wrong kernel.
-#[test]
-fn every_schedule_of_the_spaces_is_right_on_long_k_odd_and_tiny_products() {
-    let problems: [(DType, u64, u64, u64, bool); 4] = [
-        (DType::F16, 128, 128, 32768, true),
-        (DType::BF16, 64, 192, 20000, false),
-        (DType::F16, 77, 50, 33, true),
-        (DType::F16, 1, 1, 1, false),
-    ];
+/// on sm_90a of the wgmma space) compute a product within the interpreter's bound plus the f32
+/// accumulation allowance of its depth (`tcc_ir::accuracy`): on long-K products every schedule
+/// without a k split and a quarter of the others, else the whole spaces. The tuner had rejected
+/// no-split schedules of 256x256x49152 as wrong: their f32 sums were up to 0.017 from the f64
+/// reference on values near zero, the error any order of f32 accumulation makes over 49,152
+/// terms, not a wrong kernel. One test per product (each compiles hundreds of kernels), each wrong
+/// schedule printed as it is found.
+fn every_schedule_of_the_spaces_is_right(case: u64, dtype: DType, (m, n, k): (u64, u64, u64), nk: bool) {
     let base = Tolerance { outlier_fraction: 0.0, ..Tolerance::default() }.scaled(4.0);
+    let g = gemm_graph(dtype, &[], m, n, k, nk, false);
+    let inputs = random_inputs(&g, &Bindings::new(), 900 + case).unwrap();
+    let expected = run_graph(&g, &inputs).unwrap();
+    let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+    let tol = base.with_accumulation(k);
+    let p = problem(dtype, m, n, k, nk);
+    let mut space = ptx::matmul_schedule_space(&p, arch());
+    if arch() == GpuArch::Sm90a {
+        space.extend(ptx::wgmma::wgmma_schedule_space(&p, GpuArch::Sm90a));
+    }
+    assert!(!space.is_empty(), "{dtype} {m}x{n}x{k}: an empty space");
+    // Long products: every schedule that sums all of k in one block (where the errors were) and
+    // every fourth of the others (thousands of kernels to compile otherwise).
+    let long = k > 4096;
+    let space: Vec<Schedule> =
+        space.into_iter().enumerate().filter(|(i, s)| !long || s.split_k == 1 || i % 4 == 0).map(|(_, s)| s).collect();
     let mut failures = Vec::new();
-    let mut checked = 0usize;
-    for (case, (dtype, m, n, k, nk)) in problems.into_iter().enumerate() {
-        let g = gemm_graph(dtype, &[], m, n, k, nk, false);
-        let inputs = random_inputs(&g, &Bindings::new(), 900 + case as u64).unwrap();
-        let expected = run_graph(&g, &inputs).unwrap();
-        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
-        let tol = base.with_accumulation(k);
-        let p = problem(dtype, m, n, k, nk);
-        let mut space = ptx::matmul_schedule_space(&p, arch());
-        if arch() == GpuArch::Sm90a {
-            space.extend(ptx::wgmma::wgmma_schedule_space(&p, GpuArch::Sm90a));
-        }
-        assert!(!space.is_empty(), "{dtype} {m}x{n}x{k}: an empty space");
-        // Long products: every schedule that sums all of k in one block (where the errors were)
-        // and every fourth of the others (thousands of kernels to compile otherwise).
-        let long = k > 4096;
-        let space: Vec<Schedule> = space
-            .into_iter()
-            .enumerate()
-            .filter(|(i, s)| !long || s.split_k == 1 || i % 4 == 0)
-            .map(|(_, s)| s)
-            .collect();
-        for s in space {
-            checked += 1;
-            let outcome =
-                device().run_program(&program(&g, Some(s)), &host).map_err(|e| e.to_string()).and_then(|out| {
-                    let actual: Vec<Tensor> = out.iter().map(HostTensor::to_interp).collect();
-                    compare_outputs(&expected, &actual, &tol).map_err(|e| e.to_string())
-                });
-            if let Err(e) = outcome {
-                failures.push(format!("{dtype} {m}x{n}x{k} nk={nk} {s}: {e}"));
-            }
+    for s in &space {
+        let outcome = device().run_program(&program(&g, Some(*s)), &host).map_err(|e| e.to_string()).and_then(|out| {
+            let actual: Vec<Tensor> = out.iter().map(HostTensor::to_interp).collect();
+            compare_outputs(&expected, &actual, &tol).map_err(|e| e.to_string())
+        });
+        if let Err(e) = outcome {
+            let line = format!("{dtype} {m}x{n}x{k} nk={nk} {s}: {e}");
+            eprintln!("WRONG {line}");
+            failures.push(line);
         }
     }
-    eprintln!("{checked} schedules checked, {} wrong", failures.len());
-    assert!(failures.is_empty(), "{} of {checked} wrong:\n{}", failures.len(), failures.join("\n"));
+    eprintln!("{dtype} {m}x{n}x{k}: {} schedules checked, {} wrong", space.len(), failures.len());
+    assert!(failures.is_empty(), "{} of {} wrong:\n{}", failures.len(), space.len(), failures.join("\n"));
+}
+
+#[test]
+fn every_schedule_of_the_spaces_is_right_on_a_long_k_product() {
+    every_schedule_of_the_spaces_is_right(0, DType::F16, (128, 128, 32768), true);
+}
+
+#[test]
+fn every_schedule_of_the_spaces_is_right_on_a_long_bf16_product() {
+    every_schedule_of_the_spaces_is_right(1, DType::BF16, (64, 192, 20000), false);
+}
+
+#[test]
+fn every_schedule_of_the_spaces_is_right_on_an_odd_product() {
+    every_schedule_of_the_spaces_is_right(2, DType::F16, (77, 50, 33), true);
+}
+
+#[test]
+fn every_schedule_of_the_spaces_is_right_on_a_one_element_product() {
+    every_schedule_of_the_spaces_is_right(3, DType::F16, (1, 1, 1), false);
 }
