@@ -175,7 +175,7 @@ impl Attention {
         let [s, o] = matmuls.as_slice() else { return None };
         let (scores, output) = (NodeId(*s as u32), NodeId(*o as u32));
         let (out, statistics) = g.outputs.split_first()?;
-        let users = users(g);
+        let users = g.users();
         let domain = shape(g, scores)?;
         let rank = domain.rank();
         if rank < 2 || shape(g, output)?.rank() != rank {
@@ -268,21 +268,6 @@ fn shape(g: &Graph, n: NodeId) -> Option<&Shape> {
     g.ty(n).map(|t| &t.shape)
 }
 
-/// The users of every node.
-fn users(g: &Graph) -> Vec<Vec<NodeId>> {
-    let mut users = vec![Vec::new(); g.nodes.len()];
-    for (i, node) in g.nodes.iter().enumerate() {
-        for a in node.op.operands() {
-            if let Some(u) = users.get_mut(a.index())
-                && !u.contains(&NodeId(i as u32))
-            {
-                u.push(NodeId(i as u32));
-            }
-        }
-    }
-    users
-}
-
 /// Which nodes compute the statistic `outputs` (see the module docs) from the row maximum and sum
 /// (`stats.0`, `stats.1`): elementwise ops, casts and reshapes over them and scalar constants,
 /// each output of the domain's shape with the key axis kept as 1 or dropped. `None` when an
@@ -307,7 +292,7 @@ fn row_statistics(g: &Graph, outputs: &[NodeId], stats: (NodeId, NodeId), domain
     }
     // Only what the outputs read is theirs: a value computed from the statistics that anything
     // else reads is no statistic.
-    let users = users(g);
+    let users = g.users();
     for i in (0..g.nodes.len()).rev() {
         let n = NodeId(i as u32);
         is_stat[i] &= outputs.contains(&n) || (!users[i].is_empty() && users[i].iter().all(|u| is_stat[u.index()]));

@@ -51,6 +51,22 @@ pub enum BuildError {
 }
 
 impl Graph {
+    /// The users of every node, indexed by node: each node that reads it as an operand, once, in
+    /// graph order.
+    pub fn users(&self) -> Vec<Vec<NodeId>> {
+        let mut users = vec![Vec::new(); self.nodes.len()];
+        for (i, node) in self.nodes.iter().enumerate() {
+            for a in node.op.operands() {
+                if let Some(u) = users.get_mut(a.index())
+                    && !u.contains(&NodeId(i as u32))
+                {
+                    u.push(NodeId(i as u32));
+                }
+            }
+        }
+        users
+    }
+
     /// An empty graph named `name`.
     pub fn new(name: impl Into<String>) -> Graph {
         Graph { name: name.into(), ..Graph::default() }

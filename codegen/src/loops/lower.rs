@@ -319,16 +319,7 @@ impl<'g> Lowerer<'g> {
     /// its own re-reading the product.
     fn plan_epilogues(&mut self) {
         let g = self.g;
-        let mut users: Vec<Vec<NodeId>> = vec![Vec::new(); g.nodes.len()];
-        for (i, node) in g.nodes.iter().enumerate() {
-            for a in node.op.operands() {
-                if let Some(u) = users.get_mut(a.index())
-                    && !u.contains(&NodeId(i as u32))
-                {
-                    u.push(NodeId(i as u32));
-                }
-            }
-        }
+        let users = g.users();
         let elementwise = |op: &Op| matches!(op, Op::Unary(..) | Op::Binary(..) | Op::Select { .. } | Op::Cast(_));
         for (i, node) in g.nodes.iter().enumerate() {
             let n = NodeId(i as u32);
@@ -399,16 +390,7 @@ impl<'g> Lowerer<'g> {
     /// instead of every nest that reads it computing it again.
     fn share_output_buffers(&mut self) {
         let g = self.g;
-        let mut users: Vec<Vec<NodeId>> = vec![Vec::new(); g.nodes.len()];
-        for (i, node) in g.nodes.iter().enumerate() {
-            for a in node.op.operands() {
-                if let Some(u) = users.get_mut(a.index())
-                    && !u.contains(&NodeId(i as u32))
-                {
-                    u.push(NodeId(i as u32));
-                }
-            }
-        }
+        let users = g.users();
         for (k, &o) in g.outputs.iter().enumerate() {
             let Some(buf) = self.mat.get(o.index()).copied().flatten() else { continue };
             if self.kernel.buf(buf).map(|d| d.kind) != Some(BufKind::Output(k)) {

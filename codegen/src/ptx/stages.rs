@@ -57,8 +57,8 @@ pub(crate) fn vector_width(size: usize, len: u64) -> u32 {
     w
 }
 
-/// `ctaid.x * ntid.x + tid.x` and `nctaid.x * ntid.x`.
-fn grid_ids(em: &mut Em) -> (String, String) {
+/// `ctaid.x * ntid.x + tid.x` and `nctaid.x * ntid.x`: a grid-stride loop's first index and step.
+pub(super) fn grid_ids(em: &mut Em) -> (String, String) {
     let tid = em.sreg("tid.x");
     let ctaid = em.sreg("ctaid.x");
     let ntid = em.sreg("ntid.x");

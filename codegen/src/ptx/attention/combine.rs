@@ -17,7 +17,7 @@ use crate::ptx::expr::{Em, Ix};
 use crate::ptx::math;
 use crate::ptx::module::ModuleText;
 use crate::ptx::plan::{Out, Src};
-use crate::ptx::stages::StageCx;
+use crate::ptx::stages::{StageCx, grid_ids};
 
 /// Threads per block of the combine entry.
 pub(crate) const THREADS: u32 = 256;
@@ -35,13 +35,7 @@ pub(crate) fn emit(
     let ix = em.ix;
     let width = u64::from(geo.width);
     let count = split.rows * width;
-    let tid = em.sreg("tid.x");
-    let ctaid = em.sreg("ctaid.x");
-    let ntid = em.sreg("ntid.x");
-    let nctaid = em.sreg("nctaid.x");
-    let gid = em.f.v(format!("mul nuw {ix} {ctaid}, {ntid}"));
-    let gid = em.f.v(format!("add nuw {ix} {gid}, {tid}"));
-    let stride = em.f.v(format!("mul nuw {ix} {nctaid}, {ntid}"));
+    let (gid, stride) = grid_ids(&mut em);
     let saved = em.save();
     let lp = em.f.loop_begin(ix, &gid, &count.to_string(), &[]);
     let r = em.f.v(format!("udiv {ix} {}, {width}", lp.i));

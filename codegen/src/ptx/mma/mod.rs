@@ -38,7 +38,7 @@ use super::expr::{Em, Ix};
 use super::math;
 use super::module::ModuleText;
 use super::plan::{Out, Src, numel};
-use super::stages::{StageCx, launch};
+use super::stages::{StageCx, grid_ids, launch};
 use config::MmaConfig;
 use kernel::{Epilogue, Gemm, GemmProduct, SecondProduct};
 
@@ -490,13 +490,7 @@ fn pack(
     let rank = dims.len();
     let chunks_per_row = pitch / 8;
     let total = nb * rows * chunks_per_row;
-    let tid = em.sreg("tid.x");
-    let ctaid = em.sreg("ctaid.x");
-    let ntid = em.sreg("ntid.x");
-    let nctaid = em.sreg("nctaid.x");
-    let gid = em.f.v(format!("mul nuw {ix} {ctaid}, {ntid}"));
-    let gid = em.f.v(format!("add nuw {ix} {gid}, {tid}"));
-    let stride = em.f.v(format!("mul nuw {ix} {nctaid}, {ntid}"));
+    let (gid, stride) = grid_ids(&mut em);
     let saved = em.save();
     let lp = em.f.loop_begin(ix, &gid, &total.to_string(), &[]);
     let ch = em.f.v(format!("urem {ix} {}, {chunks_per_row}", lp.i));
@@ -552,13 +546,7 @@ fn reduce(
 ) -> Result<LaunchConfig, PtxError> {
     let mut em = Em::new(cx.g, cx.plan, cx.caps);
     let ix = em.ix;
-    let tid = em.sreg("tid.x");
-    let ctaid = em.sreg("ctaid.x");
-    let ntid = em.sreg("ntid.x");
-    let nctaid = em.sreg("nctaid.x");
-    let gid = em.f.v(format!("mul nuw {ix} {ctaid}, {ntid}"));
-    let gid = em.f.v(format!("add nuw {ix} {gid}, {tid}"));
-    let stride = em.f.v(format!("mul nuw {ix} {nctaid}, {ntid}"));
+    let (gid, stride) = grid_ids(&mut em);
     let base = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(1) %scratch, i64 {off}"));
     let saved = em.save();
     let lp = em.f.loop_begin(ix, &gid, &count.to_string(), &[]);
