@@ -82,8 +82,16 @@ pub fn tune(args: &TuneArgs) -> Result<(), CliError> {
         .iter()
         .map(|l| proposals(&tuning, &l.kernel, &alternatives, &bindings))
         .collect::<Result<Vec<_>, _>>()?;
-    let spaces: Vec<usize> =
-        program.launches.iter().zip(&proposals_of).map(|(l, p)| tuning.space(&l.kernel, p, &bindings).len()).collect();
+    // Spaces are listed here only to split a trial budget (each kernel's tuning lists its own).
+    let spaces: Vec<usize> = match args.budget.max_trials {
+        Some(_) => program
+            .launches
+            .iter()
+            .zip(&proposals_of)
+            .map(|(l, p)| tuning.space(&l.kernel, p, &bindings).len())
+            .collect(),
+        None => vec![0; program.launches.len()],
+    };
     let allotted = allot_trials(args.budget.max_trials, &spaces);
     let work = |tuning: &Tuning, i: usize, launch: &tcc_ir::Launch| -> Result<Decision, CliError> {
         let kernel = &launch.kernel;
