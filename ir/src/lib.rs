@@ -34,7 +34,8 @@ pub use infer::TypeError;
 pub use op::{BinaryOp, CompareOp, NodeId, Op, ReduceOp, TensorType, UnaryOp};
 pub use program::{Kernel, KernelClass, Launch, Program, Schedule, ScheduleSource, Tier, ValueRef};
 pub use schedule::{
-    AttentionShape, CODEGEN_VERSION, GpuAttentionSchedule, SCHEDULE_FORMAT, ScheduleKind, SimtTiles, WgmmaSchedule,
+    AttentionDevice, AttentionShape, CODEGEN_VERSION, GpuAttentionSchedule, SCHEDULE_FORMAT, ScheduleKind, SimtTiles,
+    WgmmaSchedule,
 };
 pub use shape::{Bindings, Dim, Shape};
 pub use target::{CpuTier, GpuArch, Target, TargetSpec};

@@ -32,7 +32,7 @@ pub const SCHEDULE_FORMAT: u32 = 1;
 /// measured on this device by this version and [`SCHEDULE_FORMAT`]; others are *borrowed* and
 /// re-measured by the next `tcc tune`. It is not the crate version: a release that changes no
 /// generated code re-tunes nothing.
-pub const CODEGEN_VERSION: u32 = 3;
+pub const CODEGEN_VERSION: u32 = 4;
 
 /// A warpgroup (wgmma) GEMM schedule: the knobs of the sm_90a warpgroup lowering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,6 +66,8 @@ pub const WARPGROUP_HALF_FILL_MIN_M: u64 = 256;
 pub const WGMMA_M: u32 = 64;
 /// The warpgroup k-tile: 64 16-bit elements, one 128-byte swizzle row.
 pub const WGMMA_K: u32 = 64;
+/// Alignment of warpgroup operand tiles in shared memory (the 128-byte swizzle's period).
+pub const WGMMA_ALIGN: u32 = 1024;
 /// `vector_width` of a warpgroup schedule whose tiles arrive by 16-byte `cp.async` copies.
 pub const WGMMA_CP_ASYNC_WIDTH: u32 = 8;
 /// `vector_width` of a warpgroup schedule whose tiles arrive by TMA.
@@ -241,8 +243,9 @@ impl SimtTiles {
     }
 }
 
-/// A GPU attention schedule: the knobs of the `mma.sync` attention kernel (FlashAttention-2
-/// structure). Encoded as `tile_m = Br`, `tile_n = Bc`, `warps`, `stages`, `split_k = splits`;
+/// A GPU attention schedule: the knobs of the attention kernel (FlashAttention-2 structure, its
+/// products on `mma.sync` or, with `wgmma`, on warpgroup MMAs). Encoded as `tile_m = Br`,
+/// `tile_n = Bc`, `warps`, `stages`, `split_k = splits` and `micro_m = 64` for warpgroup MMAs;
 /// every warp owns `Br / warps` query rows (16 or 32), and the keys and values of `stages - 1`
 /// blocks are in flight while one is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -259,6 +262,26 @@ pub struct GpuAttentionSchedule {
     /// the shape and the SM count ([`GpuAttentionSchedule::splits_for`]). At most
     /// [`MAX_ATTENTION_SPLITS`].
     pub splits: u32,
+    /// The products run as warpgroup MMAs (`wgmma`, sm_90a): each warpgroup's 64 query rows
+    /// times the key block read from shared memory, and the probabilities from registers times
+    /// the value block. Head dimensions of 64 or 128, 16 rows per warp.
+    pub wgmma: bool,
+}
+
+/// What the attention kernel may use on a device: shared memory per block and warpgroup MMAs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionDevice {
+    /// Dynamic shared memory one block may use, bytes.
+    pub shared: u32,
+    /// The device runs `wgmma.mma_async` (sm_90a).
+    pub wgmma: bool,
+}
+
+impl AttentionDevice {
+    /// The device of `caps`.
+    pub fn of(caps: &crate::target::GpuCaps) -> AttentionDevice {
+        AttentionDevice { shared: caps.max_shared_optin_bytes, wgmma: caps.has(Feature::Wgmma) }
+    }
 }
 
 /// The most key splits of an attention schedule.
@@ -302,6 +325,7 @@ impl GpuAttentionSchedule {
             warps: self.warps,
             stages: self.stages,
             split_k: self.splits,
+            micro_m: if self.wgmma { WGMMA_M } else { Schedule::default_for(Tier::Ptx).micro_m },
             ..Schedule::default_for(Tier::Ptx)
         }
     }
@@ -309,8 +333,13 @@ impl GpuAttentionSchedule {
     /// The attention schedule `s` encodes, or why it encodes none (the encoding only: whether it
     /// fits an attention is [`GpuAttentionSchedule::fits`]).
     pub fn decode(s: &Schedule) -> Result<GpuAttentionSchedule, String> {
-        let a =
-            GpuAttentionSchedule { block: [s.tile_m, s.tile_n], warps: s.warps, stages: s.stages, splits: s.split_k };
+        let a = GpuAttentionSchedule {
+            block: [s.tile_m, s.tile_n],
+            warps: s.warps,
+            stages: s.stages,
+            splits: s.split_k,
+            wgmma: s.micro_m == WGMMA_M,
+        };
         if !matches!(a.warps, 1 | 2 | 4 | 8) {
             return Err("warps must be 1, 2, 4 or 8".into());
         }
@@ -326,22 +355,30 @@ impl GpuAttentionSchedule {
         if a.splits > MAX_ATTENTION_SPLITS {
             return Err(format!("split_k (key splits) must be at most {MAX_ATTENTION_SPLITS}"));
         }
+        if a.wgmma && (a.rows_per_warp() != 16 || !matches!(a.warps, 4 | 8) || !matches!(a.block[1], 64 | 128)) {
+            return Err("warpgroup attention needs 16 rows per warp, 4 or 8 warps and tile_n 64 or 128".into());
+        }
         Ok(a)
     }
 
     /// Dynamic shared memory for head dimensions `depth` (queries, keys) and `width` (values),
     /// 16-bit elements: the query block and `stages` blocks of keys and values, every row padded
     /// by 16 bytes (the output tile is staged in the same memory at the end).
+    /// With `wgmma` the rows are not padded (the tiles are in the 128-byte swizzled layout that
+    /// wgmma's descriptors read) and 1 KiB more aligns them to 1024 bytes.
     pub fn shared_bytes(&self, depth: u32, width: u32) -> u32 {
         let [br, bc] = self.block;
         let staged = br * (width + 8) * 2;
+        if self.wgmma {
+            return (WGMMA_ALIGN + br * depth * 2 + self.stages * bc * (depth + width) * 2).max(staged);
+        }
         (br * (depth * 2 + 16) + self.stages * bc * ((depth + width) * 2 + 32)).max(staged)
     }
 
     /// Whether the query fragments stay in registers for the whole tile (one 16-row tile per warp
     /// and a head dimension of at most 64); otherwise they are read from shared memory per block.
     pub fn queries_in_registers(&self, depth: u32) -> bool {
-        self.rows_per_warp() == 16 && depth <= 64
+        !self.wgmma && self.rows_per_warp() == 16 && depth <= 64
     }
 
     /// A rough count of a thread's registers with a score function that reads no tensor: the
@@ -352,7 +389,12 @@ impl GpuAttentionSchedule {
     /// score function (estimate, measured): 64x64 on 4 warps 184, 203 at d128; 128x64 on 4 warps
     /// 216, 238 at d64 and 248, 255 with spills at d96; 128x32 on 4 warps 216, 245 at d112 and
     /// 232, 255 with spills at d128; 64x128 on 4 warps 224, 242 at d80 and 232, 255 at d96.
+    /// With `wgmma`: the output and score accumulators, the packed probabilities and the same
+    /// reserve.
     pub fn registers(&self, depth: u32, width: u32) -> u32 {
+        if self.wgmma {
+            return width / 2 + self.block[1] / 2 + self.block[1] / 4 + 56;
+        }
         let tiles = self.rows_per_warp() / 16;
         let queries = if self.queries_in_registers(depth) { depth / 4 } else { 0 };
         tiles * width / 2 + self.block[1] * (tiles + 1) / 2 + queries + 56
@@ -363,51 +405,71 @@ impl GpuAttentionSchedule {
     /// each score's elements separately (ptxas: 240-255 registers at every head dimension): it
     /// runs only 16 rows per warp, 64 keys and 2 stages (no spills at any head dimension up to
     /// 128; 32 rows per warp, 128 keys or 3 stages spilled at some).
-    pub fn fits(&self, shape: &AttentionShape, shared: u32) -> bool {
+    /// Warpgroup schedules need a device with `wgmma`, head dimensions of 64 or 128 and a score
+    /// function that reads no tensor.
+    pub fn fits(&self, shape: &AttentionShape, device: AttentionDevice) -> bool {
         let lean = self.rows_per_warp() == 16 && self.block[1] == 64 && self.stages == 2;
-        self.shared_bytes(shape.depth, shape.width) <= shared
+        let warpgroup = !self.wgmma
+            || (device.wgmma
+                && matches!(shape.depth, 64 | 128)
+                && matches!(shape.width, 64 | 128)
+                && shape.score_reads == 0);
+        warpgroup
+            && self.shared_bytes(shape.depth, shape.width) <= device.shared
             && self.registers(shape.depth, shape.width) <= ATTENTION_REGISTER_BUDGET
             && (shape.score_reads == 0 || lean)
     }
 
-    /// The default for `shape`: the first of [`Self::space`], 64 queries by 64 keys on 4 warps
-    /// with 2 stages where it fits (measured fastest of the space on an H100 at d128, plain and
-    /// causal: BENCHMARKS.md, session 11; 128 by 64 on 4 warps, 32 rows each, is in the space up
-    /// to d64 but was not timed), else 128 by 64 on 8 warps; for decoding ([`DECODE_ROWS`]) 16
-    /// queries by 64 keys on one warp with 2 stages (on an H100 at b32, 32 query heads over 8,
-    /// 8192 keys, d128: 0.384 ms, every schedule of the decode space within 0.381 to 0.402 ms;
-    /// BENCHMARKS.md, session 14). Key splits are chosen at compile time (0).
-    pub fn default_for(shape: &AttentionShape, shared: u32) -> GpuAttentionSchedule {
-        GpuAttentionSchedule::space(shape, shared).first().copied().unwrap_or(GpuAttentionSchedule {
+    /// The default for `shape`: the first of [`Self::space`]. On a device with warpgroup MMAs and
+    /// head dimensions of 64 or 128, 128 queries by 128 keys on two warpgroups with 2 stages;
+    /// else 64 queries by 64 keys on 4 warps with 2 stages where it fits (measured fastest of the
+    /// `mma.sync` space on an H100 at d128, plain and causal: BENCHMARKS.md, session 11), else
+    /// 128 by 64 on 8 warps; for decoding ([`DECODE_ROWS`]) 16 queries by 64 keys on one warp with
+    /// 2 stages (on an H100 at b32, 32 query heads over 8, 8192 keys, d128: 0.384 ms, every
+    /// schedule of the decode space within 0.381 to 0.402 ms; BENCHMARKS.md, session 14). Key
+    /// splits are chosen at compile time (0).
+    pub fn default_for(shape: &AttentionShape, device: AttentionDevice) -> GpuAttentionSchedule {
+        GpuAttentionSchedule::space(shape, device).first().copied().unwrap_or(GpuAttentionSchedule {
             block: [128, 64],
             warps: 8,
             stages: 2,
             splits: 0,
+            wgmma: false,
         })
     }
 
-    /// The schedule the kernel runs for `s`: its own when it decodes and fits, else the default.
-    pub fn effective(s: &Schedule, shape: &AttentionShape, shared: u32) -> GpuAttentionSchedule {
+    /// The schedule the kernel runs for `s`: its own when it decodes and fits, else the default
+    /// (with the key splits of `s` when it decodes: a warpgroup schedule on sm_80 keeps them).
+    pub fn effective(s: &Schedule, shape: &AttentionShape, device: AttentionDevice) -> GpuAttentionSchedule {
         match GpuAttentionSchedule::decode(s) {
-            Ok(a) if a.fits(shape, shared) => a,
-            _ => GpuAttentionSchedule::default_for(shape, shared),
+            Ok(a) if a.fits(shape, device) => a,
+            Ok(a) => GpuAttentionSchedule { splits: a.splits, ..GpuAttentionSchedule::default_for(shape, device) },
+            Err(_) => GpuAttentionSchedule::default_for(shape, device),
         }
     }
 
     /// The tuner's space for `shape`, best first (as measured on an H100 where measured): every
-    /// candidate fits, each with its key splits chosen at compile time; for decoding
+    /// candidate fits, each with its key splits chosen at compile time; for prefill the
+    /// warpgroup schedules first where the device and head dimensions allow them; for decoding
     /// ([`DECODE_ROWS`]) small query blocks, then the first of them with fixed key splits.
-    pub fn space(shape: &AttentionShape, shared: u32) -> Vec<GpuAttentionSchedule> {
+    pub fn space(shape: &AttentionShape, device: AttentionDevice) -> Vec<GpuAttentionSchedule> {
+        const WARPGROUP: [(u32, u32, u32); 4] = [(128, 128, 8), (128, 64, 8), (64, 128, 4), (64, 64, 4)];
         const PREFILL: [(u32, u32, u32); 6] =
             [(64, 64, 4), (128, 64, 8), (128, 64, 4), (128, 128, 8), (64, 128, 4), (128, 32, 4)];
         const DECODE: [(u32, u32, u32); 4] = [(16, 64, 1), (16, 32, 1), (32, 64, 2), (64, 64, 4)];
         let decoding = shape.rows > 0 && shape.rows <= DECODE_ROWS;
-        let blocks: &[(u32, u32, u32)] = if decoding { &DECODE } else { &PREFILL };
+        let mut blocks: Vec<(u32, u32, u32, bool)> = Vec::new();
+        if decoding {
+            blocks.extend(DECODE.map(|(br, bc, w)| (br, bc, w, false)));
+        } else {
+            blocks.extend(WARPGROUP.map(|(br, bc, w)| (br, bc, w, true)));
+            blocks.extend(PREFILL.map(|(br, bc, w)| (br, bc, w, false)));
+        }
         let mut out = Vec::new();
-        for &(br, bc, warps) in blocks {
+        for (br, bc, warps, wgmma) in blocks {
             for stages in [2, 3] {
-                let a = GpuAttentionSchedule { block: [br, bc], warps, stages, splits: 0 };
-                if a.fits(shape, shared) {
+                let a = GpuAttentionSchedule { block: [br, bc], warps, stages, splits: 0, wgmma };
+                if a.fits(shape, device) {
                     out.push(a);
                 }
             }
@@ -560,7 +622,7 @@ impl Kernel {
                     Some(a) if tensor_cores => ScheduleKind::GpuAttention(GpuAttentionSchedule::effective(
                         s,
                         &a.shape(),
-                        caps.max_shared_optin_bytes,
+                        AttentionDevice::of(&caps),
                     )),
                     _ => ScheduleKind::GpuFixed,
                 }
@@ -630,8 +692,12 @@ impl fmt::Display for ScheduleKind {
                 let splits = if a.splits == 0 { "auto".to_string() } else { a.splits.to_string() };
                 write!(
                     f,
-                    "gpu-attention block={}x{} warps={} stages={} splits={splits}",
-                    a.block[0], a.block[1], a.warps, a.stages
+                    "gpu-attention block={}x{} warps={} stages={} splits={splits}{}",
+                    a.block[0],
+                    a.block[1],
+                    a.warps,
+                    a.stages,
+                    if a.wgmma { " wgmma" } else { "" }
                 )
             }
         }
@@ -743,9 +809,9 @@ mod tests {
     #[test]
     fn attention_schedules_round_trip_and_choose_their_key_splits() {
         let decode = AttentionShape { depth: 128, width: 128, score_reads: 0, rows: 4 };
-        let shared = GpuArch::Sm90a.caps().max_shared_optin_bytes;
+        let shared = AttentionDevice::of(&GpuArch::Sm80.caps());
         let space = GpuAttentionSchedule::space(&decode, shared);
-        assert_eq!(space[0], GpuAttentionSchedule { block: [16, 64], warps: 1, stages: 2, splits: 0 });
+        assert_eq!(space[0], GpuAttentionSchedule { block: [16, 64], warps: 1, stages: 2, splits: 0, wgmma: false });
         assert!(space.iter().any(|a| a.splits > 1));
         for a in &space {
             assert_eq!(GpuAttentionSchedule::decode(&a.encode()), Ok(*a));
@@ -764,6 +830,25 @@ mod tests {
         let fixed = GpuAttentionSchedule { splits: 16, ..auto };
         assert_eq!(fixed.splits_for(1, 5, 396), 5);
         assert!(GpuAttentionSchedule::decode(&GpuAttentionSchedule { splits: 65, ..auto }.encode()).is_err());
+        // sm_90a: warpgroup schedules first for prefill at head dimensions 64 and 128, never for
+        // decoding, other head dimensions or score functions that read tensors.
+        let hopper = AttentionDevice::of(&GpuArch::Sm90a.caps());
+        let first = GpuAttentionSchedule::default_for(&prefill, hopper);
+        assert_eq!((first.block, first.warps, first.stages, first.wgmma), ([128, 128], 8, 2, true));
+        let space = GpuAttentionSchedule::space(&prefill, hopper);
+        assert!(space.iter().any(|a| !a.wgmma), "the mma.sync schedules stay in the space");
+        for a in &space {
+            assert_eq!(GpuAttentionSchedule::decode(&a.encode()), Ok(*a));
+            assert!(a.fits(&prefill, hopper) && (!a.wgmma || a.shared_bytes(128, 128) <= hopper.shared));
+        }
+        assert!(!first.fits(&prefill, shared), "sm_80 has no wgmma");
+        assert!(GpuAttentionSchedule::space(&decode, hopper).iter().all(|a| !a.wgmma));
+        let d80 = AttentionShape { depth: 80, width: 80, ..prefill };
+        assert!(GpuAttentionSchedule::space(&d80, hopper).iter().all(|a| !a.wgmma));
+        let biased = AttentionShape { score_reads: 1, ..prefill };
+        assert!(!GpuAttentionSchedule::default_for(&biased, hopper).wgmma);
+        let odd = GpuAttentionSchedule { warps: 2, block: [32, 64], ..first };
+        assert!(GpuAttentionSchedule::decode(&odd.encode()).is_err());
         let caps = GpuArch::Sm90a.caps();
         assert_eq!(auto.resident_blocks(128, 128, &caps), 3);
     }

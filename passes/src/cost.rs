@@ -225,7 +225,7 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
             // The model does not tell the attention kernel's schedules apart: it prefers the
             // kernel's default (measured fastest), and the tuner measures the others.
             Some(a) => {
-                let shared = target.shared_memory_per_block;
+                let shared = target.attention_device();
                 let runs = GpuAttentionSchedule::effective(schedule, &a.shape(), shared);
                 if runs != GpuAttentionSchedule::default_for(&a.shape(), shared) {
                     seconds *= NOT_DEFAULT_FACTOR;

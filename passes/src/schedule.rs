@@ -274,7 +274,7 @@ pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec
             // The attention kernel's space for the body (each fits).
             let found = body.to_graph("attention").ok().and_then(|g| tcc_ir::attention::GpuAttention::find(&g));
             if let Some(attention) = found {
-                let shared = target.shared_memory_per_block;
+                let shared = target.attention_device();
                 for a in tcc_ir::schedule::GpuAttentionSchedule::space(&attention.shape(), shared) {
                     out.push(a.encode());
                 }

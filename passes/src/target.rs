@@ -5,6 +5,7 @@
 //! BENCHMARKS.md where one exists), not measurements made by this crate; the cost model only
 //! needs them to rank alternatives.
 
+use tcc_ir::schedule::AttentionDevice;
 use tcc_ir::target::{CpuTier, GpuArch, Target};
 use tcc_ir::{DType, Tier};
 
@@ -47,6 +48,14 @@ pub struct TargetModel {
 }
 
 impl TargetModel {
+    /// What the GPU attention kernel may use on this target (no warpgroup MMAs off the GPU).
+    pub fn attention_device(&self) -> AttentionDevice {
+        match self.target {
+            Target::Gpu(arch) => AttentionDevice::of(&arch.caps()),
+            _ => AttentionDevice { shared: self.shared_memory_per_block, wgmma: false },
+        }
+    }
+
     /// The model of `target`.
     pub fn for_target(target: Target) -> TargetModel {
         match target {

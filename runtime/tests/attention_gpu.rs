@@ -16,7 +16,7 @@
 use tcc_codegen::ptx;
 use tcc_ir::attention::GpuAttention;
 use tcc_ir::interp::{Tensor, run_graph};
-use tcc_ir::schedule::GpuAttentionSchedule;
+use tcc_ir::schedule::{AttentionDevice, GpuAttentionSchedule};
 use tcc_ir::testing::attention::{AttentionCase, MaskForm, ScoreForm};
 use tcc_ir::testing::{Tolerance, compare_outputs, random_inputs};
 use tcc_ir::{Bindings, DType, KernelClass, Program};
@@ -68,8 +68,8 @@ fn case(dtype: DType, head_dim: u64, (q_len, kv_len): (u64, u64), score: ScoreFo
     AttentionCase { dtype, score, mask, ..AttentionCase::grouped_heads(q_len, kv_len, head_dim) }
 }
 
-fn shared() -> u32 {
-    device().info().arch.caps().max_shared_optin_bytes
+fn shared() -> AttentionDevice {
+    AttentionDevice::of(&device().info().arch.caps())
 }
 
 /// The schedule space of case `c` on this device (its head dimensions and the tensors its score
@@ -257,7 +257,7 @@ fn time_every_decode_schedule_on_the_suite_shape() {
     for (br, bc, warps) in [(16, 64, 1), (16, 32, 1), (32, 64, 2)] {
         for stages in [2, 3] {
             for splits in [4, 8, 16] {
-                schedules.push(GpuAttentionSchedule { block: [br, bc], warps, stages, splits });
+                schedules.push(GpuAttentionSchedule { block: [br, bc], warps, stages, splits, wgmma: false });
             }
         }
     }

@@ -20,7 +20,7 @@ use tcc_codegen::ptx::wgmma::wgmma_schedule_space;
 use tcc_codegen::ptx::{BLayout, GpuArch, MatmulProblem, matmul_schedule_space, simt_schedule_runs};
 use tcc_ir::{Bindings, DType, Kernel, KernelClass, Op, Schedule, Tier};
 
-use tcc_ir::schedule::GpuAttentionSchedule;
+use tcc_ir::schedule::{AttentionDevice, GpuAttentionSchedule};
 use tcc_ir::target::{CpuTier, Target};
 
 /// Register tiles (`micro_m`, `micro_n`) tried for matmul kernels.
@@ -325,7 +325,7 @@ pub fn gpu_space(
         && let Some(attention) = tcc_ir::attention::GpuAttention::find(&kernel.graph)
     {
         // The attention kernel's space (each schedule fits), in its listed order.
-        let shared = arch.caps().max_shared_optin_bytes;
+        let shared = AttentionDevice::of(&arch.caps());
         rest = GpuAttentionSchedule::space(&attention.shape(), shared)
             .into_iter()
             .enumerate()

@@ -8,7 +8,7 @@
 
 use tcc_codegen::ptx::{self, GpuArch};
 use tcc_ir::attention::GpuAttention;
-use tcc_ir::schedule::GpuAttentionSchedule;
+use tcc_ir::schedule::{AttentionDevice, GpuAttentionSchedule};
 use tcc_ir::testing::attention::{AttentionCase, MaskForm, ScoreForm};
 use tcc_ir::testing::{compare_outputs, random_inputs};
 use tcc_ir::{Bindings, DType, Kernel, KernelClass, TensorType};
@@ -30,10 +30,26 @@ fn attention_kernel(c: &AttentionCase, schedule: GpuAttentionSchedule) -> Kernel
     k
 }
 
-/// The schedule space of case `c` (its head dimensions and the tensors its score function reads).
+/// The schedule spaces of case `c` (its head dimensions and the tensors its score function reads)
+/// on sm_80 and sm_90a together (the warpgroup schedules run as the default on sm_80).
 fn space(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
     let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
-    GpuAttentionSchedule::space(&shape, GpuArch::Sm80.caps().max_shared_optin_bytes)
+    let mut all = Vec::new();
+    for arch in GpuArch::ALL {
+        for s in GpuAttentionSchedule::space(&shape, AttentionDevice::of(&arch.caps())) {
+            if !all.contains(&s) {
+                all.push(s);
+            }
+        }
+    }
+    all
+}
+
+/// The warpgroup schedules of case `c`'s space on sm_90a.
+fn warpgroup_space(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
+    let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
+    let space = GpuAttentionSchedule::space(&shape, AttentionDevice::of(&GpuArch::Sm90a.caps()));
+    space.into_iter().filter(|s| s.wgmma).collect()
 }
 
 #[test]
@@ -132,12 +148,23 @@ fn emulate(
     seed: u64,
     keep: impl Fn(&mut [tcc_ir::interp::Tensor]),
 ) -> Result<Vec<&'static str>, String> {
+    emulate_on(GpuArch::Sm80, c, schedule, seed, keep)
+}
+
+/// [`emulate`] compiled for `arch` (sm_90a: the warpgroup schedules' `wgmma`s).
+fn emulate_on(
+    arch: GpuArch,
+    c: &AttentionCase,
+    schedule: GpuAttentionSchedule,
+    seed: u64,
+    keep: impl Fn(&mut [tcc_ir::interp::Tensor]),
+) -> Result<Vec<&'static str>, String> {
     let k = attention_kernel(c, schedule);
     let bindings = Bindings::new();
     let mut inputs = random_inputs(&k.graph, &bindings, seed).map_err(|e| e.to_string())?;
     keep(&mut inputs);
     let expected = tcc_ir::interp::run_graph(&k.graph, &inputs).map_err(|e| e.to_string())?;
-    let ir = ptx::emit_llvm_ir(&k, &bindings, GpuArch::Sm80).map_err(|e| e.to_string())?;
+    let ir = ptx::emit_llvm_ir(&k, &bindings, arch).map_err(|e| e.to_string())?;
     let types: Vec<TensorType> = k.graph.outputs.iter().map(|o| k.graph.nodes[o.index()].ty.clone()).collect();
     let actual = sim::run(&ir, &inputs, &types, &bindings, 2);
     let l: Vec<&'static str> = ir.steps.iter().map(|s| s.lowering).collect();
@@ -148,7 +175,7 @@ fn emulate(
 
 fn decode_default(c: &AttentionCase) -> GpuAttentionSchedule {
     let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
-    GpuAttentionSchedule::default_for(&shape, GpuArch::Sm80.caps().max_shared_optin_bytes)
+    GpuAttentionSchedule::default_for(&shape, AttentionDevice::of(&GpuArch::Sm80.caps()))
 }
 
 #[test]
@@ -180,7 +207,7 @@ fn emulated_key_splits_over_packed_heads_match_the_interpreter() {
     run(c.clone(), GpuAttentionSchedule { splits: 5, ..decode_default(&c) }, 21);
     // Many queries: packed heads in 64-row blocks of 4 warps, split in two.
     let c = AttentionCase { dtype: DType::F16, ..AttentionCase::grouped_heads(45, 130, 64) };
-    run(c, GpuAttentionSchedule { block: [64, 64], warps: 4, stages: 2, splits: 2 }, 22);
+    run(c, GpuAttentionSchedule { block: [64, 64], warps: 4, stages: 2, splits: 2, wgmma: false }, 22);
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
@@ -216,6 +243,59 @@ fn emulated_row_log_sum_exp_and_fully_masked_rows_match_the_interpreter() {
         if let Err(e) = emulate(&c, GpuAttentionSchedule { splits: 4, ..decode_default(&c) }, 41, keep) {
             failures.push(e);
         }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn emulated_warpgroup_attention_matches_the_interpreter() {
+    let mut failures = Vec::new();
+    let mut run = |c: &AttentionCase, s: GpuAttentionSchedule, seed: u64| {
+        if let Err(e) = emulate_on(GpuArch::Sm90a, c, s, seed, |_| {}) {
+            failures.push(e);
+        }
+    };
+    // Two query heads over one K/V head, causal with fewer queries than keys, lengths off the
+    // blocks (the emulator runs a thread per GPU thread: small cases).
+    let small = |head_dim: u64, dtype: DType| AttentionCase {
+        batch: vec![1],
+        heads: 2,
+        kv_heads: 1,
+        dtype,
+        ..AttentionCase::grouped_heads(100, 150, head_dim)
+    };
+    // Every warpgroup schedule at head dim 64; the first and the last at 128, bf16, no mask.
+    let c = small(64, DType::F16);
+    let space = warpgroup_space(&c);
+    assert_eq!(space.len(), 8, "{space:?}");
+    for (j, &s) in space.iter().enumerate() {
+        run(&c, s, j as u64);
+    }
+    let wide = AttentionCase { mask: MaskForm::None, ..small(128, DType::BF16) };
+    let wide_space = warpgroup_space(&wide);
+    for (j, s) in [wide_space[0], wide_space[wide_space.len() - 1]].into_iter().enumerate() {
+        run(&wide, s, 10 + j as u64);
+    }
+    // Each score form and mask; a value dim of 64 beside a head dim of 128; more queries than
+    // keys (fully masked rows); the row log-sum-exp (the split form) in one split and in three.
+    let first = space[0];
+    for (k, (score, mask)) in [
+        (ScoreForm::Plain, MaskForm::Window(60)),
+        (ScoreForm::Alibi(0.125), MaskForm::Causal),
+        (ScoreForm::SoftCap(30.0), MaskForm::None),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        run(&AttentionCase { score, mask, ..c.clone() }, first, 20 + k as u64);
+    }
+    let narrow = AttentionCase { value_dim: 64, ..small(128, DType::F16) };
+    run(&narrow, warpgroup_space(&narrow)[0], 30);
+    let over = AttentionCase { q_len: 140, kv_len: 70, ..small(64, DType::BF16) };
+    run(&over, first, 31);
+    for (k, splits) in [1u32, 3].into_iter().enumerate() {
+        let lse = AttentionCase { log_sum_exp: true, ..c.clone() };
+        run(&lse, GpuAttentionSchedule { splits, ..first }, 40 + k as u64);
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }

@@ -6,8 +6,11 @@
 //!
 //! The tensor-core `mma.sync` path runs too: `cp.async` copies at once (so commits and waits do
 //! nothing), `ldmatrix` and `mma.sync.m16n8k16` exchange their lanes' registers through the
-//! warp, and the dynamic shared memory is one host array (blocks run one after another). Warpgroup
-//! (wgmma, TMA) kernels do not run here.
+//! warp, and the dynamic shared memory is one host array (blocks and entries run one after
+//! another), aligned to its size so that a shared address's low 18 bits are its offset. Warpgroup
+//! MMAs (`wgmma.mma_async` from shared-memory descriptors with the 128-byte swizzle, A from shared
+//! memory or registers) run too, each thread computing its own accumulators (fences, commits and
+//! waits do nothing); mbarriers and TMA do not, so producer and TMA kernels do not run here.
 //!
 //! It checks everything the backend decides (plans, index mappings, scalar semantics, loops,
 //! shared memory, reductions across lanes and warps); NVPTX instruction selection itself is
@@ -46,11 +49,13 @@ struct Warp {
 /// Words per lane of [`Warp::wide`].
 const WIDE: usize = 8;
 
-/// Bytes of the emulated dynamic shared memory (more than any GPU block has).
+/// Bytes of the emulated dynamic shared memory (more than any GPU block has), and its alignment.
 const SHARED_BYTES: usize = 256 * 1024;
 
 thread_local! {
     static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
+    /// One thread's warpgroup accumulators, passed in and out one by one around `sim_wg_mma`.
+    static WG_ACC: RefCell<Vec<f32>> = RefCell::new(vec![0.0; 128]);
 }
 
 fn with<T>(f: impl FnOnce(&ThreadState) -> T) -> T {
@@ -173,6 +178,87 @@ extern "C" fn sim_mma(regs: *const u32, c: *const f32, out: *mut f32, bf16: i32)
     }
 }
 
+extern "C" fn sim_wg_put(i: i32, v: f32) {
+    WG_ACC.with(|a| a.borrow_mut()[i as usize] = v);
+}
+extern "C" fn sim_wg_get(i: i32) -> f32 {
+    WG_ACC.with(|a| a.borrow()[i as usize])
+}
+
+/// `wgmma.mma_async.m64n{n}k16` with f32 accumulators (this thread's, in [`WG_ACC`]): A from the
+/// shared-memory descriptor `da` (K-major), or with `flags & 4` from the warp's registers (this
+/// lane's four words `a*`, `mma.sync`'s A fragment per warp); B from `db`, K-major (`[n, k]`) or
+/// with `flags & 2` MN-major (`[k, n]`, 64-column blocks LBO apart); f16, or bf16 with `flags & 1`.
+/// Both descriptors use the 128-byte swizzle (chunk bits 4-6 of an address XOR its row bits 7-9)
+/// and address the shared memory at `smem` by their low 18 bits. Adds `A B` to the accumulators,
+/// or overwrites them when `scale` is 0.
+// Reason: the instruction's operands as the retargeted IR passes them.
+#[allow(clippy::too_many_arguments)]
+extern "C" fn sim_wg_mma(
+    smem: *const u8,
+    da: i64,
+    db: i64,
+    scale: i32,
+    n: i32,
+    flags: i32,
+    a0: i32,
+    a1: i32,
+    a2: i32,
+    a3: i32,
+) {
+    assert_eq!(smem as usize % SHARED_BYTES, 0, "the emulated shared memory is aligned to its size");
+    let (bf16, trans_b, regs_a) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0);
+    let words = regs_a.then(|| exchange(&[a0, a1, a2, a3].map(|w| w as u32)));
+    let tid = with(|s| s.tid as usize);
+    let (warp, lane) = ((tid % 128) / 32, tid % 32);
+    let val = |bits: u16| -> f32 {
+        if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() }
+    };
+    let read = |addr: u64| -> f32 {
+        let swizzled = addr ^ (((addr >> 7) & 7) << 4);
+        let off = (swizzled as usize) & (SHARED_BYTES - 1);
+        // SAFETY: `smem` is the emulated shared memory of SHARED_BYTES bytes; `off + 1` is inside it.
+        val(unsafe { u16::from_le_bytes([*smem.add(off), *smem.add(off + 1)]) })
+    };
+    let field = |d: i64, shift: u32| ((d as u64 >> shift) & 0x3fff) << 4;
+    let (a_start, a_sbo) = (field(da, 0), field(da, 32));
+    let (b_start, b_lbo, b_sbo) = (field(db, 0), field(db, 16), field(db, 32));
+    // A[row][k] of this warp's 16 rows.
+    let a = |row: usize, k: usize| -> f32 {
+        match &words {
+            Some(all) => val((all[(row % 8) * 4 + (k % 8) / 2][row / 8 + 2 * (k / 8)] >> (16 * (k % 2))) as u16),
+            None => {
+                let r = (warp * 16 + row) as u64;
+                read(a_start + (r / 8) * a_sbo + (r % 8) * 128 + 2 * k as u64)
+            }
+        }
+    };
+    let b = |k: usize, col: usize| -> f32 {
+        let (k, col) = (k as u64, col as u64);
+        if trans_b {
+            read(b_start + (col / 64) * b_lbo + (k / 8) * b_sbo + (k % 8) * 128 + (col % 64) * 2)
+        } else {
+            read(b_start + (col / 8) * b_sbo + (col % 8) * 128 + k * 2)
+        }
+    };
+    let (g, t) = (lane / 4, lane % 4);
+    WG_ACC.with(|acc| {
+        let mut acc = acc.borrow_mut();
+        for j in 0..(n as usize) / 8 {
+            for (i, (row, col)) in
+                [(g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1)].into_iter().enumerate()
+            {
+                let at = 4 * j + i;
+                let mut sum = if scale != 0 { acc[at] } else { 0.0 };
+                for k in 0..16 {
+                    sum = a(row, k).mul_add(b(k, 8 * j + col), sum);
+                }
+                acc[at] = sum;
+            }
+        }
+    });
+}
+
 extern "C" fn sim_exp2(x: f32) -> f32 {
     x.exp2()
 }
@@ -226,7 +312,70 @@ const HOST_FNS: &[(&str, &str, &[&str])] = &[
     ("sim_warp_sync", "void", &["i32"]),
     ("sim_ldmatrix", "void", &["ptr", "ptr", "i32"]),
     ("sim_mma", "void", &["ptr", "ptr", "ptr", "i32"]),
+    ("sim_wg_put", "void", &["i32", "float"]),
+    ("sim_wg_get", "float", &["i32"]),
+    ("sim_wg_mma", "void", &["ptr", "i64", "i64", "i32", "i32", "i32", "i32", "i32", "i32", "i32"]),
 ];
+
+/// Warpgroup-MMA bookkeeping (fences, commits, waits without accumulators): nothing to do when
+/// every wgmma completes at once.
+const WGMMA_NOPS: [&str; 4] = [
+    "asm sideeffect \"wgmma.fence.sync.aligned;\"",
+    "asm sideeffect \"wgmma.commit_group.sync.aligned;\"",
+    "asm sideeffect \"fence.proxy.async.shared::cta;\"",
+    "asm sideeffect \"wgmma.wait_group.sync.aligned",
+];
+
+/// The host IR of one `wgmma` inline-asm call (`lhs = rhs`): a wait that passes the accumulators
+/// through becomes the struct of its arguments; an MMA passes them to `sim_wg_mma` one by one
+/// and reads them back. `None` for other lines.
+fn wgmma_line(name: &str, rhs: &str) -> Option<String> {
+    let is_mma = rhs.contains("wgmma.mma_async.sync.aligned.m64n");
+    if !is_mma && !rhs.contains("asm sideeffect \"wgmma.wait_group.sync.aligned") {
+        return None;
+    }
+    let ty = rhs.strip_prefix("call ")?.split_once(" asm")?.0;
+    let k = ty.matches("float").count();
+    let args: Vec<&str> = rhs.rsplit_once("\"(")?.1.strip_suffix(')')?.split(", ").collect();
+    let value = |a: &str| a.split_once(' ').map(|(_, v)| v.to_string());
+    let mut out = Vec::new();
+    let acc: Vec<String> = if is_mma {
+        for (i, a) in args[..k].iter().enumerate() {
+            out.push(format!("  call void @sim_wg_put(i32 {i}, {a})"));
+        }
+        let rest = &args[k..];
+        let regs_a = rest.len() == 6;
+        let (words, db, scale) = if regs_a {
+            (rest[..4].iter().map(|a| value(a)).collect::<Option<Vec<_>>>()?, value(rest[4])?, value(rest[5])?)
+        } else {
+            (vec!["0".to_string(); 4], value(rest[1])?, value(rest[2])?)
+        };
+        let da = if regs_a { "0".to_string() } else { value(rest[0])? };
+        let n: u32 = rhs.split_once("m64n")?.1.split_once('k')?.0.parse().ok()?;
+        let trans_b: u32 = rhs.split_once("p, 1, 1, ")?.1.split_once(';')?.0.rsplit(", ").next()?.parse().ok()?;
+        let flags = u32::from(rhs.contains(".f32.bf16.bf16")) | (trans_b << 1) | (u32::from(regs_a) << 2);
+        let w: Vec<String> = words.iter().map(|w| format!("i32 {w}")).collect();
+        out.push(format!(
+            "  call void @sim_wg_mma(ptr @sim_smem_all, i64 {da}, i64 {db}, i32 {scale}, i32 {n}, i32 {flags}, {})",
+            w.join(", ")
+        ));
+        (0..k)
+            .map(|i| {
+                out.push(format!("  {name}.g{i} = call float @sim_wg_get(i32 {i})"));
+                format!("float {name}.g{i}")
+            })
+            .collect()
+    } else {
+        args[..k].iter().map(|a| a.to_string()).collect()
+    };
+    let mut prev = "poison".to_string();
+    for (i, a) in acc.iter().enumerate() {
+        let dst = if i + 1 == k { name.to_string() } else { format!("{name}.s{i}") };
+        out.push(format!("  {dst} = insertvalue {ty} {prev}, {a}, {i}"));
+        prev = dst;
+    }
+    Some(out.join("\n"))
+}
 
 /// Host definitions of the tensor-core intrinsics the retargeted IR calls, over the host functions.
 const TENSOR_CORE_WRAPPERS: &str = "
@@ -320,15 +469,21 @@ fn host_ir(ir: &KernelIr) -> String {
     text = text
         .lines()
         .map(|line| {
+            if !line.contains(" = ") && WGMMA_NOPS.iter().any(|p| line.contains(p)) {
+                return String::new();
+            }
             let Some((lhs, rhs)) = line.split_once(" = ") else { return line.to_string() };
             let conv = |op: &str, from: &str, to: &str| -> Option<String> {
                 let v = rhs.strip_prefix(&format!("{op} {from} "))?.strip_suffix(&format!(" to {to}"))?;
                 Some(v.to_string())
             };
             let name = lhs.trim();
-            // The dynamic shared memory: one host array.
+            // The dynamic shared memory: one host array for every entry.
             if rhs.starts_with("external global [0 x i8]") {
-                return format!("{name} = global [{SHARED_BYTES} x i8] zeroinitializer, align 16");
+                return format!("{name} = alias [{SHARED_BYTES} x i8], ptr @sim_smem_all");
+            }
+            if let Some(host) = wgmma_line(name, rhs) {
+                return host;
             }
             // The opaque copy of the thread index (`epilogue::store_tile`): the value itself.
             if rhs.contains("asm sideeffect \"mov.u32 $0, $1;\"")
@@ -398,6 +553,7 @@ fn host_ir(ir: &KernelIr) -> String {
     }
     init.push_str("  ret void\n}");
     lines.push(init);
+    lines.push(format!("@sim_smem_all = global [{SHARED_BYTES} x i8] zeroinitializer, align {SHARED_BYTES}"));
     lines.push(TENSOR_CORE_WRAPPERS.to_string());
     let mut text = lines.join("\n");
     let n = ir.inputs + ir.outputs + 1;
@@ -489,7 +645,7 @@ pub fn run(
         .unwrap_or_else(|e| panic!("{}: host IR does not parse: {e}", ir.name));
     let ee = module.create_jit_execution_engine(OptimizationLevel::Less).unwrap();
     // In the order of HOST_FNS.
-    let table: [usize; 22] = [
+    let table: [usize; 25] = [
         sim_tid as extern "C" fn() -> i32 as usize,
         sim_ctaid as extern "C" fn() -> i32 as usize,
         sim_ntid as extern "C" fn() -> i32 as usize,
@@ -512,6 +668,9 @@ pub fn run(
         sim_warp_sync as extern "C" fn(i32) as usize,
         sim_ldmatrix as extern "C" fn(*const u8, *mut u32, i32) as usize,
         sim_mma as extern "C" fn(*const u32, *const f32, *mut f32, i32) as usize,
+        sim_wg_put as extern "C" fn(i32, f32) as usize,
+        sim_wg_get as extern "C" fn(i32) -> f32 as usize,
+        sim_wg_mma as extern "C" fn(*const u8, i64, i64, i32, i32, i32, i32, i32, i32, i32) as usize,
     ];
     assert_eq!(table.len(), HOST_FNS.len());
     let init = ee.get_function_address("sim_init").unwrap();

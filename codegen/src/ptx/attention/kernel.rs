@@ -5,6 +5,7 @@
 //! [`AttnKernel::key_loop`] (per key block: scores, score function, online softmax, `O += P V`)
 //! and [`AttnKernel::finish`] (`O / l` and the staged epilogue).
 
+use tcc_ir::schedule::{WGMMA_ALIGN, WGMMA_M};
 use tcc_ir::{DType, NodeId};
 
 use super::blocks::{block_is_full, key_range, query_span};
@@ -16,8 +17,10 @@ use crate::ptx::error::PtxError;
 use crate::ptx::expr::{Em, Ix};
 use crate::ptx::math;
 use crate::ptx::mma::epilogue::{self, Output, Staging, TileAt};
-use crate::ptx::mma::kernel::{cp_async as cp_async_at, ldmatrix_x4, mma};
+use crate::ptx::mma::kernel::{cp_async as cp_async_at, ext64, ldmatrix_x4, mma};
 use crate::ptx::plan::{Out, Src};
+use crate::ptx::wgmma::asm;
+use crate::ptx::wgmma::kernel::descriptor;
 
 /// Emits the kernel body into `em` (`smem`: the dynamic shared array, `@symbol`).
 pub(crate) fn emit(em: &mut Em, geo: &Geometry, smem: &str) -> Result<(), PtxError> {
@@ -39,9 +42,10 @@ pub(crate) fn emit(em: &mut Em, geo: &Geometry, smem: &str) -> Result<(), PtxErr
     Ok(())
 }
 
-/// One thread's share of copying a tile of `rows` rows of `chunks` 16-byte chunks (padded rows
-/// of `pitch` bytes): `rows / (threads / chunks)` passes over rows `r0 + pass * step`, always
-/// the chunk `c0` (threads is a multiple of `chunks`), guarded when the last pass is partial.
+/// One thread's share of copying a tile of `rows` rows of `chunks` 16-byte chunks:
+/// `rows / (threads / chunks)` passes over rows `r0 + pass * step`, always the chunk `c0`
+/// (threads is a multiple of `chunks`), guarded when the last pass is partial. Rows are `pitch`
+/// bytes apart in shared memory and the thread's first chunk is `at` bytes into the tile.
 struct CopyShare {
     rows: u32,
     step: u32,
@@ -50,14 +54,39 @@ struct CopyShare {
     /// The thread's first row and its chunk (i32).
     r0: String,
     c0: String,
+    /// The byte offset of chunk `c0` of row `r0` in the tile (i32).
+    at: String,
 }
 
 impl CopyShare {
+    /// Padded rows of `pitch` bytes (the `mma.sync` products' layout).
     fn new(em: &mut Em, tid: &str, rows: u32, chunks: u32, pitch: u32, threads: u32) -> CopyShare {
         let step = threads / chunks;
         let r0 = em.f.v(format!("udiv i32 {tid}, {chunks}"));
         let c0 = em.f.v(format!("urem i32 {tid}, {chunks}"));
-        CopyShare { rows, step, passes: rows.div_ceil(step), pitch, r0, c0 }
+        let rb = em.f.v(format!("mul i32 {r0}, {pitch}"));
+        let cb = em.f.v(format!("shl i32 {c0}, 4"));
+        let at = em.f.v(format!("add i32 {rb}, {cb}"));
+        CopyShare { rows, step, passes: rows.div_ceil(step), pitch, r0, c0, at }
+    }
+
+    /// The warpgroup MMAs' layout: 64-column blocks of `rows` 128-byte rows, chunk `c` of row `r`
+    /// stored at chunk `c ^ (r % 8)` (the 128-byte swizzle). The step is a multiple of 8 rows
+    /// (checked by the caller's geometry), so every pass swizzles as the first.
+    fn swizzled(em: &mut Em, tid: &str, rows: u32, chunks: u32, threads: u32) -> CopyShare {
+        let step = threads / chunks;
+        let r0 = em.f.v(format!("udiv i32 {tid}, {chunks}"));
+        let c0 = em.f.v(format!("urem i32 {tid}, {chunks}"));
+        let block = em.f.v(format!("lshr i32 {c0}, 3"));
+        let bb = em.f.v(format!("mul i32 {block}, {}", rows * 128));
+        let c8 = em.f.v(format!("and i32 {c0}, 7"));
+        let r8 = em.f.v(format!("and i32 {r0}, 7"));
+        let phys = em.f.v(format!("xor i32 {c8}, {r8}"));
+        let pb = em.f.v(format!("shl i32 {phys}, 4"));
+        let rb = em.f.v(format!("shl i32 {r0}, 7"));
+        let at = em.f.v(format!("add i32 {rb}, {pb}"));
+        let at = em.f.v(format!("add i32 {at}, {bb}"));
+        CopyShare { rows, step, passes: rows.div_ceil(step), pitch: 128, r0, c0, at }
     }
 }
 
@@ -89,6 +118,19 @@ struct AttnKernel<'g> {
     q_lane: String,
     k_lane: String,
     v_lane: String,
+    /// The tiles' offset from the dynamic shared memory's start: "0", or with warpgroup MMAs the
+    /// padding to its first 1024-byte boundary (i32).
+    base: String,
+    /// With warpgroup MMAs: the descriptors of this warpgroup's query rows and of the ring's first
+    /// key and value tiles (k16 step 0, stage 0).
+    wg: Option<WgDescriptors>,
+}
+
+/// The warpgroup MMAs' shared-memory descriptors (i64), at k16 step 0 and ring stage 0.
+struct WgDescriptors {
+    q: String,
+    k: String,
+    v: String,
 }
 
 /// One tile: its place, the operands' rows, the key blocks it visits and its rows' positions.
@@ -137,9 +179,20 @@ impl<'g> AttnKernel<'g> {
         let t2 = em.f.v(format!("shl i32 {t4}, 1"));
         let (qc, vc) = (geo.depth / 8, geo.width / 8);
         let (qp, vp) = (geo.qk_pitch(), geo.v_pitch());
-        let q_copy = CopyShare::new(em, &tid, geo.br, qc, qp, threads);
-        let k_copy = CopyShare::new(em, &tid, geo.bc, qc, qp, threads);
-        let v_copy = CopyShare::new(em, &tid, geo.bc, vc, vp, threads);
+        let (q_copy, k_copy, v_copy) = if geo.wgmma() {
+            (
+                CopyShare::swizzled(em, &tid, geo.br, qc, threads),
+                CopyShare::swizzled(em, &tid, geo.bc, qc, threads),
+                CopyShare::swizzled(em, &tid, geo.bc, vc, threads),
+            )
+        } else {
+            (
+                CopyShare::new(em, &tid, geo.br, qc, qp, threads),
+                CopyShare::new(em, &tid, geo.bc, qc, qp, threads),
+                CopyShare::new(em, &tid, geo.bc, vc, vp, threads),
+            )
+        };
+        let (base, wg) = if geo.wgmma() { warpgroup_descriptors(em, geo, smem, &tid) } else { ("0".to_string(), None) };
         let l16 = em.f.v(format!("and i32 {lane}, 15"));
         let hi = em.f.v(format!("lshr i32 {lane}, 4"));
         let hi16 = em.f.v(format!("shl i32 {hi}, 4"));
@@ -177,6 +230,8 @@ impl<'g> AttnKernel<'g> {
             q_lane,
             k_lane,
             v_lane,
+            base,
+            wg,
         }
     }
 
@@ -261,10 +316,7 @@ impl<'g> AttnKernel<'g> {
             g0
         };
         let gstep = em.f.v(format!("mul i64 {}, {}", src.ld, plan.step));
-        let rb = em.f.v(format!("mul i32 {}, {}", plan.r0, plan.pitch));
-        let cb = em.f.v(format!("shl i32 {}, 4", plan.c0));
-        let s0 = em.f.v(format!("add i32 {rb}, {cb}"));
-        let s0 = em.f.v(format!("add i32 {s0}, {sbase_dyn}"));
+        let s0 = em.f.v(format!("add i32 {}, {sbase_dyn}", plan.at));
         let s0 = opaque(em, &s0);
         let mut go = g0;
         for pass in 0..plan.passes {
@@ -290,7 +342,7 @@ impl<'g> AttnKernel<'g> {
     fn load_queries(&self, em: &mut Em, tile: &AttnTile) {
         match &tile.head_stride {
             Some(hs) => self.copy_packed_queries(em, tile, hs),
-            None => self.copy(em, &self.q_copy, &tile.q, &tile.q0, self.geo.s_len, 0, "0"),
+            None => self.copy(em, &self.q_copy, &tile.q, &tile.q0, self.geo.s_len, 0, &self.base),
         }
         em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
     }
@@ -302,9 +354,7 @@ impl<'g> AttnKernel<'g> {
         let plan = &self.q_copy;
         let c8 = em.f.v(format!("shl i32 {}, 3", plan.c0));
         let c64 = em.f.v(format!("zext i32 {c8} to i64"));
-        let rb = em.f.v(format!("mul i32 {}, {}", plan.r0, plan.pitch));
-        let cb = em.f.v(format!("shl i32 {}, 4", plan.c0));
-        let s0 = em.f.v(format!("add i32 {rb}, {cb}"));
+        let s0 = em.f.v(format!("add i32 {}, {}", plan.at, self.base));
         let s0 = opaque(em, &s0);
         for pass in 0..plan.passes {
             let local = em.f.v(format!("add i32 {}, {}", plan.r0, pass * plan.step));
@@ -337,6 +387,7 @@ impl<'g> AttnKernel<'g> {
         let geo = self.geo;
         let first = em.f.v(format!("mul i32 {kb}, {}", geo.bc));
         let sb = em.f.v(format!("mul i32 {stage}, {}", geo.stage_bytes()));
+        let sb = em.f.v(format!("add i32 {sb}, {}", self.base));
         self.copy(em, &self.k_copy, &tile.k, &first, geo.t_len, geo.q_bytes(), &sb);
         self.copy(em, &self.v_copy, &tile.v, &first, geo.t_len, geo.q_bytes() + geo.k_bytes(), &sb);
     }
@@ -400,6 +451,10 @@ impl<'g> AttnKernel<'g> {
 
         // Block kb has landed, and every warp is done with the stage the next copy overwrites.
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(stages - 2).to_string())]);
+        if self.wg.is_some() {
+            // The landed copies (generic proxy) become visible to the wgmmas (async proxy).
+            asm::fence_proxy_async(&mut em.f);
+        }
         em.f.call_void("llvm.nvvm.barrier0", &[]);
         let next = em.f.v(format!("add i32 {kb}, {}", stages - 1));
         let p = em.f.v(format!("icmp ult i32 {next}, {}", tile.hi));
@@ -409,33 +464,10 @@ impl<'g> AttnKernel<'g> {
         em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
 
         // S = Q Kᵀ.
-        let sbase = em.f.v(format!("mul i32 {rs}, {}", geo.stage_bytes()));
-        let kst = em.f.v(format!("add i32 {sbase}, {}", geo.q_bytes()));
-        let vst = em.f.v(format!("add i32 {kst}, {}", geo.k_bytes()));
-        let k_at = em.f.v(format!("add i32 {kst}, {}", self.k_lane));
-        let k_at = opaque(em, &k_at);
-        let v_at = em.f.v(format!("add i32 {vst}, {}", self.v_lane));
-        let v_at = opaque(em, &v_at);
-        let q_at = if queries.is_none() { opaque(em, &self.q_lane) } else { String::new() };
-        let mut s: Vec<String> = (0..mt * kn * 4).map(|_| math::fc(0.0)).collect();
-        for kk in 0..geo.depth / 16 {
-            let qa = match queries {
-                Some(q) => q[kk as usize].clone(),
-                None => self.query_fragments(em, &q_at, kk),
-            };
-            for nj in 0..geo.bc / 16 {
-                let off = em.f.v(format!("add i32 {k_at}, {}", nj * 16 * geo.qk_pitch() + kk * 32));
-                let b = ldmatrix_x4(em, &self.smem, &off, false);
-                for (mi, a) in qa.iter().enumerate() {
-                    for half in 0..2usize {
-                        let at = (mi * kn + 2 * nj as usize + half) * 4;
-                        let pair = [b[2 * half].clone(), b[2 * half + 1].clone()];
-                        let out = mma(em, geo.dtype, a, &pair, &s[at..at + 4]);
-                        s[at..at + 4].clone_from_slice(&out);
-                    }
-                }
-            }
-        }
+        let s = match &self.wg {
+            Some(wg) => self.scores_wgmma(em, wg, &rs),
+            None => self.scores_mma_sync(em, &rs, queries),
+        };
 
         // The logits, then the online softmax per row.
         let x = self.logits(em, tile, &kb, &s)?;
@@ -462,30 +494,10 @@ impl<'g> AttnKernel<'g> {
         }
 
         // O += P V, P packed from the accumulators (tiles 2 kk2 and 2 kk2 + 1 are the A fragment).
-        for kk2 in 0..geo.bc / 16 {
-            let mut pa = Vec::with_capacity(mt);
-            for mi in 0..mt {
-                let t0 = (mi * kn + 2 * kk2 as usize) * 4;
-                let t1 = t0 + 4;
-                let mut a = Vec::with_capacity(4);
-                for (lo, hi) in [(t0, t0 + 1), (t0 + 2, t0 + 3), (t1, t1 + 1), (t1 + 2, t1 + 3)] {
-                    a.push(pack(em, geo.dtype, &p[lo], &p[hi])?);
-                }
-                pa.push(a);
-            }
-            for nj in 0..geo.width / 16 {
-                let off = em.f.v(format!("add i32 {v_at}, {}", kk2 * 16 * geo.v_pitch() + nj * 32));
-                let b = ldmatrix_x4(em, &self.smem, &off, true);
-                for (mi, a) in pa.iter().enumerate() {
-                    for half in 0..2usize {
-                        let at = (mi * on + 2 * nj as usize + half) * 4;
-                        let pair = [b[2 * half].clone(), b[2 * half + 1].clone()];
-                        let out = mma(em, geo.dtype, a, &pair, &o[at..at + 4]);
-                        o[at..at + 4].clone_from_slice(&out);
-                    }
-                }
-            }
-        }
+        let o = match &self.wg {
+            Some(wg) => self.output_wgmma(em, wg, &rs, &p, &o)?,
+            None => self.output_mma_sync(em, &rs, &p, o)?,
+        };
 
         let bump = |em: &mut Em, v: &str| -> String {
             let v1 = em.f.v(format!("add i32 {v}, 1"));
@@ -509,6 +521,124 @@ impl<'g> AttnKernel<'g> {
             m: kl.accs[n_o..n_o + 2 * mt].to_vec(),
             l: kl.accs[n_o + 2 * mt..n_o + 4 * mt].to_vec(),
         })
+    }
+
+    /// S = Q Kᵀ of the key block in ring stage `rs` (i32) on `mma.sync`: per k16 step the
+    /// query fragments (kept, or read by `ldmatrix`) times the key fragments (`ldmatrix`).
+    fn scores_mma_sync(&self, em: &mut Em, rs: &str, queries: Option<&[Vec<Vec<String>>]>) -> Vec<String> {
+        let geo = self.geo;
+        let (mt, kn) = (geo.mt, (geo.bc / 8) as usize);
+        let sbase = em.f.v(format!("mul i32 {rs}, {}", geo.stage_bytes()));
+        let kst = em.f.v(format!("add i32 {sbase}, {}", geo.q_bytes()));
+        let k_at = em.f.v(format!("add i32 {kst}, {}", self.k_lane));
+        let k_at = opaque(em, &k_at);
+        let q_at = if queries.is_none() { opaque(em, &self.q_lane) } else { String::new() };
+        let mut s: Vec<String> = (0..mt * kn * 4).map(|_| math::fc(0.0)).collect();
+        for kk in 0..geo.depth / 16 {
+            let qa = match queries {
+                Some(q) => q[kk as usize].clone(),
+                None => self.query_fragments(em, &q_at, kk),
+            };
+            for nj in 0..geo.bc / 16 {
+                let off = em.f.v(format!("add i32 {k_at}, {}", nj * 16 * geo.qk_pitch() + kk * 32));
+                let b = ldmatrix_x4(em, &self.smem, &off, false);
+                for (mi, a) in qa.iter().enumerate() {
+                    for half in 0..2usize {
+                        let at = (mi * kn + 2 * nj as usize + half) * 4;
+                        let pair = [b[2 * half].clone(), b[2 * half + 1].clone()];
+                        let out = mma(em, geo.dtype, a, &pair, &s[at..at + 4]);
+                        s[at..at + 4].clone_from_slice(&out);
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    /// `O += P V` of the key block in ring stage `rs` (i32) on `mma.sync`: P packed from the
+    /// probabilities (score tiles `2 kk2` and `2 kk2 + 1` are the A fragment), V by
+    /// `ldmatrix.trans`.
+    fn output_mma_sync(
+        &self,
+        em: &mut Em,
+        rs: &str,
+        p: &[String],
+        mut o: Vec<String>,
+    ) -> Result<Vec<String>, PtxError> {
+        let geo = self.geo;
+        let (mt, kn, on) = (geo.mt, (geo.bc / 8) as usize, (geo.width / 8) as usize);
+        let sbase = em.f.v(format!("mul i32 {rs}, {}", geo.stage_bytes()));
+        let vst = em.f.v(format!("add i32 {sbase}, {}", geo.q_bytes() + geo.k_bytes()));
+        let v_at = em.f.v(format!("add i32 {vst}, {}", self.v_lane));
+        let v_at = opaque(em, &v_at);
+        for kk2 in 0..geo.bc / 16 {
+            let mut pa = Vec::with_capacity(mt);
+            for mi in 0..mt {
+                let t0 = (mi * kn + 2 * kk2 as usize) * 4;
+                pa.push(a_fragment(em, geo.dtype, p, t0)?);
+            }
+            for nj in 0..geo.width / 16 {
+                let off = em.f.v(format!("add i32 {v_at}, {}", kk2 * 16 * geo.v_pitch() + nj * 32));
+                let b = ldmatrix_x4(em, &self.smem, &off, true);
+                for (mi, a) in pa.iter().enumerate() {
+                    for half in 0..2usize {
+                        let at = (mi * on + 2 * nj as usize + half) * 4;
+                        let pair = [b[2 * half].clone(), b[2 * half + 1].clone()];
+                        let out = mma(em, geo.dtype, a, &pair, &o[at..at + 4]);
+                        o[at..at + 4].clone_from_slice(&out);
+                    }
+                }
+            }
+        }
+        Ok(o)
+    }
+
+    /// S = Q Kᵀ of the key block in ring stage `rs` (i32) by warpgroup MMAs: `depth / 16`
+    /// wgmmas of this warpgroup's 64 query rows by the block's keys, both from shared memory,
+    /// waited for. The accumulators are laid out per warp as `mma.sync`'s (one 16-row tile).
+    fn scores_wgmma(&self, em: &mut Em, wg: &WgDescriptors, rs: &str) -> Vec<String> {
+        let geo = self.geo;
+        let so = em.f.v(format!("mul i32 {rs}, {}", geo.stage_bytes() >> 4));
+        let so = ext64(em, &so);
+        let kd = em.f.v(format!("add i64 {}, {so}", wg.k));
+        let mut s: Vec<String> = (0..geo.bc / 2).map(|_| math::fc(0.0)).collect();
+        asm::fence(&mut em.f);
+        for kk in 0..geo.depth / 16 {
+            let (block, col) = (u64::from(kk / 4), u64::from(kk % 4) * 32);
+            let qd = em.f.v(format!("add i64 {}, {}", wg.q, (block * u64::from(geo.br) * 128 + col) >> 4));
+            let kdk = em.f.v(format!("add i64 {kd}, {}", (block * u64::from(geo.bc) * 128 + col) >> 4));
+            let scale = if kk == 0 { "0" } else { "1" };
+            s = asm::mma(&mut em.f, geo.dtype, geo.bc, &s, &qd, &kdk, scale, false);
+        }
+        asm::commit(&mut em.f);
+        asm::wait_acc(&mut em.f, 0, &s)
+    }
+
+    /// `O += P V` of the key block in ring stage `rs` (i32) by warpgroup MMAs: P from registers
+    /// (packed as for `mma.sync`: a warpgroup's A words are its warps' A fragments), V from shared
+    /// memory (MN-major), waited for.
+    fn output_wgmma(
+        &self,
+        em: &mut Em,
+        wg: &WgDescriptors,
+        rs: &str,
+        p: &[String],
+        o: &[String],
+    ) -> Result<Vec<String>, PtxError> {
+        let geo = self.geo;
+        let so = em.f.v(format!("mul i32 {rs}, {}", geo.stage_bytes() >> 4));
+        let so = ext64(em, &so);
+        let vd = em.f.v(format!("add i64 {}, {so}", wg.v));
+        let words: Vec<Vec<String>> =
+            (0..geo.bc / 16).map(|kk2| a_fragment(em, geo.dtype, p, 8 * kk2 as usize)).collect::<Result<_, _>>()?;
+        asm::fence(&mut em.f);
+        let mut o = o.to_vec();
+        for (kk2, a) in words.iter().enumerate() {
+            let vdk = em.f.v(format!("add i64 {vd}, {}", (kk2 as u64 * 16 * 128) >> 4));
+            o = asm::mma_rs(&mut em.f, geo.dtype, geo.width, &o, a, &vdk, "1", true);
+        }
+        asm::commit(&mut em.f);
+        Ok(asm::wait_acc(&mut em.f, 0, &o))
     }
 
     /// The logits `f(S)` (f32) of key block `kb` at every score accumulator: the scores rounded to
@@ -721,4 +851,37 @@ fn split_range(em: &mut Em, splits: u32, split: &str, (lo, hi): (&str, &str)) ->
 fn clamp(em: &mut Em, v: &str, last: u64) -> String {
     let over = em.f.v(format!("icmp ugt i32 {v}, {last}"));
     em.f.v(format!("select i1 {over}, i32 {last}, i32 {v}"))
+}
+
+/// The `mma.sync` A fragment (four packed words) of the probabilities' 16 x 16 tile whose first
+/// 8-column accumulator tile starts at `t0`: tiles `t0` and `t0 + 4` hold its two column halves.
+fn a_fragment(em: &mut Em, dtype: DType, p: &[String], t0: usize) -> Result<Vec<String>, PtxError> {
+    let t1 = t0 + 4;
+    let mut a = Vec::with_capacity(4);
+    for (lo, hi) in [(t0, t0 + 1), (t0 + 2, t0 + 3), (t1, t1 + 1), (t1 + 2, t1 + 3)] {
+        a.push(pack(em, dtype, &p[lo], &p[hi])?);
+    }
+    Ok(a)
+}
+
+/// The tiles' offset from the dynamic shared memory's start (the padding to its first 1024-byte
+/// boundary, where the swizzled tiles start) and the warpgroup MMAs' descriptors: this thread's
+/// warpgroup's 64 query rows, the first stage's key tile (both K-major) and value tile (MN-major,
+/// its 64-column blocks `Bc` rows apart).
+fn warpgroup_descriptors(em: &mut Em, geo: &Geometry, smem: &str, tid: &str) -> (String, Option<WgDescriptors>) {
+    let s64 = em.f.v(format!("ptrtoint ptr addrspace(3) {smem} to i64"));
+    let s0 = em.f.v(format!("trunc i64 {s64} to i32"));
+    let s1 = em.f.v(format!("add i32 {s0}, {}", WGMMA_ALIGN - 1));
+    let al = em.f.v(format!("and i32 {s1}, -{WGMMA_ALIGN}"));
+    let pad = em.f.v(format!("sub i32 {al}, {s0}"));
+    let wgi = em.f.v(format!("lshr i32 {tid}, 7"));
+    let rows = em.f.v(format!("mul i32 {wgi}, {}", WGMMA_M * 128));
+    let qa = em.f.v(format!("add i32 {al}, {rows}"));
+    let k_major = asm::swizzle_128b(16, 1024);
+    let q = descriptor(em, &qa, k_major);
+    let ka = em.f.v(format!("add i32 {al}, {}", geo.q_bytes()));
+    let k = descriptor(em, &ka, k_major);
+    let va = em.f.v(format!("add i32 {ka}, {}", geo.k_bytes()));
+    let v = descriptor(em, &va, asm::swizzle_128b(geo.bc * 128, 1024));
+    (pad, Some(WgDescriptors { q, k, v }))
 }

@@ -43,7 +43,7 @@ mod softmax;
 
 use tcc_ir::DType;
 use tcc_ir::attention::GpuAttention;
-use tcc_ir::schedule::{DECODE_ROWS, GpuAttentionSchedule};
+use tcc_ir::schedule::{AttentionDevice, DECODE_ROWS, GpuAttentionSchedule};
 
 use super::LaunchConfig;
 use super::error::PtxError;
@@ -103,15 +103,22 @@ impl Geometry {
         32 * self.sched.warps
     }
 
-    /// Bytes between rows of a query or key tile in shared memory: the row and 16 bytes of
-    /// padding, so that the 8 rows an `ldmatrix` phase reads start in distinct bank groups.
-    pub(crate) fn qk_pitch(&self) -> u32 {
-        self.depth * 2 + 16
+    /// The products run as warpgroup MMAs (the schedule's `wgmma`).
+    pub(crate) fn wgmma(&self) -> bool {
+        self.sched.wgmma
     }
 
-    /// Bytes between rows of a value tile.
+    /// Bytes of a query or key row's share of its tile in shared memory: with `mma.sync` the row
+    /// and 16 bytes of padding, so that the 8 rows an `ldmatrix` phase reads start in distinct
+    /// bank groups; with warpgroup MMAs the row (the tile in 64-column blocks of 128-byte
+    /// swizzled rows).
+    pub(crate) fn qk_pitch(&self) -> u32 {
+        if self.wgmma() { self.depth * 2 } else { self.depth * 2 + 16 }
+    }
+
+    /// The same for a value row.
     pub(crate) fn v_pitch(&self) -> u32 {
-        self.width * 2 + 16
+        if self.wgmma() { self.width * 2 } else { self.width * 2 + 16 }
     }
 
     /// Bytes of the query block in shared memory (at offset 0).
@@ -183,7 +190,7 @@ pub(crate) fn lower(
 ) -> Result<(Vec<Entry>, u64), PtxError> {
     let invalid = |reason: &str| PtxError::InvalidGraph { kernel: cx.g.name.clone(), reason: reason.to_string() };
     let ga = GpuAttention::find(cx.g).ok_or_else(|| invalid("not an attention the GPU kernel runs"))?;
-    let sched = GpuAttentionSchedule::effective(cx.schedule, &ga.shape(), cx.caps.max_shared_optin_bytes);
+    let sched = GpuAttentionSchedule::effective(cx.schedule, &ga.shape(), AttentionDevice::of(cx.caps));
     let domain = cx.plan.dims[ga.attention.scores.index()].clone();
     let r = domain.len();
     if r < 2 {

@@ -95,6 +95,55 @@ pub(crate) fn mma(
     fields(f, &ty, &r, k)
 }
 
+/// One `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}` with A from registers: `a`
+/// this thread's four words of the 64 x 16 A tile (per warp the layout of `mma.sync`'s A
+/// fragment), B from the shared-memory descriptor `db` (i64), into `acc` (n / 2 floats); adds
+/// when `scale` (an i32) is nonzero, else overwrites; `trans_b` for an MN-major B. Returns the new
+/// accumulators.
+// Reason: one instruction's operands (dtype, shape, accumulators, A words, descriptor, scale, transpose).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn mma_rs(
+    f: &mut Func,
+    dtype: DType,
+    n: u32,
+    acc: &[String],
+    a: &[String],
+    db: &str,
+    scale: &str,
+    trans_b: bool,
+) -> Vec<String> {
+    let k = acc.len();
+    let ty = floats(k);
+    let t = if dtype == DType::BF16 { "bf16" } else { "f16" };
+    let regs = (0..k).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+    let words = (0..a.len()).map(|i| format!("${}", 2 * k + i)).collect::<Vec<_>>().join(", ");
+    let text = format!(
+        "{{\\0A\\09.reg .pred p;\\0A\\09setp.ne.b32 p, ${}, 0;\\0A\\09\
+         wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{regs}}}, {{{words}}}, ${}, p, 1, 1, {};\\0A}}",
+        2 * k + a.len() + 1,
+        2 * k + a.len(),
+        u32::from(trans_b)
+    );
+    let cons: Vec<String> = (0..k)
+        .map(|_| "=f".to_string())
+        .chain((0..k).map(|i| i.to_string()))
+        .chain(a.iter().map(|_| "r".to_string()))
+        .chain(["l".to_string(), "r".to_string()])
+        .collect();
+    let mut args: Vec<(String, String)> = acc.iter().map(|v| ("float".to_string(), v.clone())).collect();
+    args.extend(a.iter().map(|w| ("i32".to_string(), w.clone())));
+    args.push(("i64".into(), db.to_string()));
+    args.push(("i32".into(), scale.to_string()));
+    let r = asm(f, &ty, &text, &format!("{},~{{memory}}", cons.join(",")), &args).unwrap_or_default();
+    fields(f, &ty, &r, k)
+}
+
+/// The descriptor bits above the start address of a 128-byte swizzled operand whose 8-row
+/// groups are `sbo` bytes apart and whose 64-element column blocks (MN-major) are `lbo` apart.
+pub(crate) const fn swizzle_128b(lbo: u32, sbo: u32) -> u64 {
+    (1 << 62) | (((sbo as u64) >> 4) << 32) | (((lbo as u64) >> 4) << 16)
+}
+
 /// `fence.proxy.async.shared::cta`: makes this thread's generic-proxy shared-memory writes
 /// (ordinary stores, `cp.async`) visible to the async proxy (wgmma) after the next barrier.
 pub(crate) fn fence_proxy_async(f: &mut Func) {

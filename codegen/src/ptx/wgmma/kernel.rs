@@ -979,9 +979,12 @@ impl<'g, 'a> WgKernel<'g, 'a> {
     }
 }
 
-/// A wgmma shared-memory descriptor of the address `addr` (i32) with the layout `bits`.
-fn descriptor(em: &mut Em, addr: &str, bits: u64) -> String {
-    let a4 = em.f.v(format!("lshr i32 {addr}, 4"));
+/// A wgmma shared-memory descriptor of the address `addr` (i32) with the layout `bits`: the
+/// address's low 18 bits, in 16-byte units, in bits 0-13 (a shared-window address has no more;
+/// the mask keeps the other fields intact wherever the address comes from, e.g. the emulator).
+pub(crate) fn descriptor(em: &mut Em, addr: &str, bits: u64) -> String {
+    let low = em.f.v(format!("and i32 {addr}, {}", (1u32 << 18) - 1));
+    let a4 = em.f.v(format!("lshr i32 {low}, 4"));
     let a64 = ext64(em, &a4);
     em.f.v(format!("or i64 {a64}, {bits}"))
 }

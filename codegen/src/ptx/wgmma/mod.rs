@@ -13,7 +13,7 @@
 //! described in [`config`]. The autotuner draws from [`wgmma_schedule_space`];
 //! [`default_wgmma_schedule`] is the untuned pick for large products.
 
-mod asm;
+pub(crate) mod asm;
 pub mod config;
 pub(crate) mod kernel;
 mod store;
