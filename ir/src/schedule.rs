@@ -254,7 +254,8 @@ pub struct GpuAttentionSchedule {
     pub block: [u32; 2],
     /// Warps per block.
     pub warps: u32,
-    /// Shared-memory stages of the key/value ring (2 or 3).
+    /// Shared-memory stages of the key/value ring (2 or 3; 3 or 4 on warpgroup MMAs, whose
+    /// ring keeps a block's values one block longer).
     pub stages: u32,
     /// Key splits (flash-decoding): each of `splits` blocks per query block takes a contiguous
     /// share of the live key blocks and writes its partial output and row statistics, and a
@@ -349,7 +350,10 @@ impl GpuAttentionSchedule {
         if !matches!(a.block[1], 32 | 64 | 128) {
             return Err("tile_n must be 32, 64 or 128".into());
         }
-        if !matches!(a.stages, 2 | 3) {
+        if a.wgmma && !matches!(a.stages, 3 | 4) {
+            return Err("stages must be 3 or 4 on warpgroup MMAs".into());
+        }
+        if !a.wgmma && !matches!(a.stages, 2 | 3) {
             return Err("stages must be 2 or 3".into());
         }
         if a.splits > MAX_ATTENTION_SPLITS {
@@ -421,7 +425,7 @@ impl GpuAttentionSchedule {
     }
 
     /// The default for `shape`: the first of [`Self::space`]. On a device with warpgroup MMAs and
-    /// head dimensions of 64 or 128, 128 queries by 128 keys on two warpgroups with 2 stages;
+    /// head dimensions of 64 or 128, 128 queries by 128 keys on two warpgroups with 3 stages;
     /// else 64 queries by 64 keys on 4 warps with 2 stages where it fits (measured fastest of the
     /// `mma.sync` space on an H100 at d128, plain and causal: BENCHMARKS.md, session 11), else
     /// 128 by 64 on 8 warps; for decoding ([`DECODE_ROWS`]) 16 queries by 64 keys on one warp with
@@ -467,7 +471,8 @@ impl GpuAttentionSchedule {
         }
         let mut out = Vec::new();
         for (br, bc, warps, wgmma) in blocks {
-            for stages in [2, 3] {
+            // On warpgroup MMAs a block's values outlive its keys by one block: a stage more.
+            for stages in if wgmma { [3, 4] } else { [2, 3] } {
                 let a = GpuAttentionSchedule { block: [br, bc], warps, stages, splits: 0, wgmma };
                 if a.fits(shape, device) {
                     out.push(a);
@@ -834,7 +839,7 @@ mod tests {
         // decoding, other head dimensions or score functions that read tensors.
         let hopper = AttentionDevice::of(&GpuArch::Sm90a.caps());
         let first = GpuAttentionSchedule::default_for(&prefill, hopper);
-        assert_eq!((first.block, first.warps, first.stages, first.wgmma), ([128, 128], 8, 2, true));
+        assert_eq!((first.block, first.warps, first.stages, first.wgmma), ([128, 128], 8, 3, true));
         let space = GpuAttentionSchedule::space(&prefill, hopper);
         assert!(space.iter().any(|a| !a.wgmma), "the mma.sync schedules stay in the space");
         for a in &space {

@@ -31,8 +31,13 @@ pub(crate) fn emit(em: &mut Em, geo: &Geometry, smem: &str) -> Result<(), PtxErr
     let tile = k.tile_begin(em, &tl)?;
     k.load_queries(em, &tile);
     k.fill_ring(em, &tile);
-    let queries = k.queries_in_registers(em);
-    let state = k.key_loop(em, &tile, queries.as_deref())?;
+    let state = match &k.wg {
+        Some(wg) => k.key_loop_overlapped(em, &tile, wg)?,
+        None => {
+            let queries = k.queries_in_registers(em);
+            k.key_loop(em, &tile, queries.as_deref())?
+        }
+    };
     match geo.split {
         Some(split) => k.write_partials(em, &tile, &state, &split),
         None => k.finish(em, &tile, &state)?,
@@ -154,6 +159,15 @@ struct AttnTile {
     /// Per 16-row tile and half: the batch multi-index of this lane's row (its head's when
     /// heads are packed).
     row_batch: Vec<[Vec<String>; 2]>,
+}
+
+/// One online-softmax step: the probabilities, and per row the new maximum, this lane's sum and
+/// the factor that rescales the old output.
+struct SoftmaxStep {
+    p: Vec<String>,
+    m: Vec<String>,
+    l: Vec<String>,
+    alpha: Vec<String>,
 }
 
 /// The running state after the key loop: the output accumulators, the rows' maxima and this
@@ -392,10 +406,12 @@ impl<'g> AttnKernel<'g> {
         self.copy(em, &self.v_copy, &tile.v, &first, geo.t_len, geo.q_bytes() + geo.k_bytes(), &sb);
     }
 
-    /// The pipeline's prologue: key blocks `lo .. lo + stages - 1` into stages `0 .. stages - 1`,
-    /// one `cp.async` group each (empty past `hi`).
+    /// The pipeline's prologue: the key blocks the ring runs ahead (`stages - 1`, on warpgroup
+    /// MMAs `stages - 2`: a block's values outlive its keys by one block) from `lo` into the first
+    /// stages, one `cp.async` group each (empty past `hi`).
     fn fill_ring(&self, em: &mut Em, tile: &AttnTile) {
-        for s in 0..self.geo.sched.stages - 1 {
+        let ahead = if self.geo.wgmma() { self.geo.sched.stages - 2 } else { self.geo.sched.stages - 1 };
+        for s in 0..ahead {
             let kb = em.f.v(format!("add i32 {}, {s}", tile.lo));
             let p = em.f.v(format!("icmp ult i32 {kb}, {}", tile.hi));
             let cont = em.f.if_begin(&p);
@@ -434,7 +450,7 @@ impl<'g> AttnKernel<'g> {
     fn key_loop(&self, em: &mut Em, tile: &AttnTile, queries: Option<&[Vec<Vec<String>>]>) -> Result<State, PtxError> {
         let geo = self.geo;
         let (mt, stages) = (geo.mt, geo.sched.stages);
-        let (kn, on) = ((geo.bc / 8) as usize, (geo.width / 8) as usize);
+        let on = (geo.width / 8) as usize;
         let n_o = mt * on * 4;
         let mut accs: Vec<(String, String)> = (0..n_o).map(|_| ("float".into(), math::fc(0.0))).collect();
         accs.extend((0..2 * mt).map(|_| ("float".to_string(), math::fc(f32::NEG_INFINITY))));
@@ -444,17 +460,13 @@ impl<'g> AttnKernel<'g> {
         let kl = em.f.loop_begin("i32", &tile.lo, &tile.hi, &accs);
         let saved = em.save();
         let kb = kl.i.clone();
-        let mut o: Vec<String> = kl.accs[..n_o].to_vec();
+        let o: Vec<String> = kl.accs[..n_o].to_vec();
         let m_old = kl.accs[n_o..n_o + 2 * mt].to_vec();
         let l_old = kl.accs[n_o + 2 * mt..n_o + 4 * mt].to_vec();
         let (rs, ws) = (kl.accs[n_o + 4 * mt].clone(), kl.accs[n_o + 4 * mt + 1].clone());
 
         // Block kb has landed, and every warp is done with the stage the next copy overwrites.
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(stages - 2).to_string())]);
-        if self.wg.is_some() {
-            // The landed copies (generic proxy) become visible to the wgmmas (async proxy).
-            asm::fence_proxy_async(&mut em.f);
-        }
         em.f.call_void("llvm.nvvm.barrier0", &[]);
         let next = em.f.v(format!("add i32 {kb}, {}", stages - 1));
         let p = em.f.v(format!("icmp ult i32 {next}, {}", tile.hi));
@@ -464,40 +476,16 @@ impl<'g> AttnKernel<'g> {
         em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
 
         // S = Q Kᵀ.
-        let s = match &self.wg {
-            Some(wg) => self.scores_wgmma(em, wg, &rs),
-            None => self.scores_mma_sync(em, &rs, queries),
-        };
+        let s = self.scores_mma_sync(em, &rs, queries);
 
         // The logits, then the online softmax per row.
         let x = self.logits(em, tile, &kb, &s)?;
-        let (mut m_new, mut l_new) = (Vec::new(), Vec::new());
-        let mut p = x.clone();
-        for mi in 0..mt {
-            for h in 0..2usize {
-                let idx: Vec<usize> =
-                    (0..kn).flat_map(|ni| [(mi * kn + ni) * 4 + 2 * h, (mi * kn + ni) * 4 + 2 * h + 1]).collect();
-                let row: Vec<String> = idx.iter().map(|&i| x[i].clone()).collect();
-                let u = update(em, &row, &m_old[2 * mi + h], &l_old[2 * mi + h]);
-                for (&i, v) in idx.iter().zip(&u.p) {
-                    p[i] = v.clone();
-                }
-                for n in 0..on {
-                    for e in 0..2 {
-                        let at = (mi * on + n) * 4 + 2 * h + e;
-                        o[at] = em.f.v(format!("fmul float {}, {}", o[at], u.alpha));
-                    }
-                }
-                m_new.push(u.m);
-                l_new.push(u.l);
-            }
-        }
+        let step = self.softmax(em, &x, &m_old, &l_old);
+        let o = self.rescale(em, &o, &step.alpha);
+        let (p, m_new, l_new) = (step.p, step.m, step.l);
 
         // O += P V, P packed from the accumulators (tiles 2 kk2 and 2 kk2 + 1 are the A fragment).
-        let o = match &self.wg {
-            Some(wg) => self.output_wgmma(em, wg, &rs, &p, &o)?,
-            None => self.output_mma_sync(em, &rs, &p, o)?,
-        };
+        let o = self.output_mma_sync(em, &rs, &p, o)?;
 
         let bump = |em: &mut Em, v: &str| -> String {
             let v1 = em.f.v(format!("add i32 {v}, 1"));
@@ -593,16 +581,15 @@ impl<'g> AttnKernel<'g> {
         Ok(o)
     }
 
-    /// S = Q Kᵀ of the key block in ring stage `rs` (i32) by warpgroup MMAs: `depth / 16`
-    /// wgmmas of this warpgroup's 64 query rows by the block's keys, both from shared memory,
-    /// waited for. The accumulators are laid out per warp as `mma.sync`'s (one 16-row tile).
-    fn scores_wgmma(&self, em: &mut Em, wg: &WgDescriptors, rs: &str) -> Vec<String> {
+    /// Issues S = Q Kᵀ of the key block in ring stage `rs` (i32) as one wgmma group: `depth / 16`
+    /// wgmmas of this warpgroup's 64 query rows by the block's keys, both from shared memory. The
+    /// accumulators (to be waited for) are laid out per warp as `mma.sync`'s (one 16-row tile).
+    fn issue_scores(&self, em: &mut Em, wg: &WgDescriptors, rs: &str) -> Vec<String> {
         let geo = self.geo;
         let so = em.f.v(format!("mul i32 {rs}, {}", geo.stage_bytes() >> 4));
         let so = ext64(em, &so);
         let kd = em.f.v(format!("add i64 {}, {so}", wg.k));
         let mut s: Vec<String> = (0..geo.bc / 2).map(|_| math::fc(0.0)).collect();
-        asm::fence(&mut em.f);
         for kk in 0..geo.depth / 16 {
             let (block, col) = (u64::from(kk / 4), u64::from(kk % 4) * 32);
             let qd = em.f.v(format!("add i64 {}, {}", wg.q, (block * u64::from(geo.br) * 128 + col) >> 4));
@@ -611,34 +598,156 @@ impl<'g> AttnKernel<'g> {
             s = asm::mma(&mut em.f, geo.dtype, geo.bc, &s, &qd, &kdk, scale, false);
         }
         asm::commit(&mut em.f);
-        asm::wait_acc(&mut em.f, 0, &s)
+        s
     }
 
-    /// `O += P V` of the key block in ring stage `rs` (i32) by warpgroup MMAs: P from registers
-    /// (packed as for `mma.sync`: a warpgroup's A words are its warps' A fragments), V from shared
-    /// memory (MN-major), waited for.
-    fn output_wgmma(
-        &self,
-        em: &mut Em,
-        wg: &WgDescriptors,
-        rs: &str,
-        p: &[String],
-        o: &[String],
-    ) -> Result<Vec<String>, PtxError> {
+    /// Issues `O += P V` as one wgmma group: P from registers (`words`: per k16 step of the keys
+    /// the four packed words of `mma.sync`'s A fragment; a warpgroup's A is its warps' fragments),
+    /// V of ring stage `vs` (i32) from shared memory, MN-major. The accumulators are to be waited
+    /// for.
+    fn issue_output(&self, em: &mut Em, wg: &WgDescriptors, vs: &str, words: &[String], o: &[String]) -> Vec<String> {
         let geo = self.geo;
-        let so = em.f.v(format!("mul i32 {rs}, {}", geo.stage_bytes() >> 4));
+        let so = em.f.v(format!("mul i32 {vs}, {}", geo.stage_bytes() >> 4));
         let so = ext64(em, &so);
         let vd = em.f.v(format!("add i64 {}, {so}", wg.v));
-        let words: Vec<Vec<String>> =
-            (0..geo.bc / 16).map(|kk2| a_fragment(em, geo.dtype, p, 8 * kk2 as usize)).collect::<Result<_, _>>()?;
-        asm::fence(&mut em.f);
         let mut o = o.to_vec();
-        for (kk2, a) in words.iter().enumerate() {
+        for (kk2, a) in words.chunks(4).enumerate() {
             let vdk = em.f.v(format!("add i64 {vd}, {}", (kk2 as u64 * 16 * 128) >> 4));
             o = asm::mma_rs(&mut em.f, geo.dtype, geo.width, &o, a, &vdk, "1", true);
         }
         asm::commit(&mut em.f);
-        Ok(asm::wait_acc(&mut em.f, 0, &o))
+        o
+    }
+
+    /// The online softmax step of key block's logits `x` for every row of this thread: the
+    /// probabilities in the logits' order, and per row the new maximum, this lane's sum and the
+    /// factor that rescales the old output.
+    fn softmax(&self, em: &mut Em, x: &[String], m_old: &[String], l_old: &[String]) -> SoftmaxStep {
+        let geo = self.geo;
+        let kn = (geo.bc / 8) as usize;
+        let mut step = SoftmaxStep { p: x.to_vec(), m: Vec::new(), l: Vec::new(), alpha: Vec::new() };
+        for mi in 0..geo.mt {
+            for h in 0..2usize {
+                let idx: Vec<usize> =
+                    (0..kn).flat_map(|ni| [(mi * kn + ni) * 4 + 2 * h, (mi * kn + ni) * 4 + 2 * h + 1]).collect();
+                let row: Vec<String> = idx.iter().map(|&i| x[i].clone()).collect();
+                let u = update(em, &row, &m_old[2 * mi + h], &l_old[2 * mi + h]);
+                for (&i, v) in idx.iter().zip(&u.p) {
+                    step.p[i] = v.clone();
+                }
+                step.m.push(u.m);
+                step.l.push(u.l);
+                step.alpha.push(u.alpha);
+            }
+        }
+        step
+    }
+
+    /// The output accumulators `o` times their rows' factors `alpha` (two rows per 16-row tile).
+    fn rescale(&self, em: &mut Em, o: &[String], alpha: &[String]) -> Vec<String> {
+        let on = (self.geo.width / 8) as usize;
+        let mut o = o.to_vec();
+        for (r, a) in alpha.iter().enumerate() {
+            let (mi, h) = (r / 2, r % 2);
+            for n in 0..on {
+                for e in 0..2 {
+                    let at = (mi * on + n) * 4 + 2 * h + e;
+                    o[at] = em.f.v(format!("fmul float {}, {a}", o[at]));
+                }
+            }
+        }
+        o
+    }
+
+    /// The probabilities packed as the A words of `O += P V` (per k16 step of the keys, four).
+    fn pack_probabilities(&self, em: &mut Em, p: &[String]) -> Result<Vec<String>, PtxError> {
+        let mut words = Vec::new();
+        for kk2 in 0..(self.geo.bc / 16) as usize {
+            words.extend(a_fragment(em, self.geo.dtype, p, 8 * kk2)?);
+        }
+        Ok(words)
+    }
+
+    /// The key loop on warpgroup MMAs, with the softmax of one block overlapping the output
+    /// product of the previous one (FlashAttention-3's intra-warpgroup overlap). Iteration `j`
+    /// waits for key block `j` (the ring runs `stages - 2` blocks ahead: block `j - 1`'s values
+    /// are still read), issues `S_j = Q K_jᵀ` and then `O += P_{j-1} V_{j-1}`, waits for the
+    /// scores only, runs the softmax of block `j`, then waits for the product and rescales `O`.
+    /// The first iteration's product multiplies zero probabilities with its own block's values
+    /// (real, finite data: nothing changes); after the loop the last block's product runs, kept
+    /// only when there was a block (an empty tile's output stays 0).
+    fn key_loop_overlapped(&self, em: &mut Em, tile: &AttnTile, wg: &WgDescriptors) -> Result<State, PtxError> {
+        let geo = self.geo;
+        let stages = geo.sched.stages;
+        let n_o = (geo.width / 2) as usize;
+        let n_p = (geo.bc / 4) as usize;
+        let mut accs: Vec<(String, String)> = (0..n_o).map(|_| ("float".into(), math::fc(0.0))).collect();
+        accs.extend((0..2).map(|_| ("float".to_string(), math::fc(f32::NEG_INFINITY))));
+        accs.extend((0..2).map(|_| ("float".to_string(), math::fc(0.0))));
+        accs.extend((0..n_p).map(|_| ("i32".to_string(), "0".to_string())));
+        // Ring stages: of block j (read), of block j - 1's values, of the next copy.
+        accs.push(("i32".into(), "0".into()));
+        accs.push(("i32".into(), "0".into()));
+        accs.push(("i32".into(), (stages - 2).to_string()));
+        let kl = em.f.loop_begin("i32", &tile.lo, &tile.hi, &accs);
+        let saved = em.save();
+        let kb = kl.i.clone();
+        let o = kl.accs[..n_o].to_vec();
+        let m_old = kl.accs[n_o..n_o + 2].to_vec();
+        let l_old = kl.accs[n_o + 2..n_o + 4].to_vec();
+        let words = kl.accs[n_o + 4..n_o + 4 + n_p].to_vec();
+        let at = n_o + 4 + n_p;
+        let (rs, vs, ws) = (kl.accs[at].clone(), kl.accs[at + 1].clone(), kl.accs[at + 2].clone());
+
+        // Block kb has landed (visible to the wgmmas), and every warp is done with the stage the
+        // next copy overwrites (block kb - 2's).
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(stages - 3).to_string())]);
+        asm::fence_proxy_async(&mut em.f);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let next = em.f.v(format!("add i32 {kb}, {}", stages - 2));
+        let p = em.f.v(format!("icmp ult i32 {next}, {}", tile.hi));
+        let cont = em.f.if_begin(&p);
+        self.load_block(em, tile, &next, &ws);
+        em.f.if_end(&cont);
+        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+
+        asm::fence(&mut em.f);
+        let s = self.issue_scores(em, wg, &rs);
+        let o = self.issue_output(em, wg, &vs, &words, &o);
+        let s = asm::wait_acc(&mut em.f, 1, &s);
+        let x = self.logits(em, tile, &kb, &s)?;
+        let step = self.softmax(em, &x, &m_old, &l_old);
+        let o = asm::wait_acc(&mut em.f, 0, &o);
+        let o = self.rescale(em, &o, &step.alpha);
+        let words = self.pack_probabilities(em, &step.p)?;
+
+        let bump = |em: &mut Em, v: &str| -> String {
+            let v1 = em.f.v(format!("add i32 {v}, 1"));
+            let wrap = em.f.v(format!("icmp eq i32 {v1}, {stages}"));
+            em.f.v(format!("select i1 {wrap}, i32 0, i32 {v1}"))
+        };
+        let rs_next = bump(em, &rs);
+        let ws_next = bump(em, &ws);
+        let mut next = o;
+        next.extend(step.m);
+        next.extend(step.l);
+        next.extend(words);
+        next.extend([rs_next, rs, ws_next]);
+        em.restore(saved);
+        em.f.loop_end(&kl, "1", &next);
+
+        // The last block's product (kept when the tile had a block).
+        let o = kl.accs[..n_o].to_vec();
+        let words = kl.accs[n_o + 4..n_o + 4 + n_p].to_vec();
+        asm::fence(&mut em.f);
+        let last = self.issue_output(em, wg, &kl.accs[at + 1], &words, &o);
+        let last = asm::wait_acc(&mut em.f, 0, &last);
+        let any = em.f.v(format!("icmp ult i32 {}, {}", tile.lo, tile.hi));
+        let o = last.iter().zip(&o).map(|(a, b)| em.f.v(format!("select i1 {any}, float {a}, float {b}"))).collect();
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
+        // Every warp is done reading the ring (the next tile's copies and the staged output reuse it).
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        Ok(State { o, m: kl.accs[n_o..n_o + 2].to_vec(), l: kl.accs[n_o + 2..n_o + 4].to_vec() })
     }
 
     /// The logits `f(S)` (f32) of key block `kb` at every score accumulator: the scores rounded to
