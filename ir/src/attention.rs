@@ -506,8 +506,10 @@ impl GpuAttention {
     /// The attention of `g` when the GPU kernel runs it: f16 or bf16 queries, keys, values and
     /// probabilities (f32 accumulation); head dimensions known, multiples of 16 and at most
     /// [`GPU_MAX_HEAD_DIM`]; and each operand a view of a parameter (permutes, broadcasts and
-    /// reshapes of the batch axes only) whose head axis is the parameter's last, so that its rows
-    /// are 16-byte aligned rows in memory at some stride (copied by `cp.async`, never packed).
+    /// reshapes of the batch axes, and reshapes that split the head out of the parameter's last
+    /// axis, a projection's `[T, heads * d]`) whose head lies along the parameter's last axis, so
+    /// that its rows are 16-byte aligned rows in memory at some stride (copied by `cp.async`,
+    /// never packed).
     /// [`Attention::statistics`] (the row log-sum-exp) are written by the kernel's split form.
     pub fn find(g: &Graph) -> Option<GpuAttention> {
         let attention = Attention::find(g)?;

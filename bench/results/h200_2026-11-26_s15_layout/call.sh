@@ -1,7 +1,9 @@
 #!/bin/bash
 # Session 15, helper "layout" (issue 25 item 3): the runtime's attention GPU tests (token-major K
 # and V read in place through reshape/permute views included), then the decoder layer at S=4096
-# (kernel count and times), twice; the small decoder layer against the interpreter first. Binaries built on the CPU machine at COMMIT ($1).
+# (kernel count and times), twice; the small decoder layer against the interpreter first.
+# Binaries built on the CPU machine at COMMIT ($1), carried with this script in gpu-carry/layout
+# of the session's checkout (run as `bash gpu-carry/layout/call.sh eff2af4`).
 set -u
 C=gpu-carry/layout
 for f in tcc rt_tests; do xz -dkf $C/$f.xz && chmod +x $C/$f; done
