@@ -506,8 +506,10 @@ impl GpuAttention {
     /// The attention of `g` when the GPU kernel runs it: f16 or bf16 queries, keys, values and
     /// probabilities (f32 accumulation); head dimensions known, multiples of 16 and at most
     /// [`GPU_MAX_HEAD_DIM`]; and each operand a view of a parameter (permutes, broadcasts and
-    /// reshapes of the batch axes only) whose head axis is the parameter's last, so that its rows
-    /// are 16-byte aligned rows in memory at some stride (copied by `cp.async`, never packed).
+    /// reshapes of the batch axes, and reshapes that split the head out of the parameter's last
+    /// axis, a projection's `[T, heads * d]`) whose head lies along the parameter's last axis, so
+    /// that its rows are 16-byte aligned rows in memory at some stride (copied by `cp.async`,
+    /// never packed).
     /// [`Attention::statistics`] (the row log-sum-exp) are written by the kernel's split form.
     pub fn find(g: &Graph) -> Option<GpuAttention> {
         let attention = Attention::find(g)?;
@@ -572,8 +574,10 @@ fn score_reads(g: &Graph, a: &Attention) -> u32 {
 }
 
 /// Whether `n`, read along axis `row` (positions) and axis `head` (the head dimension), is a view
-/// of a parameter whose last axis is the head axis, through permutes, broadcasts and reshapes
-/// that leave those two axes as they are.
+/// of a parameter whose last axis is the head axis, through permutes, broadcasts (never of the
+/// head axis) and reshapes that leave those two axes as they are or split the head out of a wider
+/// last axis ([`split_head`]: a projection's `[S, heads * d]` read as `[S, heads, d]`), so that
+/// every row is `d` contiguous elements at one stride from the row before.
 fn row_view(g: &Graph, mut n: NodeId, mut row: usize, mut head: usize) -> bool {
     loop {
         let Some(node) = g.node(n) else { return false };
@@ -590,20 +594,50 @@ fn row_view(g: &Graph, mut n: NodeId, mut row: usize, mut head: usize) -> bool {
                 if row < off || head < off {
                     return false;
                 }
+                // A broadcast head axis would read one element as a whole row.
+                let from_head = shape(g, *a).and_then(|s| s.dims().get(head - off).cloned());
+                if from_head.as_ref() != node.ty.shape.dims().get(head) {
+                    return false;
+                }
                 (row, head, n) = (row - off, head - off, *a);
             }
             Op::Reshape(a) => {
                 let Some(from) = shape(g, *a) else { return false };
                 let (to, fr) = (node.ty.shape.dims(), from.rank());
                 let last_two = |s: &[Dim]| s.len() >= 2 && s[s.len() - 2..] == to[r - 2..];
-                if r < 2 || !last_two(from.dims()) || row.min(head) < r - 2 {
+                if r >= 2 && last_two(from.dims()) && row.min(head) >= r - 2 {
+                    (row, head, n) = (row + fr - r, head + fr - r, *a);
+                } else if let Some(k) = split_head(from.dims(), to, row, head) {
+                    (row, head, n) = (k, fr - 1, *a);
+                } else {
                     return false;
                 }
-                (row, head, n) = (row + fr - r, head + fr - r, *a);
             }
             _ => return false,
         }
     }
+}
+
+/// Where a reshape from `from` to `to` puts the rows and the head of `to` (read along axis `row`
+/// and the last axis `head`) in `from`, when the head is the whole last axis of `to` and each row
+/// maps to one axis `k` of `from` with the head inside `from`'s last axis: `to`'s last size `d`
+/// (constant) divides `from`'s (so a head never crosses a row of `from`, each starting at a
+/// multiple of `d`), and axis `k` has `to[row]`'s size and the same constant number of elements
+/// after it (so moving one row moves `from`'s index `k` by one and leaves every other index of
+/// `from` as it is). Returns `k`; the head then lies along `from`'s last axis.
+fn split_head(from: &[Dim], to: &[Dim], row: usize, head: usize) -> Option<usize> {
+    let r = to.len();
+    if r == 0 || head != r - 1 || row >= head {
+        return None;
+    }
+    let d = to[head].as_const()?;
+    let wide = from.last()?.as_const()?;
+    if d == 0 || !wide.is_multiple_of(d) {
+        return None;
+    }
+    let after = |dims: &[Dim]| dims.iter().try_fold(1u64, |acc, x| acc.checked_mul(x.as_const()?));
+    let stride = after(&to[row + 1..])?;
+    (0..from.len().saturating_sub(1)).find(|&k| from[k] == to[row] && after(&from[k + 1..]) == Some(stride))
 }
 
 impl Mask {
@@ -739,6 +773,66 @@ mod tests {
         assert!(mask.block_is_full((4, 7), (0, 8)));
         assert!(!mask.block_is_full((4, 7), (8, 11)));
         assert_eq!(mask.unmasked(&g, &a), Some(NodeId(6)));
+    }
+
+    #[test]
+    fn a_head_is_split_out_of_a_wide_last_axis_only_where_rows_stay_strided() {
+        let d = |v: &[u64]| v.iter().map(|&x| Dim::Const(x)).collect::<Vec<_>>();
+        let s = Dim::Var("S".into());
+        // [S, 1024] as [S, 8, 128]: the row axis is S, the head the last 128 of each row.
+        assert_eq!(
+            split_head(&[s.clone(), Dim::Const(1024)], &[s.clone(), Dim::Const(8), Dim::Const(128)], 0, 2),
+            Some(0)
+        );
+        assert_eq!(split_head(&d(&[2, 12, 256]), &d(&[2, 12, 4, 64]), 1, 3), Some(1));
+        // The head must be the last axis, whole, and divide the wide axis.
+        assert_eq!(split_head(&d(&[12, 1000]), &d(&[12, 8, 125]), 0, 2), Some(0));
+        assert_eq!(split_head(&d(&[2, 10, 24]), &d(&[2, 15, 16]), 0, 2), None);
+        assert_eq!(split_head(&d(&[12, 96]), &d(&[12, 2, 48]), 0, 1), None);
+        assert_eq!(split_head(&d(&[12, 96]), &d(&[12, 3, 32]), 1, 2), None);
+        // Rows spread over two axes of the source: not found (conservatively).
+        assert_eq!(split_head(&d(&[6, 2, 64]), &d(&[12, 4, 16]), 0, 2), None);
+    }
+
+    const TOKEN_MAJOR: &str = "fn attn(q: f16[2, 8, 16], k: f16[12, 32], v: f16[12, 32]) -> (f16[2, 8, 16]) {
+  %0 = input 0 : f16[2, 8, 16]
+  %1 = input 1 : f16[12, 32]
+  %2 = input 2 : f16[12, 32]
+  %3 = reshape %1 : f16[12, 2, 16]
+  %4 = permute %3 perm=[1, 2, 0] : f16[2, 16, 12]
+  %5 = matmul %0, %4 : f16[2, 8, 12]
+  %6 = cast %5 : f32[2, 8, 12]
+  %7 = reduce_max %6 axes=[2] keepdim : f32[2, 8, 1]
+  %8 = sub %6, %7 : f32[2, 8, 12]
+  %9 = exp %8 : f32[2, 8, 12]
+  %10 = reduce_sum %9 axes=[2] keepdim : f32[2, 8, 1]
+  %11 = div %9, %10 : f32[2, 8, 12]
+  %12 = cast %11 : f16[2, 8, 12]
+  %13 = reshape %2 : f16[12, 2, 16]
+  %14 = permute %13 perm=[1, 0, 2] : f16[2, 12, 16]
+  %15 = matmul %12, %14 : f16[2, 8, 16]
+  return %15
+}";
+
+    #[test]
+    fn token_major_operands_are_rows_in_memory_for_the_gpu_kernel() {
+        let g = parse_graph(TOKEN_MAJOR).unwrap();
+        let ga = GpuAttention::find(&g).expect("a GPU attention");
+        assert_eq!((ga.keys, ga.values), (NodeId(4), NodeId(14)));
+        // Values whose head axis is not the source's last (the heads innermost) are no rows.
+        let heads_inner = TOKEN_MAJOR
+            .replace("%13 = reshape %2 : f16[12, 2, 16]", "%13 = reshape %2 : f16[12, 16, 2]")
+            .replace("%14 = permute %13 perm=[1, 0, 2]", "%14 = permute %13 perm=[2, 0, 1]");
+        assert!(Attention::find(&parse_graph(&heads_inner).unwrap()).is_some());
+        assert!(GpuAttention::find(&parse_graph(&heads_inner).unwrap()).is_none());
+        // A broadcast head axis reads one element as a row.
+        let broadcast_head = TOKEN_MAJOR
+            .replace("v: f16[12, 32]", "v: f16[12, 2, 1]")
+            .replace("  %2 = input 2 : f16[12, 32]\n", "  %2 = input 2 : f16[12, 2, 1]\n")
+            .replace("%13 = reshape %2 : f16[12, 2, 16]", "%13 = broadcast %2 : f16[12, 2, 16]");
+        let g = parse_graph(&broadcast_head).unwrap();
+        assert!(Attention::find(&g).is_some());
+        assert!(GpuAttention::find(&g).is_none());
     }
 
     #[test]

@@ -156,3 +156,31 @@ fn on_a_gpu_an_attention_that_returns_its_log_sum_exp_is_one_kernel_writing_both
     // The GPU kernel's split form writes the row log-sum-exp beside the output.
     assert_eq!(attention_outputs(&with_lse), [2]);
 }
+
+#[test]
+fn on_a_gpu_token_major_keys_and_values_are_read_by_the_attention_kernel_in_place() {
+    // K and V as projections write them, [T, kv_heads * d], viewed as [kv_heads, T, d]: the
+    // views join the attention kernel (no permute kernel before it) on both GPU targets, and
+    // the optimized program computes what the written one does.
+    for (target, q_len) in [(TargetModel::sm_90a(), 40u64), (TargetModel::sm_80(), 1)] {
+        let c = AttentionCase {
+            heads: 8,
+            kv_heads: 2,
+            batch: vec![],
+            dtype: DType::BF16,
+            token_major: true,
+            ..AttentionCase::causal(q_len, 72, 64)
+        };
+        let g = c.graph().unwrap();
+        let out = optimize(&g, &OptimizeOptions::new(target)).unwrap();
+        let [launch] = out.program.launches.as_slice() else {
+            panic!("one kernel expected:\n{}", out.report);
+        };
+        assert_eq!(launch.kernel.class, KernelClass::Attention, "{}", out.report);
+        assert!(tcc_ir::attention::GpuAttention::find(&launch.kernel.graph).is_some(), "{}", out.report);
+        let inputs = random_inputs(&g, &Bindings::new(), 11).unwrap();
+        let expected = run_graph(&g, &inputs).unwrap();
+        let actual = run_program(&out.program, &inputs).unwrap();
+        compare_outputs(&expected, &actual, &Tolerance::default()).unwrap();
+    }
+}

@@ -2,7 +2,8 @@
 //! every schedule of the tuner's space at head dimensions 64 and 128 (with and without a bias
 //! tensor, whose space is smaller), every score form and mask (causal, sliding window, ALiBi, soft
 //! cap, a bias tensor, a mask tensor) at head dimensions 32, 64, 80 and 128 in f16 and bf16,
-//! grouped-query heads, query and key lengths off the blocks and different from each other (more
+//! grouped-query heads (K and V also token-major, as projections write them, read in place),
+//! query and key lengths off the blocks and different from each other (more
 //! queries than keys too), one query, and rows whose every key is masked (NaN with a `-inf` fill,
 //! the average of V with a finite one). Each case checks that the kernel really is the
 //! `attention` lowering (one entry, or the split form's `attention-split` and
@@ -148,6 +149,31 @@ fn more_queries_than_keys_one_query_and_grouped_heads() {
     results.push(check(&gqa, 5, default(&gqa)));
     let mqa = AttentionCase { heads: 4, kv_heads: 1, batch: vec![], ..gqa.clone() };
     results.push(check(&mqa, 6, default(&mqa)));
+    all(results);
+}
+
+#[test]
+fn token_major_keys_and_values_are_read_in_place() {
+    // K and V as projections write them, [.., T, kv_heads * d], read through reshape and permute.
+    let mut results = Vec::new();
+    let tm = |c: AttentionCase| AttentionCase { token_major: true, ..c };
+    // Llama-3-8B's heads: 32 query heads over 8 K/V heads of 128, one sequence.
+    let llama = tm(AttentionCase {
+        heads: 32,
+        kv_heads: 8,
+        batch: vec![],
+        ..case(DType::BF16, 128, (300, 300), ScoreForm::Plain, MaskForm::Causal)
+    });
+    results.push(check(&llama, 11, default(&llama)));
+    results.push(check(&llama, 12, GpuAttentionSchedule { splits: 2, ..default(&llama) }));
+    let f16 = tm(case(DType::F16, 64, (129, 257), ScoreForm::Plain, MaskForm::None));
+    results.push(check(&f16, 13, default(&f16)));
+    let decode = tm(AttentionCase {
+        heads: 8,
+        kv_heads: 2,
+        ..case(DType::BF16, 128, (1, 1000), ScoreForm::Plain, MaskForm::Causal)
+    });
+    results.push(check(&decode, 14, default(&decode)));
     all(results);
 }
 

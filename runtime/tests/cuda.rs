@@ -176,6 +176,63 @@ mod gpu {
         assert!(checked >= 7, "only {checked} example functions");
     }
 
+    /// examples/decoder_layer.tc with its sizes shrunk in the source (hidden 4096 -> 512, 32 query
+    /// and 8 key/value heads -> 4 and 2, MLP 14336 -> 384; head_dim stays 128), as the CLI's
+    /// interpreter test of the layer does.
+    fn small_decoder_layer() -> Graph {
+        let shrink = [
+            ("14336", "384"),
+            ("4096", "512"),
+            ("[1024,", "[256,"),
+            ("[S, 32, 128]", "[S, 4, 128]"),
+            ("[S, 8, 128]", "[S, 2, 128]"),
+            ("[8, 4, S, 128]", "[2, 2, S, 128]"),
+        ];
+        let path = [std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples"), "examples".into()]
+            .into_iter()
+            .map(|d| d.join("decoder_layer.tc"))
+            .find(|p| p.is_file())
+            .expect("examples/decoder_layer.tc not found: run from the repository root");
+        let mut source = std::fs::read_to_string(path).unwrap();
+        for (from, to) in shrink {
+            assert!(source.contains(from), "`{from}` in examples/decoder_layer.tc");
+            source = source.replace(from, to);
+        }
+        let module = tcc_frontend::parse_source("decoder_layer_small.tc", &source).unwrap();
+        module.functions.into_iter().find(|g| g.name == "decoder_layer").unwrap()
+    }
+
+    #[test]
+    fn the_decoder_layer_at_small_sizes_matches_the_interpreter_on_the_gpu() {
+        // The optimizer's programs: V read by the attention kernel through its [S, heads * d] ->
+        // [heads, S, d] view (no permute kernel), the gated MLP as one dual product.
+        let g = small_decoder_layer();
+        for s in [96u64, 200] {
+            let bindings: Bindings = [("S".to_string(), s)].into_iter().collect();
+            let mut inputs = random_inputs(&g, &bindings, 7).unwrap();
+            // Weights of variance 1 / fan_in (so activations stay of order one), rounded to bf16.
+            for w in [4usize, 5, 6, 7, 9, 10, 11] {
+                let t = &mut inputs[w];
+                let scale = 1.0 / (*t.shape.last().unwrap() as f64).sqrt();
+                for x in &mut t.data {
+                    *x = tcc_ir::DType::BF16.round(*x * scale);
+                }
+            }
+            let expected = run_graph(&g, &inputs).unwrap();
+            let programs = optimized(&g, &bindings).unwrap();
+            let best = &programs[0];
+            let kernels: Vec<&str> = best.launches.iter().map(|l| l.kernel.name.as_str()).collect();
+            // One layout kernel left: the attention's output to [S, heads * d] (V's is read in place).
+            assert!(kernels.iter().filter(|k| k.ends_with("_permute")).count() <= 1, "{kernels:?}");
+            for (i, program) in programs.iter().enumerate() {
+                let actual = run(program, &inputs).unwrap();
+                compare_outputs(&expected, &actual, &tolerance())
+                    .unwrap_or_else(|m| panic!("S={s}, program {i} ({} kernels): {m}", program.launches.len()));
+            }
+            eprintln!("decoder layer S={s}: {} kernels: {kernels:?}", best.launches.len());
+        }
+    }
+
     #[test]
     fn timing_with_events_gives_positive_medians() {
         let mut g = Graph::new("add");

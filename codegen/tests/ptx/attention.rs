@@ -299,3 +299,48 @@ fn emulated_warpgroup_attention_matches_the_interpreter() {
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// K and V as a model's projections write them, token-major `[.., T, kv_heads * d]`, read
+/// through `reshape` and `permute` as `[.., kv_heads, T, d]` (no permute kernel before the
+/// attention).
+fn token_major(dtype: DType, head_dim: u64, (q_len, kv_len): (u64, u64), heads: (u64, u64)) -> AttentionCase {
+    let (heads, kv_heads) = heads;
+    AttentionCase { dtype, heads, kv_heads, token_major: true, ..AttentionCase::grouped_heads(q_len, kv_len, head_dim) }
+}
+
+#[test]
+fn token_major_keys_and_values_assemble_without_spills() {
+    for head_dim in [64u64, 128] {
+        for (dtype, q_len) in [(DType::BF16, 200u64), (DType::F16, 1)] {
+            let c = token_major(dtype, head_dim, (q_len, 333), (8, 2));
+            assert!(GpuAttention::find(&c.graph().unwrap()).is_some(), "{c:?}");
+            let d = decode_default(&c);
+            for s in [d, GpuAttentionSchedule { splits: 2, ..d }] {
+                for compiled in check_kernel(&attention_kernel(&c, s), &Bindings::new()) {
+                    let l = lowerings(&compiled);
+                    assert!(l == ONE || l == SPLIT, "{s:?}: {l:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn emulated_token_major_keys_and_values_match_the_interpreter() {
+    let mut failures = Vec::new();
+    let cases = [
+        // Prefill in the one-kernel form: 4 query heads per K/V head, lengths off the blocks.
+        (token_major(DType::BF16, 64, (70, 70), (8, 2)), 1u32),
+        (token_major(DType::F16, 32, (33, 90), (4, 4)), 1),
+        // The split form over packed heads, and decoding.
+        (token_major(DType::F16, 64, (45, 130), (4, 2)), 2),
+        (token_major(DType::BF16, 128, (1, 200), (8, 1)), 0),
+    ];
+    for (i, (c, splits)) in cases.into_iter().enumerate() {
+        let s = GpuAttentionSchedule { splits, ..decode_default(&c) };
+        if let Err(e) = emulate(&c, s, 50 + i as u64, |_| {}) {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}

@@ -176,4 +176,17 @@ mod tests {
         // Without grouping, each head reads its own K/V.
         assert_eq!(group_of(&AttentionCase { heads: 4, kv_heads: 4, ..base.clone() }), 1);
     }
+
+    #[test]
+    fn token_major_keys_and_values_are_rows_in_memory_and_grouped() {
+        // K and V as projections write them, [.., T, kv_heads * d], read as [.., kv_heads, T, d].
+        let base = AttentionCase { dtype: DType::BF16, token_major: true, ..AttentionCase::grouped_heads(3, 70, 64) };
+        assert_eq!(group_of(&base), 2);
+        assert_eq!(group_of(&AttentionCase { heads: 8, kv_heads: 2, batch: vec![], ..base.clone() }), 4);
+        assert_eq!(group_of(&AttentionCase { heads: 4, kv_heads: 4, ..base.clone() }), 1);
+        assert_eq!(group_of(&AttentionCase { q_len: 1, kv_len: 1, ..base.clone() }), 2);
+        // Llama-3-8B's layer: 32 query heads over 8 K/V heads of 128.
+        let llama = AttentionCase { heads: 32, kv_heads: 8, batch: vec![], head_dim: 128, value_dim: 128, ..base };
+        assert_eq!(group_of(&llama), 4);
+    }
 }

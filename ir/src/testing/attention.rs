@@ -69,6 +69,10 @@ pub struct AttentionCase {
     /// Also return the rows' log-sum-exp of the logits, `row_max + log(row_sum)` without the key
     /// axis (f32).
     pub log_sum_exp: bool,
+    /// K and V passed as a projection writes them, token-major: `[.., L, kv_heads * D]`, read
+    /// through `reshape` to `[.., L, kv_heads, D]` and `permute` to `[.., kv_heads, L, D]` (only
+    /// with a head axis).
+    pub token_major: bool,
 }
 
 impl AttentionCase {
@@ -88,6 +92,7 @@ impl AttentionCase {
             fill: f64::NEG_INFINITY,
             divide_after: false,
             log_sum_exp: false,
+            token_major: false,
         }
     }
 
@@ -97,12 +102,29 @@ impl AttentionCase {
         AttentionCase { batch: vec![2], heads: 4, kv_heads: 2, ..AttentionCase::causal(q_len, kv_len, head_dim) }
     }
 
+    fn has_head_axis(&self) -> bool {
+        self.heads > 1 || self.kv_heads != self.heads
+    }
+
     fn head_axes(&self, heads: u64) -> Vec<u64> {
         let mut dims = self.batch.clone();
-        if self.heads > 1 || self.kv_heads != self.heads {
+        if self.has_head_axis() {
             dims.push(heads);
         }
         dims
+    }
+
+    /// A token-major `[.., L, kv_heads * d]` parameter as `[.., kv_heads, L, d]`: reshaped to
+    /// `[.., L, kv_heads, d]`, then permuted.
+    fn heads_first(&self, g: &mut Graph, x: NodeId, d: u64) -> Result<NodeId, BuildError> {
+        let dt = self.dtype;
+        let mut split = self.batch.clone();
+        split.extend([self.kv_len, self.kv_heads, d]);
+        let x = g.push_typed(Op::Reshape(x), TensorType { dtype: dt, shape: Shape::from_consts(&split) })?;
+        let b = self.batch.len();
+        let mut perm: Vec<usize> = (0..b).collect();
+        perm.extend([b + 1, b, b + 2]);
+        g.push(Op::Permute { input: x, perm })
     }
 
     /// The program: `attn(q, k, v [, bias | keep]) -> o` (and the log-sum-exp after `o`).
@@ -115,10 +137,16 @@ impl AttentionCase {
         };
         let mut g = Graph::new("attn");
         let q = g.add_param("q", ty(with(self.head_axes(self.heads), &[self.q_len, self.head_dim]), dt))?;
-        let k_dims = with(self.head_axes(self.kv_heads), &[self.kv_len, self.head_dim]);
-        let v_dims = with(self.head_axes(self.kv_heads), &[self.kv_len, self.value_dim]);
-        let k = g.add_param("k", ty(k_dims, dt))?;
-        let v = g.add_param("v", ty(v_dims, dt))?;
+        let (k, v) = if self.token_major && self.has_head_axis() {
+            let rows = |d: u64| with(self.batch.clone(), &[self.kv_len, self.kv_heads * d]);
+            let k = g.add_param("k", ty(rows(self.head_dim), dt))?;
+            let v = g.add_param("v", ty(rows(self.value_dim), dt))?;
+            (self.heads_first(&mut g, k, self.head_dim)?, self.heads_first(&mut g, v, self.value_dim)?)
+        } else {
+            let k_dims = with(self.head_axes(self.kv_heads), &[self.kv_len, self.head_dim]);
+            let v_dims = with(self.head_axes(self.kv_heads), &[self.kv_len, self.value_dim]);
+            (g.add_param("k", ty(k_dims, dt))?, g.add_param("v", ty(v_dims, dt))?)
+        };
         let extra = match (self.score, self.mask) {
             (ScoreForm::BiasTensor, _) => Some(g.add_param("bias", ty(vec![self.q_len, self.kv_len], DType::F32))?),
             (_, MaskForm::Tensor) => Some(g.add_param("keep", ty(vec![self.q_len, self.kv_len], DType::Bool))?),
@@ -240,7 +268,8 @@ fn cast(g: &mut Graph, x: NodeId, to: DType) -> Result<NodeId, BuildError> {
 }
 
 /// Random attention cases: shapes that include 1 and lengths off any block, every score form and
-/// mask, grouped heads, both normalizations, -inf and finite fills.
+/// mask, grouped heads, K and V stored head-major or token-major, both normalizations, -inf and
+/// finite fills.
 pub fn arb_attention() -> impl Strategy<Value = AttentionCase> {
     let lens = prop_oneof![Just(1u64), 2u64..24, 24u64..80];
     let dims = prop_oneof![Just(1u64), Just(8u64), 2u64..20];
@@ -260,10 +289,10 @@ pub fn arb_attention() -> impl Strategy<Value = AttentionCase> {
     let batch =
         prop_oneof![Just(vec![]), (1u64..3).prop_map(|b| vec![b]), (1u64..3, 1u64..3).prop_map(|(a, b)| vec![a, b])];
     let heads = prop_oneof![Just((1u64, 1u64)), Just((2, 2)), Just((4, 2)), Just((4, 1)), Just((3, 3))];
-    let flags = (any::<bool>(), any::<bool>(), any::<bool>());
+    let flags = (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>());
     (batch, heads, lens.clone(), lens, dims.clone(), dims, dtype, score, mask, flags).prop_map(
         |(batch, (heads, kv_heads), q_len, kv_len, head_dim, value_dim, dtype, score, mask, flags)| {
-            let (finite, divide_after, log_sum_exp) = flags;
+            let (finite, divide_after, log_sum_exp, token_major) = flags;
             // A tensor bias and a tensor mask are both an extra parameter: keep one.
             let mask = if score == ScoreForm::BiasTensor && mask == MaskForm::Tensor { MaskForm::Causal } else { mask };
             AttentionCase {
@@ -280,6 +309,7 @@ pub fn arb_attention() -> impl Strategy<Value = AttentionCase> {
                 fill: if finite { -10000.0 } else { f64::NEG_INFINITY },
                 divide_after,
                 log_sum_exp,
+                token_major,
             }
         },
     )
