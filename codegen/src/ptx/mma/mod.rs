@@ -408,8 +408,9 @@ fn lower_wgmma(
 ) -> Result<Lowered, PtxError> {
     // TMA variants can store the tile by TMA: one 16-bit output with 16-byte rows.
     let out_dtype = outs.first().map(|o| cx.g.nodes[o.node.index()].ty.dtype).unwrap_or(DType::F32);
+    // A dual product's tile stores half its columns, in whole 64-column subtiles.
     let storable = wc.tma
-        && product.second.is_none()
+        && product.out_cols(wc.bn).is_multiple_of(64)
         && outs.len() == 1
         && matches!(out_dtype, DType::F16 | DType::BF16)
         && product.n.is_multiple_of(8)
@@ -422,9 +423,12 @@ fn lower_wgmma(
     let plain = cx.g.nodes.iter().all(|n| {
         !matches!(n.op, Op::Unary(..) | Op::Binary(..) | Op::Compare(..) | Op::Select { .. } | Op::Reduce { .. })
     });
-    // A dual product's blocks take one tile each and stage it (its epilogue reads both halves).
-    let persistent = wc.producer
-        || ((plain || storable) && product.second.is_none() && product.k.div_ceil(64) >= u64::from(wc.prefetch()));
+    // A dual product's blocks are persistent only when they store by TMA (the pair-by-pair
+    // epilogue always has arithmetic); else they take one tile each and stage it (its epilogue
+    // reads both halves).
+    let dual_ok = product.second.is_none() || storable;
+    let persistent =
+        wc.producer || ((plain || storable) && dual_ok && product.k.div_ceil(64) >= u64::from(wc.prefetch()));
     let tma_store = storable && persistent;
     let g = WgGemm { c: wc, p: product, persistent, tma_store };
     let entry = format!("{name}_mma");
