@@ -38,6 +38,14 @@ fn dual_products_match_the_interpreter() {
                 schedules.push(Some(Schedule { threads: 0, ..w.encode() }));
             }
         }
+        // A producer warpgroup beside one or two consumers, or two taking alternate tiles (the
+        // 64-wide tile runs without its producer).
+        for (consumers, bn, pingpong) in
+            [(2, 256, false), (2, 128, false), (1, 128, false), (2, 64, false), (2, 256, true)]
+        {
+            let w = WgmmaSchedule { consumers, producer: true, pingpong, bn, stages: 4, swizzle: 8, tma: true };
+            schedules.push(Some(Schedule { threads: 0, ..w.encode() }));
+        }
     }
     let mut failures = Vec::new();
     let mut case = 0u64;
@@ -64,11 +72,18 @@ fn persistent_warpgroup_dual_products_match_the_interpreter() {
         return;
     }
     let mut failures = Vec::new();
-    // 64 x 64 and 128 x 64 output tiles: 170 and 85 tiles per product, batches of 2 and 3.
-    for (case, (consumers, stages, batch)) in
-        [(1u32, 3u32, &[][..]), (1, 6, &[2][..]), (2, 4, &[2][..]), (2, 3, &[3][..])].into_iter().enumerate()
-    {
-        let w = WgmmaSchedule { consumers, producer: false, pingpong: false, bn: 128, stages, swizzle: 8, tma: true };
+    // 64 x 64 and 128 x 64 output tiles: 170 and 85 tiles per product, batches of 2 and 3; with
+    // a producer, two consumers sharing a tile or taking alternate ones.
+    let cases = [
+        (1u32, 3u32, false, false, &[][..]),
+        (1, 6, false, false, &[2][..]),
+        (2, 4, false, false, &[2][..]),
+        (2, 3, false, false, &[3][..]),
+        (2, 4, true, false, &[2][..]),
+        (2, 3, true, true, &[][..]),
+    ];
+    for (case, (consumers, stages, producer, pingpong, batch)) in cases.into_iter().enumerate() {
+        let w = WgmmaSchedule { consumers, producer, pingpong, bn: 128, stages, swizzle: 8, tma: true };
         let s = Schedule { threads: 0, ..w.encode() };
         let (m, n, k) = (640, 1088, 392);
         let dtype = if case % 2 == 0 { DType::BF16 } else { DType::F16 };

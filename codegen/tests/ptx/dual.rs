@@ -144,11 +144,26 @@ fn warpgroup_dual_products_load_both_bs_by_tma_and_assemble() {
             assemble_sm90a_strictly(&kern, &compiled[1]);
         }
     }
-    // A producer warpgroup, cp.async copies or a `[k, n]` B: the dual mma.sync kernel instead.
+    // A producer warpgroup (beside two consumers sharing the tile, or taking alternate tiles):
+    // the warpgroup kernel, storing by TMA where the output columns of a tile are whole 64-column
+    // subtiles, else the same tile without the producer. cp.async copies or a `[k, n]` B: the
+    // dual mma.sync kernel instead.
     let producer =
         WgmmaSchedule { consumers: 2, producer: true, pingpong: false, bn: 128, stages: 4, swizzle: 8, tma: true };
+    let pingpong = WgmmaSchedule { pingpong: true, bn: 256, ..producer };
+    for w in [producer, pingpong, WgmmaSchedule { bn: 64, ..producer }] {
+        let s = Schedule { threads: 0, ..w.encode() };
+        assert!(tcc_ir::dual::runs_schedule(&s));
+        let g = dual_gemm_graph(DType::F16, &[], (256, 256, 128), true).unwrap();
+        let kern = kernel(g, Some(s));
+        let compiled = check_kernel(&kern, &Bindings::new());
+        assert_eq!(lowerings(&compiled[1]), ["matmul-wgmma"], "{w:?}");
+        let launch = &compiled[1].ir.steps[0].launch;
+        assert_eq!(launch.block_threads, if w.bn == 64 { 256 } else { 384 }, "{w:?}");
+        assemble_sm90a_strictly(&kern, &compiled[1]);
+    }
     let cp_async = WgmmaSchedule { producer: false, tma: false, ..producer };
-    for (w, nk) in [(producer, true), (cp_async, true), (WgmmaSchedule { producer: false, ..producer }, false)] {
+    for (w, nk) in [(cp_async, true), (WgmmaSchedule { producer: false, ..producer }, false)] {
         let g = dual_gemm_graph(DType::F16, &[], (256, 256, 128), nk).unwrap();
         let compiled = check_kernel(&kernel(g, Some(Schedule { threads: 0, ..w.encode() })), &Bindings::new());
         assert_eq!(lowerings(&compiled[1]), ["matmul-mma"], "{w:?} nk={nk}");

@@ -316,15 +316,15 @@ pub(crate) fn lower(
         },
     };
     // sm_90a with a wgmma schedule: the warpgroup kernel (after the same operand packing). A
-    // dual product's only with TMA copies of `[n, k]` Bs and no producer warpgroup
-    // ([`tcc_ir::dual::runs_schedule`]), sized as one product of both products' columns.
+    // dual product's only with TMA copies of `[n, k]` Bs ([`tcc_ir::dual::runs_schedule`]),
+    // sized as one product of both products' columns.
     let wgmma_config = if cx.caps.has(Feature::Wgmma) && is_wgmma_schedule(cx.schedule) {
         match second {
             None => wgmma::config::config(&problem, cx.schedule, cx.caps).ok(),
             Some(_) if problem.b_layout == BLayout::NK && tcc_ir::dual::runs_schedule(cx.schedule) => {
                 wgmma::config::config(&MatmulProblem { n: 2 * n, ..problem }, cx.schedule, cx.caps)
                     .ok()
-                    .filter(|wc| wc.tma && !wc.producer)
+                    .filter(|wc| wc.tma)
             }
             Some(_) => None,
         }
@@ -400,7 +400,7 @@ fn lower_wgmma(
     cx: &StageCx,
     module: &mut ModuleText,
     name: &str,
-    wc: WgConfig,
+    mut wc: WgConfig,
     product: GemmProduct,
     outs: &[Out],
     mut entries: Vec<Entry>,
@@ -427,6 +427,11 @@ fn lower_wgmma(
     // epilogue always has arithmetic); else they take one tile each and stage it (its epilogue
     // reads both halves).
     let dual_ok = product.second.is_none() || storable;
+    // A producer's consumers would evaluate a dual product's epilogue pair by pair: where the
+    // tile cannot be stored by TMA, the same tile runs without the producer (staged per tile).
+    if !dual_ok && wc.producer {
+        wc = WgConfig { consumers: wc.bm() / wgmma::config::WG_M, producer: false, pingpong: false, ..wc };
+    }
     let persistent =
         wc.producer || ((plain || storable) && dual_ok && product.k.div_ceil(64) >= u64::from(wc.prefetch()));
     let tma_store = storable && persistent;

@@ -21,7 +21,8 @@
 //! the ping-pong variant the two consumers take alternate 64-row tiles from the same ring, so
 //! one stores its tile while the other multiplies.
 //!
-//! A dual product (see `super::super::mma`) runs the TMA variants: each k-tile of B is two boxes
+//! A dual product (see `super::super::mma`) runs the TMA variants (with a producer only where
+//! its tiles are stored by TMA): each k-tile of B is two boxes
 //! of `bn / 2` rows, from each B's tensor map, and a thread's accumulators of an output column
 //! hold both products' values there (the second's `bn / 4` accumulators after the first's), so
 //! the epilogue combines them in registers. Its blocks are persistent and store by TMA where
@@ -868,8 +869,9 @@ impl<'g, 'a> WgKernel<'g, 'a> {
             let lead = em.f.v(format!("icmp eq i32 {}, 0", self.ct));
             em.f.op(format!("br i1 {lead}, label %{issuer}, label %{done}"));
             em.f.start_block(&issuer);
-            asm::prefetch_tensormap(&mut em.f, ma);
-            asm::prefetch_tensormap(&mut em.f, mb);
+            for m in [Some(ma), Some(mb), self.map_b2.as_ref()].into_iter().flatten() {
+                asm::prefetch_tensormap(&mut em.f, m);
+            }
         }
         let (tl, tile) = self.tile_loop(em, ctaid, &[("i32".into(), "0".into())]);
         let srcs = if c.tma { None } else { Some(self.tile_src(em, &tile)) };
