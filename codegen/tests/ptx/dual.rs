@@ -114,6 +114,14 @@ fn emulated_dual_products_match_the_interpreter() {
     }
 }
 
+/// Assembles `k`'s sm_90a kernel and checks that ptxas neither spills nor serializes the wgmmas
+/// (C7514/C7515).
+fn assemble_sm90a_strictly(k: &Kernel, compiled: &ptx::PtxKernel) {
+    let report = ptx::assemble(super::ptxas(), &compiled.ptx, GpuArch::Sm90a).unwrap();
+    assert_eq!(report.spill_bytes(), 0, "{}: {}", k.name, report.output);
+    assert!(!["C7514", "C7515"].iter().any(|c| report.output.contains(c)), "{}: {}", k.name, report.output);
+}
+
 #[test]
 fn warpgroup_dual_products_load_both_bs_by_tma_and_assemble() {
     use tcc_ir::WgmmaSchedule;
@@ -121,24 +129,65 @@ fn warpgroup_dual_products_load_both_bs_by_tma_and_assemble() {
         let w = WgmmaSchedule { consumers, producer: false, pingpong: false, bn, stages: 4, swizzle: 8, tma: true };
         let s = Schedule { threads: 0, ..w.encode() };
         assert!(tcc_ir::dual::runs_schedule(&s));
-        for (m, n, k) in [(512, 512, 512), (300, 200, 136)] {
+        for (m, n, k) in [(512, 512, 512), (300, 200, 136), (128, 64, 64)] {
             let g = dual_gemm_graph(DType::BF16, &[], (m, n, k), true).unwrap();
-            let compiled = check_kernel(&kernel(g, Some(s)), &Bindings::new());
+            let kern = kernel(g, Some(s));
+            let compiled = check_kernel(&kern, &Bindings::new());
             // sm_80 has no wgmma: the dual mma.sync kernel; sm_90a the warpgroup one, with A's
-            // and both Bs' tensor maps.
+            // and both Bs' tensor maps, and the output's where the blocks are persistent and
+            // store by TMA (64-column subtiles of output, at least as many k-tiles as the
+            // copies run ahead).
             assert_eq!(lowerings(&compiled[0]), ["matmul-mma"]);
             assert_eq!(lowerings(&compiled[1]), ["matmul-wgmma"]);
-            assert_eq!(compiled[1].ir.steps[0].tensor_maps.len(), 3);
+            let stored = bn >= 128 && k.div_ceil(64) >= 3;
+            assert_eq!(compiled[1].ir.steps[0].tensor_maps.len(), if stored { 4 } else { 3 }, "{bn} {m}x{n}x{k}");
+            assemble_sm90a_strictly(&kern, &compiled[1]);
         }
     }
-    // A producer warpgroup, cp.async copies or a `[k, n]` B: the dual mma.sync kernel instead.
+    // A producer warpgroup (beside two consumers sharing the tile, or taking alternate tiles):
+    // the warpgroup kernel, storing by TMA where the output columns of a tile are whole 64-column
+    // subtiles, else the same tile without the producer. cp.async copies or a `[k, n]` B: the
+    // dual mma.sync kernel instead.
     let producer =
         WgmmaSchedule { consumers: 2, producer: true, pingpong: false, bn: 128, stages: 4, swizzle: 8, tma: true };
+    let pingpong = WgmmaSchedule { pingpong: true, bn: 256, ..producer };
+    for w in [producer, pingpong, WgmmaSchedule { bn: 64, ..producer }] {
+        let s = Schedule { threads: 0, ..w.encode() };
+        assert!(tcc_ir::dual::runs_schedule(&s));
+        let g = dual_gemm_graph(DType::F16, &[], (256, 256, 128), true).unwrap();
+        let kern = kernel(g, Some(s));
+        let compiled = check_kernel(&kern, &Bindings::new());
+        assert_eq!(lowerings(&compiled[1]), ["matmul-wgmma"], "{w:?}");
+        let launch = &compiled[1].ir.steps[0].launch;
+        assert_eq!(launch.block_threads, if w.bn == 64 { 256 } else { 384 }, "{w:?}");
+        assemble_sm90a_strictly(&kern, &compiled[1]);
+    }
     let cp_async = WgmmaSchedule { producer: false, tma: false, ..producer };
-    for (w, nk) in [(producer, true), (cp_async, true), (WgmmaSchedule { producer: false, ..producer }, false)] {
+    for (w, nk) in [(cp_async, true), (WgmmaSchedule { producer: false, ..producer }, false)] {
         let g = dual_gemm_graph(DType::F16, &[], (256, 256, 128), nk).unwrap();
         let compiled = check_kernel(&kernel(g, Some(Schedule { threads: 0, ..w.encode() })), &Bindings::new());
         assert_eq!(lowerings(&compiled[1]), ["matmul-mma"], "{w:?} nk={nk}");
+    }
+}
+
+/// Every warpgroup schedule of the dual kernel's space for the gated MLP of a Llama-3-8B layer
+/// (4096 x 14336 x 4096 twice; the space of the product of both products' columns) assembles for
+/// sm_90a without spills or serialized wgmmas, each distinct kernel once (the swizzle changes
+/// only the tile order).
+#[test]
+fn every_warpgroup_schedule_of_the_dual_space_assembles_strictly() {
+    let p = MatmulProblem { m: 4096, n: 2 * 14336, k: 4096, batch: 1, dtype: DType::BF16, b_layout: BLayout::NK };
+    let space: Vec<Schedule> = tcc_codegen::ptx::wgmma::wgmma_schedule_space(&p, GpuArch::Sm90a)
+        .into_iter()
+        .filter(|s| tcc_ir::dual::runs_schedule(s) && s.swizzle == 8)
+        .collect();
+    assert!(space.len() >= 8, "{space:?}");
+    for s in space {
+        let g = dual_gemm_graph(DType::BF16, &[], (4096, 14336, 4096), true).unwrap();
+        let kern = kernel(g, Some(s));
+        let compiled = ptx::compile_kernel(&kern, &Bindings::new(), GpuArch::Sm90a).unwrap();
+        assert_eq!(lowerings(&compiled), ["matmul-wgmma"], "{s}");
+        assemble_sm90a_strictly(&kern, &compiled);
     }
 }
 

@@ -47,8 +47,8 @@ pub(crate) struct GemmProduct<'a> {
     pub(crate) b_layout: BLayout,
     /// The matmul node.
     pub(crate) node: tcc_ir::NodeId,
-    /// A dual product's second product ([`tcc_ir::DualProduct`]; only the `mma.sync` loop runs
-    /// one): each `bn`-column block tile holds `bn / 2` columns of each product.
+    /// A dual product's second product ([`tcc_ir::DualProduct`]; the `mma.sync` and warpgroup
+    /// loops run one): each `bn`-column block tile holds `bn / 2` columns of each product.
     pub(crate) second: Option<SecondProduct>,
     /// Batch dims of the output.
     pub(crate) batch_dims: &'a [u64],

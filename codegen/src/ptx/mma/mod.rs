@@ -316,15 +316,15 @@ pub(crate) fn lower(
         },
     };
     // sm_90a with a wgmma schedule: the warpgroup kernel (after the same operand packing). A
-    // dual product's only with TMA copies of `[n, k]` Bs and no producer warpgroup
-    // ([`tcc_ir::dual::runs_schedule`]), sized as one product of both products' columns.
+    // dual product's only with TMA copies of `[n, k]` Bs ([`tcc_ir::dual::runs_schedule`]),
+    // sized as one product of both products' columns.
     let wgmma_config = if cx.caps.has(Feature::Wgmma) && is_wgmma_schedule(cx.schedule) {
         match second {
             None => wgmma::config::config(&problem, cx.schedule, cx.caps).ok(),
             Some(_) if problem.b_layout == BLayout::NK && tcc_ir::dual::runs_schedule(cx.schedule) => {
                 wgmma::config::config(&MatmulProblem { n: 2 * n, ..problem }, cx.schedule, cx.caps)
                     .ok()
-                    .filter(|wc| wc.tma && !wc.producer)
+                    .filter(|wc| wc.tma)
             }
             Some(_) => None,
         }
@@ -400,7 +400,7 @@ fn lower_wgmma(
     cx: &StageCx,
     module: &mut ModuleText,
     name: &str,
-    wc: WgConfig,
+    mut wc: WgConfig,
     product: GemmProduct,
     outs: &[Out],
     mut entries: Vec<Entry>,
@@ -408,8 +408,9 @@ fn lower_wgmma(
 ) -> Result<Lowered, PtxError> {
     // TMA variants can store the tile by TMA: one 16-bit output with 16-byte rows.
     let out_dtype = outs.first().map(|o| cx.g.nodes[o.node.index()].ty.dtype).unwrap_or(DType::F32);
+    // A dual product's tile stores half its columns, in whole 64-column subtiles.
     let storable = wc.tma
-        && product.second.is_none()
+        && product.out_cols(wc.bn).is_multiple_of(64)
         && outs.len() == 1
         && matches!(out_dtype, DType::F16 | DType::BF16)
         && product.n.is_multiple_of(8)
@@ -422,9 +423,17 @@ fn lower_wgmma(
     let plain = cx.g.nodes.iter().all(|n| {
         !matches!(n.op, Op::Unary(..) | Op::Binary(..) | Op::Compare(..) | Op::Select { .. } | Op::Reduce { .. })
     });
-    // A dual product's blocks take one tile each and stage it (its epilogue reads both halves).
-    let persistent = wc.producer
-        || ((plain || storable) && product.second.is_none() && product.k.div_ceil(64) >= u64::from(wc.prefetch()));
+    // A dual product's blocks are persistent only when they store by TMA (the pair-by-pair
+    // epilogue always has arithmetic); else they take one tile each and stage it (its epilogue
+    // reads both halves).
+    let dual_ok = product.second.is_none() || storable;
+    // A producer's consumers would evaluate a dual product's epilogue pair by pair: where the
+    // tile cannot be stored by TMA, the same tile runs without the producer (staged per tile).
+    if !dual_ok && wc.producer {
+        wc = WgConfig { consumers: wc.bm() / wgmma::config::WG_M, producer: false, pingpong: false, ..wc };
+    }
+    let persistent =
+        wc.producer || ((plain || storable) && dual_ok && product.k.div_ceil(64) >= u64::from(wc.prefetch()));
     let tma_store = storable && persistent;
     let g = WgGemm { c: wc, p: product, persistent, tma_store };
     let entry = format!("{name}_mma");

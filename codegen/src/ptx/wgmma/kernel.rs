@@ -21,9 +21,13 @@
 //! the ping-pong variant the two consumers take alternate 64-row tiles from the same ring, so
 //! one stores its tile while the other multiplies.
 //!
-//! A dual product (see `super::super::mma`) runs the TMA variant without a producer, a block per
-//! tile: each k-tile of B is two boxes of `bn / 2` rows, from each B's tensor map, and the tile
-//! is staged with both halves read by the epilogue.
+//! A dual product (see `super::super::mma`) runs the TMA variants (with a producer only where
+//! its tiles are stored by TMA): each k-tile of B is two boxes
+//! of `bn / 2` rows, from each B's tensor map, and a thread's accumulators of an output column
+//! hold both products' values there (the second's `bn / 4` accumulators after the first's), so
+//! the epilogue combines them in registers. Its blocks are persistent and store by TMA where
+//! the tile can be (one 16-bit output, `bn / 2` a multiple of 64); else a block takes one tile
+//! and stages it, both halves read by the epilogue.
 //!
 //! The accumulators' layout per warp is that of `mma.sync`'s C fragment. Persistent TMA blocks
 //! store their tiles by TMA through small staged subtiles ([`super::store`]); blocks of one tile
@@ -56,7 +60,7 @@ pub(crate) struct WgGemm<'a> {
     /// with a producer; without one, the ring then runs on from each tile into the next.
     pub(crate) persistent: bool,
     /// Persistent TMA blocks store the tile by TMA through staged subtiles (one 16-bit output,
-    /// rows 16-byte aligned; its map at [`TMAP_C`]); else pair by pair.
+    /// rows 16-byte aligned; its map after the operands', [`WgGemm::tmap_c`]); else pair by pair.
     pub(crate) tma_store: bool,
 }
 
@@ -64,11 +68,16 @@ pub(crate) struct WgGemm<'a> {
 pub(crate) const TMAP_A: usize = 0;
 /// See [`TMAP_A`].
 pub(crate) const TMAP_B: usize = 1;
-/// Tensor-map parameter of a dual product's second B (`%tmap2`; its tiles are never stored by
-/// TMA, so it never meets [`TMAP_C`]).
+/// Tensor-map parameter of a dual product's second B (`%tmap2`).
 pub(crate) const TMAP_B2: usize = 2;
-/// Tensor-map parameter of the output (`%tmap2`) when the tile is stored by TMA.
-pub(crate) const TMAP_C: usize = 2;
+
+impl WgGemm<'_> {
+    /// Tensor-map parameter of the output when the tile is stored by TMA: after the operands'
+    /// (`%tmap2`, or `%tmap3` after a dual product's second B).
+    pub(crate) fn tmap_c(&self) -> usize {
+        if self.p.second.is_some() { TMAP_B2 + 1 } else { TMAP_B2 }
+    }
+}
 /// Registers per thread of a cp.async producer warpgroup, and of the two consumers beside it
 /// (128 x 72 + 256 x 216 = 64,512 of the SM's 65,536).
 const PRODUCER_REGS: u32 = 72;
@@ -309,7 +318,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         } else {
             None
         };
-        let map_c = g.tma_store.then(|| em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_C)));
+        let map_c = g.tma_store.then(|| em.f.v(format!("ptrtoint ptr %tmap{} to i64", g.tmap_c())));
         let map_b2 = (c.tma && g.p.second.is_some()).then(|| em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_B2)));
         if c.producer || c.tma {
             let first = em.f.v(format!("icmp eq i32 {tid}, 0"));
@@ -699,8 +708,9 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let prologue = if g.persistent { em.f.v(format!("and i1 {lead}, {first_tile}")) } else { lead.clone() };
         let cont = em.f.if_begin(&prologue);
         if let (true, Some((ma, mb))) = (g.persistent, &self.maps) {
-            asm::prefetch_tensormap(&mut em.f, ma);
-            asm::prefetch_tensormap(&mut em.f, mb);
+            for m in [Some(ma), Some(mb), self.map_b2.as_ref()].into_iter().flatten() {
+                asm::prefetch_tensormap(&mut em.f, m);
+            }
         }
         for s in 0..dist {
             if u64::from(s) < k_tiles {
@@ -859,8 +869,9 @@ impl<'g, 'a> WgKernel<'g, 'a> {
             let lead = em.f.v(format!("icmp eq i32 {}, 0", self.ct));
             em.f.op(format!("br i1 {lead}, label %{issuer}, label %{done}"));
             em.f.start_block(&issuer);
-            asm::prefetch_tensormap(&mut em.f, ma);
-            asm::prefetch_tensormap(&mut em.f, mb);
+            for m in [Some(ma), Some(mb), self.map_b2.as_ref()].into_iter().flatten() {
+                asm::prefetch_tensormap(&mut em.f, m);
+            }
         }
         let (tl, tile) = self.tile_loop(em, ctaid, &[("i32".into(), "0".into())]);
         let srcs = if c.tma { None } else { Some(self.tile_src(em, &tile)) };
@@ -1044,12 +1055,16 @@ fn epilogue(
         em.delinearize(&bi, g.p.batch_dims)
     };
     let saved = em.save();
-    for j in 0..(g.c.bn / 8) as usize {
+    // A dual product's second product: the same columns, half the tile's accumulators further.
+    let second = g.p.second.map(|_| (g.c.bn / 4) as usize);
+    for j in 0..(g.p.out_cols(g.c.bn) / 8) as usize {
         for h in 0..2usize {
             let row = em.f.v(format!("add i32 {r_base}, {}", h * 8));
             let col = em.f.v(format!("add i32 {c_base}, {}", j * 8));
-            let vals = [acc[4 * j + 2 * h].clone(), acc[4 * j + 2 * h + 1].clone()];
-            store_pair(em, g, outs, &bmulti, &row, &col, &vals)?;
+            let a = 4 * j + 2 * h;
+            let vals = [acc[a].clone(), acc[a + 1].clone()];
+            let vals2 = second.map(|o| [acc[a + o].clone(), acc[a + o + 1].clone()]);
+            store_pair(em, g, outs, &bmulti, (&row, &col), &vals, vals2.as_ref())?;
             em.restore(saved.clone());
         }
     }
@@ -1099,11 +1114,11 @@ fn store_pair(
     g: &WgGemm,
     outs: &[Out],
     bmulti: &[String],
-    row: &str,
-    col: &str,
+    at: (&str, &str),
     vals: &[String; 2],
+    second: Option<&[String; 2]>,
 ) -> Result<(), PtxError> {
-    let per_elem = pair_outputs(em, g, outs, bmulti, row, col, vals)?;
+    let per_elem = pair_outputs(em, g, outs, bmulti, at, vals, second)?;
     if g.p.n.is_multiple_of(2) {
         let cont = em.f.if_begin(&per_elem[0].0);
         for (k, o) in outs.iter().enumerate() {
@@ -1125,15 +1140,16 @@ fn store_pair(
 }
 
 /// Per element of the pair of accumulators at (row, col) and (row, col+1): whether it lies inside
-/// the output, its flat index (clamped inside), and the value of every output there.
+/// the output, its flat index (clamped inside), and the value of every output there. A dual
+/// product's `second` holds its second product's accumulators at the same elements.
 pub(super) fn pair_outputs(
     em: &mut Em,
     g: &WgGemm,
     outs: &[Out],
     bmulti: &[String],
-    row: &str,
-    col: &str,
+    (row, col): (&str, &str),
     vals: &[String; 2],
+    second: Option<&[String; 2]>,
 ) -> Result<Vec<(String, String, Vec<String>)>, PtxError> {
     let out_dtype = em.dtype(g.p.node);
     let rc = clamp_ix(em, row, g.p.m);
@@ -1150,12 +1166,20 @@ pub(super) fn pair_outputs(
         let flat = em.linearize(&multi, g.p.out_dims);
         let value = math::round(&mut em.f, em.caps, out_dtype, acc)?;
         em.env.insert(g.p.node, value);
+        let both = g.p.second.zip(second);
+        if let Some((sp, accs)) = both {
+            let value = math::round(&mut em.f, em.caps, out_dtype, &accs[e])?;
+            em.env.insert(sp.node, value);
+        }
         let at = Ix { flat: flat.clone(), multi: Some(multi), vec: None };
         let mut vs = Vec::new();
         for o in outs {
             vs.push(em.eval_out(o, &at)?);
         }
         em.env.remove(&g.p.node);
+        if let Some((sp, _)) = both {
+            em.env.remove(&sp.node);
+        }
         per_elem.push((ok, flat, vs));
     }
     Ok(per_elem)

@@ -68,7 +68,10 @@ pub(super) fn tma_store_epilogue(
         em.delinearize(&bi, g.p.batch_dims)
     };
     let batched = g.p.batch > 1;
-    let subtiles = g.c.bn / 64;
+    // A dual product's tile stores half its columns; its second product's accumulators of the
+    // same columns lie half the tile's accumulators further.
+    let subtiles = g.p.out_cols(g.c.bn) / 64;
+    let second = g.p.second.map(|_| (g.c.bn / 4) as usize);
     let saved = em.save();
     for q in 0..subtiles {
         let buf = (q % 2) * SUBTILE_BYTES;
@@ -89,7 +92,8 @@ pub(super) fn tma_store_epilogue(
                 let col = em.f.v(format!("add i32 {col}, {t2}"));
                 let a = (4 * (q * 8 + j) + 2 * h) as usize;
                 let vals = [acc[a].clone(), acc[a + 1].clone()];
-                let per_elem = pair_outputs(em, g, outs, &bmulti, &row, &col, &vals)?;
+                let vals2 = second.map(|o| [acc[a + o].clone(), acc[a + o + 1].clone()]);
+                let per_elem = pair_outputs(em, g, outs, &bmulti, (&row, &col), &vals, vals2.as_ref())?;
                 let mut v = "poison".to_string();
                 for (e, (_, _, vs)) in per_elem.iter().enumerate() {
                     let x = vs.first().cloned().unwrap_or_default();
