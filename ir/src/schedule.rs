@@ -425,7 +425,8 @@ impl GpuAttentionSchedule {
     }
 
     /// The default for `shape`: the first of [`Self::space`]. On a device with warpgroup MMAs and
-    /// head dimensions of 64 or 128, 128 queries by 128 keys on two warpgroups with 3 stages;
+    /// head dimensions of 64 or 128, 128 queries by 128 keys on two warpgroups with 3 stages (64
+    /// by 64 on one warpgroup at d64);
     /// else 64 queries by 64 keys on 4 warps with 2 stages where it fits (measured fastest of the
     /// `mma.sync` space on an H100 at d128, plain and causal: BENCHMARKS.md, session 11), else
     /// 128 by 64 on 8 warps; for decoding ([`DECODE_ROWS`]) 16 queries by 64 keys on one warp with
@@ -457,7 +458,11 @@ impl GpuAttentionSchedule {
     /// warpgroup schedules first where the device and head dimensions allow them; for decoding
     /// ([`DECODE_ROWS`]) small query blocks, then the first of them with fixed key splits.
     pub fn space(shape: &AttentionShape, device: AttentionDevice) -> Vec<GpuAttentionSchedule> {
+        // Measured on an H200 (BENCHMARKS.md, session 15, the suite's shapes): at d128 128 x 128
+        // on two warpgroups 2.350 ms plain and 1.370 causal, 64 x 64 on one 2.404 and 1.380; at
+        // d64 64 x 64 0.768 ms against 0.892 for 128 x 128.
         const WARPGROUP: [(u32, u32, u32); 4] = [(128, 128, 8), (128, 64, 8), (64, 128, 4), (64, 64, 4)];
+        const WARPGROUP_D64: [(u32, u32, u32); 4] = [(64, 64, 4), (64, 128, 4), (128, 64, 8), (128, 128, 8)];
         const PREFILL: [(u32, u32, u32); 6] =
             [(64, 64, 4), (128, 64, 8), (128, 64, 4), (128, 128, 8), (64, 128, 4), (128, 32, 4)];
         const DECODE: [(u32, u32, u32); 4] = [(16, 64, 1), (16, 32, 1), (32, 64, 2), (64, 64, 4)];
@@ -466,7 +471,8 @@ impl GpuAttentionSchedule {
         if decoding {
             blocks.extend(DECODE.map(|(br, bc, w)| (br, bc, w, false)));
         } else {
-            blocks.extend(WARPGROUP.map(|(br, bc, w)| (br, bc, w, true)));
+            let warpgroup = if shape.depth <= 64 { WARPGROUP_D64 } else { WARPGROUP };
+            blocks.extend(warpgroup.map(|(br, bc, w)| (br, bc, w, true)));
             blocks.extend(PREFILL.map(|(br, bc, w)| (br, bc, w, false)));
         }
         let mut out = Vec::new();

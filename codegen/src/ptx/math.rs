@@ -13,7 +13,8 @@
 //!   bf16 results the product is not split (relative error below 2^-15, see `exp_half`).
 //! - `log`: `lg2.approx.f32 · ln 2`: absolute error at most about 2^-22 for x in [0.5, 2], relative
 //!   error about 3 ulp elsewhere.
-//! - `tanh`: Cephes `tanhf` (odd polynomial for |x| < 0.625, `1 - 2/(e^{2|x|}+1)` above): a few ulp.
+//! - `tanh`: Cephes `tanhf` (odd polynomial for |x| < 0.625, `1 - 2/(e^{2|x|}+1)` above, the
+//!   quotient by `rcp.approx.ftz.f32` and one Newton step, e^{2|x|} clamped at e^40): a few ulp.
 //! - `sigmoid`, `gelu`: built from `exp` with correctly rounded division: a few ulp. For f16/bf16
 //!   results gelu multiplies by `rcp.approx.ftz.f32` (1 ulp), see [`gelu`].
 //! - `pow(a, b) = 2^(b·log2|a|)` with IEEE special cases: relative error about
@@ -164,11 +165,19 @@ fn tanh(f: &mut Func, x: &str) -> String {
     }
     let pz = f.v(format!("fmul float {p}, {z}"));
     let small_v = fma(f, &pz, x, x);
-    // Large: 1 - 2 / (e^{2|x|} + 1), with the sign of x.
+    // Large: 1 - 2 / (e^{2|x|} + 1), with the sign of x. 2|x| is clamped at 40 (tanh is 1 in f32
+    // from |x| = 9.1 on), so the divisor stays finite and the quotient is the approximate
+    // reciprocal refined by one Newton step (within an ulp of the correctly rounded one) instead
+    // of a correctly rounded division (a subroutine of about twenty instructions).
     let two_ax = f.v(format!("fmul float {ax}, {}", fc(2.0)));
+    let two_ax = f.call("float", "llvm.minnum.f32", &[("float", &two_ax), ("float", &fc(40.0))]);
     let e = exp(f, &two_ax);
     let e1 = f.v(format!("fadd float {e}, {}", fc(1.0)));
-    let q = f.v(format!("fdiv float {}, {e1}", fc(2.0)));
+    let r0 = f.call("float", "llvm.nvvm.rcp.approx.ftz.f", &[("float", &e1)]);
+    let ne1 = f.v(format!("fneg float {e1}"));
+    let err = fma(f, &ne1, &r0, &fc(1.0));
+    let r = fma(f, &r0, &err, &r0);
+    let q = f.v(format!("fmul float {r}, {}", fc(2.0)));
     let r = f.v(format!("fsub float {}, {q}", fc(1.0)));
     let large_v = f.call("float", "llvm.copysign.f32", &[("float", &r), ("float", x)]);
     let small = f.v(format!("fcmp olt float {ax}, {}", fc(0.625)));
