@@ -499,18 +499,25 @@ fn every_schedule_of_the_spaces_is_right(case: u64, dtype: DType, (m, n, k): (u6
     let long = k > 4096;
     let space: Vec<Schedule> =
         space.into_iter().enumerate().filter(|(i, s)| !long || s.split_k == 1 || i % 4 == 0).map(|(_, s)| s).collect();
-    let mut failures = Vec::new();
-    for s in &space {
+    // Eight threads compile and run their share of the space (compiling dominates).
+    let check = |s: &Schedule| -> Option<String> {
         let outcome = device().run_program(&program(&g, Some(*s)), &host).map_err(|e| e.to_string()).and_then(|out| {
             let actual: Vec<Tensor> = out.iter().map(HostTensor::to_interp).collect();
             compare_outputs(&expected, &actual, &tol).map_err(|e| e.to_string())
         });
-        if let Err(e) = outcome {
-            let line = format!("{dtype} {m}x{n}x{k} nk={nk} {s}: {e}");
-            eprintln!("WRONG {line}");
-            failures.push(line);
-        }
-    }
+        let line = format!("{dtype} {m}x{n}x{k} nk={nk} {s}: {}", outcome.err()?);
+        eprintln!("WRONG {line}");
+        Some(line)
+    };
+    let share = space.len().div_ceil(8).max(1);
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> =
+            space.chunks(share).map(|part| scope.spawn(|| part.iter().filter_map(check).collect::<Vec<_>>())).collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|_| vec!["a checking thread panicked".into()]))
+            .collect()
+    });
     eprintln!("{dtype} {m}x{n}x{k}: {} schedules checked, {} wrong", space.len(), failures.len());
     assert!(failures.is_empty(), "{} of {} wrong:\n{}", failures.len(), space.len(), failures.join("\n"));
 }
