@@ -2,8 +2,9 @@
 //! plans, fragment addresses), then per tile of the grid-stride loop over (query block, batch
 //! entry) [`AttnKernel::tile_begin`] (operand rows, live key blocks, positions),
 //! [`AttnKernel::load_queries`] and [`AttnKernel::fill_ring`] (the pipeline's prologue),
-//! [`AttnKernel::key_loop`] (per key block: scores, score function, online softmax, `O += P V`)
-//! and [`AttnKernel::finish`] (`O / l` and the staged epilogue).
+//! [`AttnKernel::key_loop`] (per key block: scores, score function, online softmax, `O += P V`;
+//! on warpgroup MMAs [`AttnKernel::key_loop_overlapped`]) and [`AttnKernel::finish`] (`O / l`
+//! and the staged epilogue).
 
 use tcc_ir::schedule::{WGMMA_ALIGN, WGMMA_M};
 use tcc_ir::{DType, NodeId};

@@ -1,5 +1,10 @@
 //! The GPU attention kernel: `softmax(f(q kᵀ)) v` ([`tcc_ir::attention::GpuAttention`]) in one
-//! entry with the FlashAttention-2 structure on `mma.sync` tensor cores (sm_80 and sm_90a alike).
+//! entry with the FlashAttention-2 structure on `mma.sync` tensor cores (sm_80 and sm_90a alike),
+//! or with a warpgroup schedule (`wgmma`, sm_90a) its products as warpgroup MMAs: the query and
+//! key tiles K-major and the value tile MN-major in 128-byte swizzled layouts (the same `cp.async`
+//! ring, aligned to 1024 bytes), `S = Q Kᵀ` from shared memory, `O += P V` with P from registers,
+//! and the softmax of one key block overlapping the previous block's output product
+//! (`AttnKernel::key_loop_overlapped`).
 //!
 //! ```text
 //!  grid-stride over (query block, batch entry)        one block: `warps` warps x 16 or 32 query rows
