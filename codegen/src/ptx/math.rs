@@ -170,7 +170,9 @@ fn tanh(f: &mut Func, x: &str) -> String {
     // reciprocal refined by one Newton step (within an ulp of the correctly rounded one) instead
     // of a correctly rounded division (a subroutine of about twenty instructions).
     let two_ax = f.v(format!("fmul float {ax}, {}", fc(2.0)));
-    let two_ax = f.call("float", "llvm.minnum.f32", &[("float", &two_ax), ("float", &fc(40.0))]);
+    // (A compare and select, not `minnum`, which would turn a NaN into 40.)
+    let over = f.v(format!("fcmp ogt float {two_ax}, {}", fc(40.0)));
+    let two_ax = sel(f, &over, "float", &fc(40.0), &two_ax);
     let e = exp(f, &two_ax);
     let e1 = f.v(format!("fadd float {e}, {}", fc(1.0)));
     let r0 = f.call("float", "llvm.nvvm.rcp.approx.ftz.f", &[("float", &e1)]);
