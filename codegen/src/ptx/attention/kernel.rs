@@ -407,12 +407,16 @@ impl<'g> AttnKernel<'g> {
         self.copy(em, &self.v_copy, &tile.v, &first, geo.t_len, geo.q_bytes() + geo.k_bytes(), &sb);
     }
 
-    /// The pipeline's prologue: the key blocks the ring runs ahead (`stages - 1`, on warpgroup
-    /// MMAs `stages - 2`: a block's values outlive its keys by one block) from `lo` into the first
-    /// stages, one `cp.async` group each (empty past `hi`).
+    /// Key blocks the ring runs ahead of the one computed: `stages - 1`, on warpgroup MMAs
+    /// `stages - 2` (a block's values outlive its keys by one block).
+    fn ahead(&self) -> u32 {
+        if self.geo.wgmma() { self.geo.sched.stages - 2 } else { self.geo.sched.stages - 1 }
+    }
+
+    /// The pipeline's prologue: the key blocks the ring runs ahead ([`Self::ahead`]) from `lo`
+    /// into the first stages, one `cp.async` group each (empty past `hi`).
     fn fill_ring(&self, em: &mut Em, tile: &AttnTile) {
-        let ahead = if self.geo.wgmma() { self.geo.sched.stages - 2 } else { self.geo.sched.stages - 1 };
-        for s in 0..ahead {
+        for s in 0..self.ahead() {
             let kb = em.f.v(format!("add i32 {}, {s}", tile.lo));
             let p = em.f.v(format!("icmp ult i32 {kb}, {}", tile.hi));
             let cont = em.f.if_begin(&p);
@@ -420,6 +424,38 @@ impl<'g> AttnKernel<'g> {
             em.f.if_end(&cont);
             em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
         }
+    }
+
+    /// The top of key block `kb` (i32): it has landed (on warpgroup MMAs, visible to them), and
+    /// after a barrier every warp is done with the stage the next copy overwrites, so block
+    /// `kb + ahead` goes into stage `ws` (i32), as one `cp.async` group (empty past `hi`).
+    fn refill(&self, em: &mut Em, tile: &AttnTile, kb: &str, ws: &str) {
+        let ahead = self.ahead();
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(ahead - 1).to_string())]);
+        if self.wg.is_some() {
+            asm::fence_proxy_async(&mut em.f);
+        }
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let next = em.f.v(format!("add i32 {kb}, {ahead}"));
+        let p = em.f.v(format!("icmp ult i32 {next}, {}", tile.hi));
+        let cont = em.f.if_begin(&p);
+        self.load_block(em, tile, &next, ws);
+        em.f.if_end(&cont);
+        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+    }
+
+    /// The ring stage after `v` (i32).
+    fn bump(&self, em: &mut Em, v: &str) -> String {
+        let v1 = em.f.v(format!("add i32 {v}, 1"));
+        let wrap = em.f.v(format!("icmp eq i32 {v1}, {}", self.geo.sched.stages));
+        em.f.v(format!("select i1 {wrap}, i32 0, i32 {v1}"))
+    }
+
+    /// After the key loop: every copy has landed and every warp is done reading the ring (the
+    /// next tile's copies and the staged output reuse it).
+    fn drain(&self, em: &mut Em) {
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
     }
 
     /// The query fragments `[mi]` of k16 step `kk`, read from shared memory at `q_at` (this
@@ -450,14 +486,14 @@ impl<'g> AttnKernel<'g> {
     /// The loop over the tile's key blocks; returns the output accumulators and lane sums.
     fn key_loop(&self, em: &mut Em, tile: &AttnTile, queries: Option<&[Vec<Vec<String>>]>) -> Result<State, PtxError> {
         let geo = self.geo;
-        let (mt, stages) = (geo.mt, geo.sched.stages);
+        let mt = geo.mt;
         let on = (geo.width / 8) as usize;
         let n_o = mt * on * 4;
         let mut accs: Vec<(String, String)> = (0..n_o).map(|_| ("float".into(), math::fc(0.0))).collect();
         accs.extend((0..2 * mt).map(|_| ("float".to_string(), math::fc(f32::NEG_INFINITY))));
         accs.extend((0..2 * mt).map(|_| ("float".to_string(), math::fc(0.0))));
         accs.push(("i32".into(), "0".into()));
-        accs.push(("i32".into(), (stages - 1).to_string()));
+        accs.push(("i32".into(), self.ahead().to_string()));
         let kl = em.f.loop_begin("i32", &tile.lo, &tile.hi, &accs);
         let saved = em.save();
         let kb = kl.i.clone();
@@ -466,15 +502,7 @@ impl<'g> AttnKernel<'g> {
         let l_old = kl.accs[n_o + 2 * mt..n_o + 4 * mt].to_vec();
         let (rs, ws) = (kl.accs[n_o + 4 * mt].clone(), kl.accs[n_o + 4 * mt + 1].clone());
 
-        // Block kb has landed, and every warp is done with the stage the next copy overwrites.
-        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(stages - 2).to_string())]);
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
-        let next = em.f.v(format!("add i32 {kb}, {}", stages - 1));
-        let p = em.f.v(format!("icmp ult i32 {next}, {}", tile.hi));
-        let cont = em.f.if_begin(&p);
-        self.load_block(em, tile, &next, &ws);
-        em.f.if_end(&cont);
-        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+        self.refill(em, tile, &kb, &ws);
 
         // S = Q Kᵀ.
         let s = self.scores_mma_sync(em, &rs, queries);
@@ -488,13 +516,8 @@ impl<'g> AttnKernel<'g> {
         // O += P V, P packed from the accumulators (tiles 2 kk2 and 2 kk2 + 1 are the A fragment).
         let o = self.output_mma_sync(em, &rs, &p, o)?;
 
-        let bump = |em: &mut Em, v: &str| -> String {
-            let v1 = em.f.v(format!("add i32 {v}, 1"));
-            let wrap = em.f.v(format!("icmp eq i32 {v1}, {stages}"));
-            em.f.v(format!("select i1 {wrap}, i32 0, i32 {v1}"))
-        };
-        let rs_next = bump(em, &rs);
-        let ws_next = bump(em, &ws);
+        let rs_next = self.bump(em, &rs);
+        let ws_next = self.bump(em, &ws);
         let mut next = o;
         next.extend(m_new);
         next.extend(l_new);
@@ -502,9 +525,7 @@ impl<'g> AttnKernel<'g> {
         next.push(ws_next);
         em.restore(saved);
         em.f.loop_end(&kl, "1", &next);
-        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
-        // Every warp is done reading the ring (the next tile's copies and the staged output reuse it).
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        self.drain(em);
         Ok(State {
             o: kl.accs[..n_o].to_vec(),
             m: kl.accs[n_o..n_o + 2 * mt].to_vec(),
@@ -679,7 +700,6 @@ impl<'g> AttnKernel<'g> {
     /// only when there was a block (an empty tile's output stays 0).
     fn key_loop_overlapped(&self, em: &mut Em, tile: &AttnTile, wg: &WgDescriptors) -> Result<State, PtxError> {
         let geo = self.geo;
-        let stages = geo.sched.stages;
         let n_o = (geo.width / 2) as usize;
         let n_p = (geo.bc / 4) as usize;
         let mut accs: Vec<(String, String)> = (0..n_o).map(|_| ("float".into(), math::fc(0.0))).collect();
@@ -689,7 +709,7 @@ impl<'g> AttnKernel<'g> {
         // Ring stages: of block j (read), of block j - 1's values, of the next copy.
         accs.push(("i32".into(), "0".into()));
         accs.push(("i32".into(), "0".into()));
-        accs.push(("i32".into(), (stages - 2).to_string()));
+        accs.push(("i32".into(), self.ahead().to_string()));
         let kl = em.f.loop_begin("i32", &tile.lo, &tile.hi, &accs);
         let saved = em.save();
         let kb = kl.i.clone();
@@ -700,17 +720,8 @@ impl<'g> AttnKernel<'g> {
         let at = n_o + 4 + n_p;
         let (rs, vs, ws) = (kl.accs[at].clone(), kl.accs[at + 1].clone(), kl.accs[at + 2].clone());
 
-        // Block kb has landed (visible to the wgmmas), and every warp is done with the stage the
-        // next copy overwrites (block kb - 2's).
-        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", &(stages - 3).to_string())]);
-        asm::fence_proxy_async(&mut em.f);
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
-        let next = em.f.v(format!("add i32 {kb}, {}", stages - 2));
-        let p = em.f.v(format!("icmp ult i32 {next}, {}", tile.hi));
-        let cont = em.f.if_begin(&p);
-        self.load_block(em, tile, &next, &ws);
-        em.f.if_end(&cont);
-        em.f.call_void("llvm.nvvm.cp.async.commit.group", &[]);
+        // The stage the next copy overwrites is block kb - 2's.
+        self.refill(em, tile, &kb, &ws);
 
         asm::fence(&mut em.f);
         let s = self.issue_scores(em, wg, &rs);
@@ -722,13 +733,8 @@ impl<'g> AttnKernel<'g> {
         let o = self.rescale(em, &o, &step.alpha);
         let words = self.pack_probabilities(em, &step.p)?;
 
-        let bump = |em: &mut Em, v: &str| -> String {
-            let v1 = em.f.v(format!("add i32 {v}, 1"));
-            let wrap = em.f.v(format!("icmp eq i32 {v1}, {stages}"));
-            em.f.v(format!("select i1 {wrap}, i32 0, i32 {v1}"))
-        };
-        let rs_next = bump(em, &rs);
-        let ws_next = bump(em, &ws);
+        let rs_next = self.bump(em, &rs);
+        let ws_next = self.bump(em, &ws);
         let mut next = o;
         next.extend(step.m);
         next.extend(step.l);
@@ -745,9 +751,7 @@ impl<'g> AttnKernel<'g> {
         let last = asm::wait_acc(&mut em.f, 0, &last);
         let any = em.f.v(format!("icmp ult i32 {}, {}", tile.lo, tile.hi));
         let o = last.iter().zip(&o).map(|(a, b)| em.f.v(format!("select i1 {any}, float {a}, float {b}"))).collect();
-        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
-        // Every warp is done reading the ring (the next tile's copies and the staged output reuse it).
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        self.drain(em);
         Ok(State { o, m: kl.accs[n_o..n_o + 2].to_vec(), l: kl.accs[n_o + 2..n_o + 4].to_vec() })
     }
 

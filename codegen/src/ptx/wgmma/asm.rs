@@ -70,29 +70,7 @@ pub(crate) fn mma(
     scale: &str,
     trans_b: bool,
 ) -> Vec<String> {
-    let k = acc.len();
-    let ty = floats(k);
-    let t = if dtype == DType::BF16 { "bf16" } else { "f16" };
-    let regs = (0..k).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
-    let text = format!(
-        "{{\\0A\\09.reg .pred p;\\0A\\09setp.ne.b32 p, ${}, 0;\\0A\\09\
-         wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{regs}}}, ${}, ${}, p, 1, 1, 0, {};\\0A}}",
-        2 * k + 2,
-        2 * k,
-        2 * k + 1,
-        u32::from(trans_b)
-    );
-    let cons: Vec<String> = (0..k)
-        .map(|_| "=f".to_string())
-        .chain((0..k).map(|i| i.to_string()))
-        .chain(["l".to_string(), "l".to_string(), "r".to_string()])
-        .collect();
-    let mut args: Vec<(String, String)> = acc.iter().map(|v| ("float".to_string(), v.clone())).collect();
-    args.push(("i64".into(), da.to_string()));
-    args.push(("i64".into(), db.to_string()));
-    args.push(("i32".into(), scale.to_string()));
-    let r = asm(f, &ty, &text, &format!("{},~{{memory}}", cons.join(",")), &args).unwrap_or_default();
-    fields(f, &ty, &r, k)
+    wgmma(f, (dtype, n), acc, WgA::Shared(da), db, scale, trans_b)
 }
 
 /// One `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}` with A from registers: `a`
@@ -112,28 +90,59 @@ pub(crate) fn mma_rs(
     scale: &str,
     trans_b: bool,
 ) -> Vec<String> {
+    wgmma(f, (dtype, n), acc, WgA::Registers(a), db, scale, trans_b)
+}
+
+/// Where a wgmma's A comes from.
+enum WgA<'a> {
+    /// A shared-memory descriptor (i64).
+    Shared(&'a str),
+    /// This thread's A words (i32s).
+    Registers(&'a [String]),
+}
+
+/// The asm call of one wgmma ([`mma`], [`mma_rs`]): accumulators in and out as tied operands,
+/// then A's operands, B's descriptor and the scale; the `.pred` from the scale chooses between
+/// adding and overwriting.
+fn wgmma(
+    f: &mut Func,
+    (dtype, n): (DType, u32),
+    acc: &[String],
+    a: WgA,
+    db: &str,
+    scale: &str,
+    trans_b: bool,
+) -> Vec<String> {
     let k = acc.len();
     let ty = floats(k);
     let t = if dtype == DType::BF16 { "bf16" } else { "f16" };
     let regs = (0..k).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
-    let words = (0..a.len()).map(|i| format!("${}", 2 * k + i)).collect::<Vec<_>>().join(", ");
-    let text = format!(
-        "{{\\0A\\09.reg .pred p;\\0A\\09setp.ne.b32 p, ${}, 0;\\0A\\09\
-         wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{regs}}}, {{{words}}}, ${}, p, 1, 1, {};\\0A}}",
-        2 * k + a.len() + 1,
-        2 * k + a.len(),
-        u32::from(trans_b)
-    );
-    let cons: Vec<String> = (0..k)
-        .map(|_| "=f".to_string())
-        .chain((0..k).map(|i| i.to_string()))
-        .chain(a.iter().map(|_| "r".to_string()))
-        .chain(["l".to_string(), "r".to_string()])
-        .collect();
     let mut args: Vec<(String, String)> = acc.iter().map(|v| ("float".to_string(), v.clone())).collect();
-    args.extend(a.iter().map(|w| ("i32".to_string(), w.clone())));
+    let mut cons: Vec<String> = (0..k).map(|_| "=f".to_string()).chain((0..k).map(|i| i.to_string())).collect();
+    // A's operand text, and the immediates after the scale (scale-a, scale-b, [transpose-a,] transpose-b).
+    let (a_text, imms) = match a {
+        WgA::Shared(da) => {
+            args.push(("i64".into(), da.to_string()));
+            cons.push("l".into());
+            (format!("${}", 2 * k), format!("1, 1, 0, {}", u32::from(trans_b)))
+        }
+        WgA::Registers(words) => {
+            args.extend(words.iter().map(|w| ("i32".to_string(), w.clone())));
+            cons.extend(words.iter().map(|_| "r".to_string()));
+            let list = (0..words.len()).map(|i| format!("${}", 2 * k + i)).collect::<Vec<_>>().join(", ");
+            (format!("{{{list}}}"), format!("1, 1, {}", u32::from(trans_b)))
+        }
+    };
+    // Operand numbers: the outputs, then the arguments in order (the accumulators tied first).
+    let at = k + args.len();
     args.push(("i64".into(), db.to_string()));
     args.push(("i32".into(), scale.to_string()));
+    cons.extend(["l".to_string(), "r".to_string()]);
+    let text = format!(
+        "{{\\0A\\09.reg .pred p;\\0A\\09setp.ne.b32 p, ${}, 0;\\0A\\09\
+         wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{regs}}}, {a_text}, ${at}, p, {imms};\\0A}}",
+        at + 1,
+    );
     let r = asm(f, &ty, &text, &format!("{},~{{memory}}", cons.join(",")), &args).unwrap_or_default();
     fields(f, &ty, &r, k)
 }
