@@ -8,7 +8,7 @@ use tcc_report::BenchRow;
 use tcc_runtime::HostTensor;
 use tcc_runtime::cuda::{Cublas, CudaDevice, GemmShape, TimingOptions};
 
-use super::{BenchError, BenchResult, Workload, relative_norm_error, round_sig, round_to};
+use super::{BenchError, BenchResult, Workload, relative_norm_error, round_measure, round_sig};
 
 /// Times cuBLAS on the workload's A and B (`host[0]`, `host[1]`) and appends its row (plain
 /// GEMMs only) and the cross-check to `result`; a missing libcublas or a failing call becomes a
@@ -61,9 +61,9 @@ pub(super) fn cublas(
     result.rows.push(BenchRow {
         workload: workload.name.clone(),
         implementation: "cublas".into(),
-        median_ms: round_to(ms, 5),
-        gflops: Some(round_to(flops / ms / 1e6, 1)),
-        gbps: Some(round_to(bytes / ms / 1e6, 1)),
+        median_ms: round_measure(ms, 5),
+        gflops: Some(round_measure(flops / ms / 1e6, 1)),
+        gbps: Some(round_measure(bytes / ms / 1e6, 1)),
         max_rel_err: None,
         first_call_s: None,
     });

@@ -124,9 +124,9 @@ pub fn bench_with_baseline(
         rows: vec![BenchRow {
             workload: workload.name.clone(),
             implementation: format!("tcc:{}", engine.name()),
-            median_ms: round_to(median_ms, 5),
-            gflops: Some(round_to(flops / median_ms / 1e6, 1)),
-            gbps: Some(round_to(bytes / median_ms / 1e6, 1)),
+            median_ms: round_measure(median_ms, 5),
+            gflops: Some(round_measure(flops / median_ms / 1e6, 1)),
+            gbps: Some(round_measure(bytes / median_ms / 1e6, 1)),
             max_rel_err,
             first_call_s: Some(round_to(first_call_s, 2)),
         }],
@@ -227,6 +227,16 @@ fn round_to(value: f64, digits: i32) -> f64 {
     (value * scale).round() / scale
 }
 
+/// A measurement rounded to `decimals` decimals, but never to fewer than three significant digits:
+/// a tiny workload's throughput (0.04 GB/s) must not print as 0.0.
+pub(crate) fn round_measure(value: f64, decimals: i32) -> f64 {
+    if value == 0.0 || !value.is_finite() {
+        return value;
+    }
+    let magnitude = value.abs().log10().floor() as i32;
+    round_to(value, decimals.max(2 - magnitude))
+}
+
 fn round_sig(value: f64, digits: i32) -> f64 {
     if value == 0.0 || !value.is_finite() {
         return value;
@@ -300,5 +310,8 @@ mod tests {
     fn rounding_keeps_significant_digits() {
         assert_eq!(round_sig(0.000123456, 3), 0.000123);
         assert_eq!(round_to(1.23456, 2), 1.23);
+        assert_eq!(round_measure(0.0412, 1), 0.0412);
+        assert_eq!(round_measure(712.3456, 1), 712.3);
+        assert_eq!(round_measure(0.000012345, 5), 0.0000123);
     }
 }
