@@ -128,7 +128,7 @@ pub fn bench_with_baseline(
             gflops: Some(round_measure(flops / median_ms / 1e6, 1)),
             gbps: Some(round_measure(bytes / median_ms / 1e6, 1)),
             max_rel_err,
-            first_call_s: Some(round_to(first_call_s, 2)),
+            first_call_s: Some(round_measure(first_call_s, 2)),
         }],
         notes: Vec::new(),
     };
