@@ -267,6 +267,12 @@ pub struct GpuAttentionSchedule {
     /// times the key block read from shared memory, and the probabilities from registers times
     /// the value block. Head dimensions of 64 or 128, 16 rows per warp.
     pub wgmma: bool,
+    /// On warpgroup MMAs: a producer warpgroup (four warps more than the consumers', counted in
+    /// `warps`) copies every key and value block into the ring and signals each stage on an
+    /// mbarrier; the consumer warpgroups wait for it and free it through another, so they run
+    /// without a block-wide barrier per key block (else every thread copies, and a barrier per
+    /// key block frees the ring's oldest stage).
+    pub producer: bool,
 }
 
 /// What the attention kernel may use on a device: shared memory per block and warpgroup MMAs.
@@ -312,9 +318,14 @@ pub const DECODE_ROWS: u64 = 32;
 const ATTENTION_REGISTER_BUDGET: u32 = 224;
 
 impl GpuAttentionSchedule {
-    /// Query rows of one warp.
+    /// Query rows of one consumer warp.
     pub fn rows_per_warp(&self) -> u32 {
-        self.block[0] / self.warps.max(1)
+        self.block[0] / self.consumer_warps().max(1)
+    }
+
+    /// The warps that compute (all but a producer warpgroup's four).
+    pub fn consumer_warps(&self) -> u32 {
+        if self.producer { self.warps.saturating_sub(4) } else { self.warps }
     }
 
     /// The shared knobs that encode it.
@@ -334,17 +345,21 @@ impl GpuAttentionSchedule {
     /// The attention schedule `s` encodes, or why it encodes none (the encoding only: whether it
     /// fits an attention is [`GpuAttentionSchedule::fits`]).
     pub fn decode(s: &Schedule) -> Result<GpuAttentionSchedule, String> {
+        let wgmma = s.micro_m == WGMMA_M;
+        // A producer warpgroup shows as four warps beyond the consumers' 16 rows each.
+        let producer = wgmma && s.warps == s.tile_m / 16 + 4;
         let a = GpuAttentionSchedule {
             block: [s.tile_m, s.tile_n],
             warps: s.warps,
             stages: s.stages,
             splits: s.split_k,
-            wgmma: s.micro_m == WGMMA_M,
+            wgmma,
+            producer,
         };
-        if !matches!(a.warps, 1 | 2 | 4 | 8) {
-            return Err("warps must be 1, 2, 4 or 8".into());
+        if !matches!(a.consumer_warps(), 1 | 2 | 4 | 8) {
+            return Err("warps must be 1, 2, 4 or 8 (plus 4 for a producer warpgroup)".into());
         }
-        if a.block[0] != a.warps * a.rows_per_warp() || !matches!(a.rows_per_warp(), 16 | 32) {
+        if a.block[0] != a.consumer_warps() * a.rows_per_warp() || !matches!(a.rows_per_warp(), 16 | 32) {
             return Err("tile_m must be 16 or 32 rows per warp".into());
         }
         if !matches!(a.block[1], 32 | 64 | 128) {
@@ -359,7 +374,8 @@ impl GpuAttentionSchedule {
         if a.splits > MAX_ATTENTION_SPLITS {
             return Err(format!("split_k (key splits) must be at most {MAX_ATTENTION_SPLITS}"));
         }
-        if a.wgmma && (a.rows_per_warp() != 16 || !matches!(a.warps, 4 | 8) || !matches!(a.block[1], 64 | 128)) {
+        let consumers = a.consumer_warps();
+        if a.wgmma && (a.rows_per_warp() != 16 || !matches!(consumers, 4 | 8) || !matches!(a.block[1], 64 | 128)) {
             return Err("warpgroup attention needs 16 rows per warp, 4 or 8 warps and tile_n 64 or 128".into());
         }
         Ok(a)
@@ -374,7 +390,8 @@ impl GpuAttentionSchedule {
         let [br, bc] = self.block;
         let staged = br * (width + 8) * 2;
         if self.wgmma {
-            return (WGMMA_ALIGN + br * depth * 2 + self.stages * bc * (depth + width) * 2).max(staged);
+            let barriers = if self.producer { 16 * self.stages } else { 0 };
+            return (WGMMA_ALIGN + br * depth * 2 + self.stages * bc * (depth + width) * 2 + barriers).max(staged);
         }
         (br * (depth * 2 + 16) + self.stages * bc * ((depth + width) * 2 + 32)).max(staged)
     }
@@ -440,6 +457,7 @@ impl GpuAttentionSchedule {
             stages: 2,
             splits: 0,
             wgmma: false,
+            producer: false,
         })
     }
 
@@ -479,9 +497,14 @@ impl GpuAttentionSchedule {
         for (br, bc, warps, wgmma) in blocks {
             // On warpgroup MMAs a block's values outlive its keys by one block: a stage more.
             for stages in if wgmma { [3, 4] } else { [2, 3] } {
-                let a = GpuAttentionSchedule { block: [br, bc], warps, stages, splits: 0, wgmma };
+                let a = GpuAttentionSchedule { block: [br, bc], warps, stages, splits: 0, wgmma, producer: false };
                 if a.fits(shape, device) {
                     out.push(a);
+                }
+                // The same with a producer warpgroup copying the ring.
+                let p = GpuAttentionSchedule { warps: warps + 4, producer: true, ..a };
+                if wgmma && p.fits(shape, device) {
+                    out.push(p);
                 }
             }
         }
@@ -703,12 +726,13 @@ impl fmt::Display for ScheduleKind {
                 let splits = if a.splits == 0 { "auto".to_string() } else { a.splits.to_string() };
                 write!(
                     f,
-                    "gpu-attention block={}x{} warps={} stages={} splits={splits}{}",
+                    "gpu-attention block={}x{} warps={} stages={} splits={splits}{}{}",
                     a.block[0],
                     a.block[1],
                     a.warps,
                     a.stages,
-                    if a.wgmma { " wgmma" } else { "" }
+                    if a.wgmma { " wgmma" } else { "" },
+                    if a.producer { " producer" } else { "" }
                 )
             }
         }
@@ -822,7 +846,10 @@ mod tests {
         let decode = AttentionShape { depth: 128, width: 128, score_reads: 0, rows: 4 };
         let shared = AttentionDevice::of(&GpuArch::Sm80.caps());
         let space = GpuAttentionSchedule::space(&decode, shared);
-        assert_eq!(space[0], GpuAttentionSchedule { block: [16, 64], warps: 1, stages: 2, splits: 0, wgmma: false });
+        assert_eq!(
+            space[0],
+            GpuAttentionSchedule { block: [16, 64], warps: 1, stages: 2, splits: 0, wgmma: false, producer: false }
+        );
         assert!(space.iter().any(|a| a.splits > 1));
         for a in &space {
             assert_eq!(GpuAttentionSchedule::decode(&a.encode()), Ok(*a));

@@ -283,7 +283,14 @@ fn time_every_decode_schedule_on_the_suite_shape() {
     for (br, bc, warps) in [(16, 64, 1), (16, 32, 1), (32, 64, 2)] {
         for stages in [2, 3] {
             for splits in [4, 8, 16] {
-                schedules.push(GpuAttentionSchedule { block: [br, bc], warps, stages, splits, wgmma: false });
+                schedules.push(GpuAttentionSchedule {
+                    block: [br, bc],
+                    warps,
+                    stages,
+                    splits,
+                    wgmma: false,
+                    producer: false,
+                });
             }
         }
     }

@@ -49,7 +49,7 @@ fn space(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
 fn warpgroup_space(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
     let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
     let space = GpuAttentionSchedule::space(&shape, AttentionDevice::of(&GpuArch::Sm90a.caps()));
-    space.into_iter().filter(|s| s.wgmma).collect()
+    space.into_iter().filter(|s| s.wgmma && !s.producer).collect()
 }
 
 #[test]
@@ -165,6 +165,9 @@ fn emulate_on(
     keep(&mut inputs);
     let expected = tcc_ir::interp::run_graph(&k.graph, &inputs).map_err(|e| e.to_string())?;
     let ir = ptx::emit_llvm_ir(&k, &bindings, arch).map_err(|e| e.to_string())?;
+    if schedule.producer && !ir.llvm_ir.contains("mbarrier.try_wait") {
+        return Err(format!("{schedule:?} {c:?}: no producer warpgroup in the kernel"));
+    }
     let types: Vec<TensorType> = k.graph.outputs.iter().map(|o| k.graph.nodes[o.index()].ty.clone()).collect();
     let actual = sim::run(&ir, &inputs, &types, &bindings, 2);
     let l: Vec<&'static str> = ir.steps.iter().map(|s| s.lowering).collect();
@@ -207,7 +210,7 @@ fn emulated_key_splits_over_packed_heads_match_the_interpreter() {
     run(c.clone(), GpuAttentionSchedule { splits: 5, ..decode_default(&c) }, 21);
     // Many queries: packed heads in 64-row blocks of 4 warps, split in two.
     let c = AttentionCase { dtype: DType::F16, ..AttentionCase::grouped_heads(45, 130, 64) };
-    run(c, GpuAttentionSchedule { block: [64, 64], warps: 4, stages: 2, splits: 2, wgmma: false }, 22);
+    run(c, GpuAttentionSchedule { block: [64, 64], warps: 4, stages: 2, splits: 2, wgmma: false, producer: false }, 22);
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
@@ -297,6 +300,59 @@ fn emulated_warpgroup_attention_matches_the_interpreter() {
         let lse = AttentionCase { log_sum_exp: true, ..c.clone() };
         run(&lse, GpuAttentionSchedule { splits, ..first }, 40 + k as u64);
     }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn emulated_producer_attention_matches_the_interpreter() {
+    let mut failures = Vec::new();
+    let mut run = |c: &AttentionCase, s: GpuAttentionSchedule, seed: u64| {
+        assert!(s.producer, "{s:?}");
+        if let Err(e) = emulate_on(GpuArch::Sm90a, c, s, seed, |_| {}) {
+            failures.push(e);
+        }
+    };
+    // A producer warpgroup copies the ring on mbarriers: every such schedule of the space at head
+    // dim 64 (grouped heads, causal with fewer queries than keys, lengths off the blocks), two at
+    // 128, each score form and mask, fully masked rows and the split form.
+    let small = |head_dim: u64, dtype: DType| AttentionCase {
+        batch: vec![2],
+        heads: 2,
+        kv_heads: 1,
+        dtype,
+        ..AttentionCase::grouped_heads(100, 150, head_dim)
+    };
+    let producers = |c: &AttentionCase| -> Vec<GpuAttentionSchedule> {
+        let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
+        let space = GpuAttentionSchedule::space(&shape, AttentionDevice::of(&GpuArch::Sm90a.caps()));
+        space.into_iter().filter(|s| s.producer).collect()
+    };
+    let c = small(64, DType::F16);
+    let space = producers(&c);
+    assert_eq!(space.len(), 8, "{space:?}");
+    for (j, &s) in space.iter().enumerate() {
+        run(&c, s, 50 + j as u64);
+    }
+    let wide = AttentionCase { mask: MaskForm::None, ..small(128, DType::BF16) };
+    let wide_space = producers(&wide);
+    for (j, s) in [wide_space[0], wide_space[wide_space.len() - 1]].into_iter().enumerate() {
+        run(&wide, s, 60 + j as u64);
+    }
+    let first = space[0];
+    for (k, (score, mask)) in [
+        (ScoreForm::Plain, MaskForm::Window(60)),
+        (ScoreForm::Alibi(0.125), MaskForm::Causal),
+        (ScoreForm::SoftCap(30.0), MaskForm::None),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        run(&AttentionCase { score, mask, ..c.clone() }, first, 70 + k as u64);
+    }
+    let over = AttentionCase { q_len: 140, kv_len: 70, ..small(64, DType::BF16) };
+    run(&over, first, 80);
+    let lse = AttentionCase { log_sum_exp: true, ..c.clone() };
+    run(&lse, GpuAttentionSchedule { splits: 3, ..first }, 81);
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 

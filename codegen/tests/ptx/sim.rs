@@ -4,21 +4,25 @@
 //! and JIT-compiled; each block runs as one OS thread per GPU thread, blocks one after another,
 //! entries in launch order.
 //!
-//! The tensor-core `mma.sync` path runs too: `cp.async` copies at once (so commits and waits do
-//! nothing), `ldmatrix` and `mma.sync.m16n8k16` exchange their lanes' registers through the
+//! The tensor-core `mma.sync` path runs too: `cp.async` copies land when the thread waits for
+//! their group (`cp.async.wait_group`) or arrives on an mbarrier behind them (a little later
+//! there, so that a reader that does not wait reads the stage's old bytes), `ldmatrix` and `mma.sync.m16n8k16` exchange their lanes' registers through the
 //! warp, and the dynamic shared memory is one host array (blocks and entries run one after
 //! another), aligned to its size so that a shared address's low 18 bits are its offset. Warpgroup
 //! MMAs (`wgmma.mma_async` from shared-memory descriptors with the 128-byte swizzle, A from shared
 //! memory or registers) run too, each thread computing its own accumulators (fences, commits and
-//! waits do nothing); mbarriers and TMA do not, so producer and TMA kernels do not run here.
+//! waits do nothing). Named barriers (`bar.sync id, n`) and mbarriers (init, arrivals, the
+//! parity wait; `cp.async`'s arrival is immediate) run, so kernels with a `cp.async` producer
+//! warpgroup do; TMA does not.
 //!
 //! It checks everything the backend decides (plans, index mappings, scalar semantics, loops,
 //! shared memory, reductions across lanes and warps); NVPTX instruction selection itself is
 //! checked by ptxas and, on a GPU, by the runtime's `gpu-tests`.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 
 use inkwell::OptimizationLevel;
 use inkwell::context::Context;
@@ -36,6 +40,24 @@ struct ThreadState {
     nctaid: u32,
     block: Arc<Barrier>,
     warp: Arc<Warp>,
+    sync: Arc<BlockSync>,
+}
+
+/// A block's named barriers and mbarriers, by id and by shared address.
+#[derive(Default)]
+struct BlockSync {
+    named: Mutex<HashMap<u32, Arc<Barrier>>>,
+    mbarriers: Mutex<HashMap<u32, Mbarrier>>,
+    /// Signalled whenever an mbarrier completes a phase.
+    phase_done: Condvar,
+}
+
+/// One mbarrier: its arrival count, the arrivals still pending in the current phase, and the
+/// phase's number.
+struct Mbarrier {
+    count: u32,
+    pending: u32,
+    phase: u32,
 }
 
 /// The lanes of one warp exchanging values.
@@ -56,6 +78,28 @@ thread_local! {
     static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
     /// One thread's warpgroup accumulators, passed in and out one by one around `sim_wg_mma`.
     static WG_ACC: RefCell<Vec<f32>> = RefCell::new(vec![0.0; 128]);
+    /// One thread's `cp.async` copies in flight: committed groups, oldest first, then the open one.
+    static COPIES: RefCell<(Vec<Vec<PendingCopy>>, Vec<PendingCopy>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// A 16-byte `cp.async` not yet landed: its destination and the bytes read at issue.
+struct PendingCopy {
+    dst: usize,
+    bytes: [u8; 16],
+}
+
+fn land(copies: Vec<PendingCopy>) {
+    for c in copies {
+        // SAFETY: `dst` is a 16-byte shared-memory destination the kernel passed to cp.async.
+        unsafe { std::ptr::copy_nonoverlapping(c.bytes.as_ptr(), c.dst as *mut u8, 16) };
+    }
+}
+
+/// Lands every copy of this thread still in flight.
+fn land_all() {
+    let (groups, open) = COPIES.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    groups.into_iter().for_each(land);
+    land(open);
 }
 
 fn with<T>(f: impl FnOnce(&ThreadState) -> T) -> T {
@@ -77,6 +121,44 @@ extern "C" fn sim_nctaid() -> i32 {
 extern "C" fn sim_barrier() {
     let b = with(|s| s.block.clone());
     b.wait();
+}
+
+/// `bar.sync id, count`: the block's barrier `id` among `count` threads.
+extern "C" fn sim_named_barrier(id: i32, count: i32) {
+    let sync = with(|s| s.sync.clone());
+    let barrier =
+        sync.named.lock().unwrap().entry(id as u32).or_insert_with(|| Arc::new(Barrier::new(count as usize))).clone();
+    barrier.wait();
+}
+extern "C" fn sim_mbar_init(bar: i32, count: i32) {
+    let sync = with(|s| s.sync.clone());
+    let count = count as u32;
+    sync.mbarriers.lock().unwrap().insert(bar as u32, Mbarrier { count, pending: count, phase: 0 });
+}
+/// One arrival (also `cp.async`'s, whose copies have landed at once).
+extern "C" fn sim_mbar_arrive(bar: i32) {
+    let sync = with(|s| s.sync.clone());
+    let mut all = sync.mbarriers.lock().unwrap();
+    let m = all.get_mut(&(bar as u32)).expect("arrival on an mbarrier that was not initialised");
+    assert!(m.pending > 0, "more arrivals than an mbarrier's count");
+    m.pending -= 1;
+    if m.pending == 0 {
+        m.phase += 1;
+        m.pending = m.count;
+        sync.phase_done.notify_all();
+    }
+}
+/// Waits until the phase of parity `parity` has completed: the current phase's parity differs.
+extern "C" fn sim_mbar_wait(bar: i32, parity: i32) {
+    let sync = with(|s| s.sync.clone());
+    let mut all = sync.mbarriers.lock().unwrap();
+    loop {
+        let m = all.get(&(bar as u32)).expect("wait on an mbarrier that was not initialised");
+        if m.phase & 1 != parity as u32 & 1 {
+            return;
+        }
+        all = sync.phase_done.wait(all).unwrap();
+    }
 }
 
 fn shfl_bits(bits: u32, off: i32) -> u32 {
@@ -109,15 +191,37 @@ fn exchange(words: &[u32]) -> Vec<[u32; WIDE]> {
 
 extern "C" fn sim_cp_async(dst: *mut u8, src: *const u8, size: i32) {
     let size = size.clamp(0, 16) as usize;
-    // SAFETY: the kernel passes a 16-byte shared-memory destination and, for a nonzero size, a
-    // source of that many readable bytes (as cp.async requires).
-    unsafe {
-        std::ptr::copy_nonoverlapping(src, dst, size);
-        std::ptr::write_bytes(dst.add(size), 0, 16 - size);
-    }
+    let mut bytes = [0u8; 16];
+    // SAFETY: for a nonzero size the kernel passes a source of that many readable bytes (as
+    // cp.async requires).
+    unsafe { std::ptr::copy_nonoverlapping(src, bytes.as_mut_ptr(), size) };
+    COPIES.with(|c| c.borrow_mut().1.push(PendingCopy { dst: dst as usize, bytes }));
 }
-extern "C" fn sim_nop0() {}
-extern "C" fn sim_nop1(_: i32) {}
+/// `cp.async.commit_group`.
+extern "C" fn sim_cp_commit() {
+    COPIES.with(|c| {
+        let mut c = c.borrow_mut();
+        let open = std::mem::take(&mut c.1);
+        c.0.push(open);
+    });
+}
+/// `cp.async.wait_group n`: every committed group but the newest `n` lands.
+extern "C" fn sim_cp_wait(n: i32) {
+    let done: Vec<Vec<PendingCopy>> = COPIES.with(|c| {
+        let mut c = c.borrow_mut();
+        let keep = (n.max(0) as usize).min(c.0.len());
+        let land_now = c.0.len() - keep;
+        c.0.drain(..land_now).collect()
+    });
+    done.into_iter().for_each(land);
+}
+/// `cp.async.mbarrier.arrive.noinc`: this thread's copies land (after a pause, which a reader
+/// that does not wait for the barrier runs into), then the arrival.
+extern "C" fn sim_cp_arrive(bar: i32) {
+    std::thread::sleep(std::time::Duration::from_micros(200));
+    land_all();
+    sim_mbar_arrive(bar);
+}
 extern "C" fn sim_warp_sync(_: i32) {
     let warp = with(|s| s.warp.clone());
     warp.barrier.wait();
@@ -307,15 +411,45 @@ const HOST_FNS: &[(&str, &str, &[&str])] = &[
     ("sim_f32_to_bf16", "i16", &["float"]),
     ("sim_f16_to_f32", "float", &["i16"]),
     ("sim_cp_async", "void", &["ptr", "ptr", "i32"]),
-    ("sim_nop0", "void", &[]),
-    ("sim_nop1", "void", &["i32"]),
+    ("sim_cp_commit", "void", &[]),
+    ("sim_cp_wait", "void", &["i32"]),
     ("sim_warp_sync", "void", &["i32"]),
     ("sim_ldmatrix", "void", &["ptr", "ptr", "i32"]),
     ("sim_mma", "void", &["ptr", "ptr", "ptr", "i32"]),
     ("sim_wg_put", "void", &["i32", "float"]),
     ("sim_wg_get", "float", &["i32"]),
     ("sim_wg_mma", "void", &["ptr", "i64", "i64", "i32", "i32", "i32", "i32", "i32", "i32", "i32"]),
+    ("sim_named_barrier", "void", &["i32", "i32"]),
+    ("sim_mbar_init", "void", &["i32", "i32"]),
+    ("sim_mbar_arrive", "void", &["i32"]),
+    ("sim_mbar_wait", "void", &["i32", "i32"]),
+    ("sim_cp_arrive", "void", &["i32"]),
 ];
+
+/// The host IR of a synchronization inline-asm call (a line without a result): mbarriers and
+/// named barriers become calls of the host functions above; register moves between warpgroups
+/// and the barrier-initialisation fence disappear. `None` for other lines.
+fn sync_line(line: &str) -> Option<String> {
+    let asm = line.split_once("asm sideeffect \"")?.1;
+    let args = line.rsplit_once("\"(")?.1.strip_suffix(')')?;
+    let call = |f: &str, args: &str| Some(format!("  call void @{f}({args})"));
+    if asm.starts_with("mbarrier.init.shared") {
+        call("sim_mbar_init", args)
+    } else if asm.starts_with("mbarrier.arrive.shared") {
+        call("sim_mbar_arrive", args)
+    } else if asm.starts_with("cp.async.mbarrier.arrive.noinc") {
+        call("sim_cp_arrive", args)
+    } else if asm.contains("mbarrier.try_wait.parity") {
+        call("sim_mbar_wait", args)
+    } else if let Some(rest) = asm.strip_prefix("bar.sync $0, ") {
+        let count = rest.split_once(';')?.0;
+        call("sim_named_barrier", &format!("{args}, i32 {count}"))
+    } else if asm.starts_with("setmaxnreg.") || asm.starts_with("fence.mbarrier_init") {
+        Some(String::new())
+    } else {
+        None
+    }
+}
 
 /// Warpgroup-MMA bookkeeping (fences, commits, waits without accumulators): nothing to do when
 /// every wgmma completes at once.
@@ -455,8 +589,9 @@ fn host_ir(ir: &KernelIr) -> String {
         ("@llvm.floor.f32(", "@sim_floor("),
         ("@llvm.sqrt.f32(", "@sim_sqrt("),
         ("@llvm.nvvm.cp.async.cg.shared.global.16.s(", "@sim_cp_async("),
-        ("@llvm.nvvm.cp.async.commit.group(", "@sim_nop0("),
-        ("@llvm.nvvm.cp.async.wait.group(", "@sim_nop1("),
+        ("@llvm.nvvm.cp.async.commit.group(", "@sim_cp_commit("),
+        ("@llvm.nvvm.cp.async.wait.group(", "@sim_cp_wait("),
+        ("call void @llvm.nvvm.cp.async.wait.all()", "call void @sim_cp_wait(i32 0)"),
         ("@llvm.nvvm.bar.warp.sync(", "@sim_warp_sync("),
         ("@llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16.p3(", "@sim_ldm_t("),
         ("@llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16.p3(", "@sim_ldm("),
@@ -471,6 +606,11 @@ fn host_ir(ir: &KernelIr) -> String {
         .map(|line| {
             if !line.contains(" = ") && WGMMA_NOPS.iter().any(|p| line.contains(p)) {
                 return String::new();
+            }
+            if !line.contains(" = ")
+                && let Some(host) = sync_line(line)
+            {
+                return host;
             }
             let Some((lhs, rhs)) = line.split_once(" = ") else { return line.to_string() };
             let conv = |op: &str, from: &str, to: &str| -> Option<String> {
@@ -645,7 +785,7 @@ pub fn run(
         .unwrap_or_else(|e| panic!("{}: host IR does not parse: {e}", ir.name));
     let ee = module.create_jit_execution_engine(OptimizationLevel::Less).unwrap();
     // In the order of HOST_FNS.
-    let table: [usize; 25] = [
+    let table: [usize; 30] = [
         sim_tid as extern "C" fn() -> i32 as usize,
         sim_ctaid as extern "C" fn() -> i32 as usize,
         sim_ntid as extern "C" fn() -> i32 as usize,
@@ -663,14 +803,19 @@ pub fn run(
         sim_f32_to_bf16 as extern "C" fn(f32) -> u16 as usize,
         sim_f16_to_f32 as extern "C" fn(u16) -> f32 as usize,
         sim_cp_async as extern "C" fn(*mut u8, *const u8, i32) as usize,
-        sim_nop0 as extern "C" fn() as usize,
-        sim_nop1 as extern "C" fn(i32) as usize,
+        sim_cp_commit as extern "C" fn() as usize,
+        sim_cp_wait as extern "C" fn(i32) as usize,
         sim_warp_sync as extern "C" fn(i32) as usize,
         sim_ldmatrix as extern "C" fn(*const u8, *mut u32, i32) as usize,
         sim_mma as extern "C" fn(*const u32, *const f32, *mut f32, i32) as usize,
         sim_wg_put as extern "C" fn(i32, f32) as usize,
         sim_wg_get as extern "C" fn(i32) -> f32 as usize,
         sim_wg_mma as extern "C" fn(*const u8, i64, i64, i32, i32, i32, i32, i32, i32, i32) as usize,
+        sim_named_barrier as extern "C" fn(i32, i32) as usize,
+        sim_mbar_init as extern "C" fn(i32, i32) as usize,
+        sim_mbar_arrive as extern "C" fn(i32) as usize,
+        sim_mbar_wait as extern "C" fn(i32, i32) as usize,
+        sim_cp_arrive as extern "C" fn(i32) as usize,
     ];
     assert_eq!(table.len(), HOST_FNS.len());
     let init = ee.get_function_address("sim_init").unwrap();
@@ -693,6 +838,7 @@ pub fn run(
         let threads = step.launch.block_threads;
         for ctaid in 0..grid {
             let block = Arc::new(Barrier::new(threads as usize));
+            let sync = Arc::new(BlockSync::default());
             let warps: Vec<Arc<Warp>> = (0..threads.div_ceil(32))
                 .map(|w| {
                     let lanes = (threads - w * 32).min(32) as usize;
@@ -712,6 +858,7 @@ pub fn run(
                         nctaid: grid,
                         block: block.clone(),
                         warp: warps[(tid / 32) as usize].clone(),
+                        sync: sync.clone(),
                     };
                     let args = &args;
                     std::thread::Builder::new()
@@ -723,6 +870,7 @@ pub fn run(
                             // kernel's specialized shapes and outlives this scope.
                             let f: extern "C" fn(*const usize) = unsafe { std::mem::transmute(addr) };
                             f(args.as_ptr());
+                            land_all();
                         })
                         .unwrap();
                 }

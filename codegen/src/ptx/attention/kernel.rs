@@ -5,6 +5,16 @@
 //! [`AttnKernel::key_loop`] (per key block: scores, score function, online softmax, `O += P V`;
 //! on warpgroup MMAs [`AttnKernel::key_loop_overlapped`]) and [`AttnKernel::finish`] (`O / l`
 //! and the staged epilogue).
+//!
+//! With a producer warpgroup ([`AttnKernel::specialized`]) the last four warps copy every key and
+//! value block of the block's tiles into the ring ([`AttnKernel::producer`]) and the consumer
+//! warpgroups compute ([`AttnKernel::consumers`]). Stage `s` has two mbarriers: `full[s]` (the
+//! producer's 128 `cp.async` arrivals: the block has landed) and `empty[s]` (every consumer
+//! thread's arrival once its warpgroup MMAs have read the block). Both sides count the blocks
+//! they have passed since the kernel began, so block number `i` is in stage `i % stages` with
+//! phase parity `(i / stages) % 2`, across tiles. The consumers synchronize among themselves
+//! with a named barrier; the one block-wide barrier per tile, after the epilogue, keeps the
+//! producer from the next tile while the consumers stage the output over the queries and ring.
 
 use tcc_ir::schedule::{WGMMA_ALIGN, WGMMA_M};
 use tcc_ir::{DType, NodeId};
@@ -21,11 +31,20 @@ use crate::ptx::mma::epilogue::{self, Output, Staging, TileAt};
 use crate::ptx::mma::kernel::{cp_async as cp_async_at, ext64, ldmatrix_x4, mma};
 use crate::ptx::plan::{Out, Src};
 use crate::ptx::wgmma::asm;
-use crate::ptx::wgmma::kernel::descriptor;
+use crate::ptx::wgmma::kernel::{CONSUMER_REGS, PRODUCER_REGS, descriptor};
+
+/// Threads of the producer warpgroup.
+const PRODUCER_THREADS: u32 = 128;
+
+/// The consumers' named barrier (0 is the block-wide one).
+const CONSUMER_BARRIER: &str = "1";
 
 /// Emits the kernel body into `em` (`smem`: the dynamic shared array, `@symbol`).
 pub(crate) fn emit(em: &mut Em, geo: &Geometry, smem: &str) -> Result<(), PtxError> {
     let k = AttnKernel::prologue(em, geo, smem);
+    if geo.sched.producer {
+        return k.specialized(em);
+    }
     let saved = em.save();
     let total = geo.tiles();
     let tl = em.f.loop_begin("i32", &k.ctaid, &total.to_string(), &[]);
@@ -33,7 +52,7 @@ pub(crate) fn emit(em: &mut Em, geo: &Geometry, smem: &str) -> Result<(), PtxErr
     k.load_queries(em, &tile);
     k.fill_ring(em, &tile);
     let state = match &k.wg {
-        Some(wg) => k.key_loop_overlapped(em, &tile, wg)?,
+        Some(wg) => k.key_loop_overlapped(em, &tile, wg, None)?,
         None => {
             let queries = k.queries_in_registers(em);
             k.key_loop(em, &tile, queries.as_deref())?
@@ -41,7 +60,11 @@ pub(crate) fn emit(em: &mut Em, geo: &Geometry, smem: &str) -> Result<(), PtxErr
     };
     match geo.split {
         Some(split) => k.write_partials(em, &tile, &state, &split),
-        None => k.finish(em, &tile, &state)?,
+        None => {
+            k.finish(em, &tile, &state)?;
+            // Every thread has read the staged tile before the next tile's copies overwrite it.
+            em.f.call_void("llvm.nvvm.barrier0", &[]);
+        }
     }
     em.f.loop_end(&tl, &k.nctaid, &[]);
     em.restore(saved);
@@ -130,6 +153,9 @@ struct AttnKernel<'g> {
     /// With warpgroup MMAs: the descriptors of this warpgroup's query rows and of the ring's first
     /// key and value tiles (k16 step 0, stage 0).
     wg: Option<WgDescriptors>,
+    /// With a producer warpgroup: the shared address of `full[0]` (i32); `full[s]` is `8 s`
+    /// bytes further, `empty[s]` `8 (stages + s)`.
+    bars: Option<String>,
 }
 
 /// The warpgroup MMAs' shared-memory descriptors (i64), at k16 step 0 and ring stage 0.
@@ -182,7 +208,7 @@ struct State {
 impl<'g> AttnKernel<'g> {
     /// The thread's ids, copy shares and `ldmatrix` lane offsets (all loop invariant).
     fn prologue(em: &mut Em, geo: &'g Geometry, smem: &str) -> AttnKernel<'g> {
-        let threads = geo.threads();
+        let threads = geo.consumer_threads();
         let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
         let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
         let nctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.nctaid.x", &[]);
@@ -194,7 +220,15 @@ impl<'g> AttnKernel<'g> {
         let t2 = em.f.v(format!("shl i32 {t4}, 1"));
         let (qc, vc) = (geo.depth / 8, geo.width / 8);
         let (qp, vp) = (geo.qk_pitch(), geo.v_pitch());
-        let (q_copy, k_copy, v_copy) = if geo.wgmma() {
+        let (q_copy, k_copy, v_copy) = if geo.sched.producer {
+            // The producer's threads copy the key and value blocks.
+            let ptid = em.f.v(format!("sub i32 {tid}, {threads}"));
+            (
+                CopyShare::swizzled(em, &tid, geo.br, qc, threads),
+                CopyShare::swizzled(em, &ptid, geo.bc, qc, PRODUCER_THREADS),
+                CopyShare::swizzled(em, &ptid, geo.bc, vc, PRODUCER_THREADS),
+            )
+        } else if geo.wgmma() {
             (
                 CopyShare::swizzled(em, &tid, geo.br, qc, threads),
                 CopyShare::swizzled(em, &tid, geo.bc, qc, threads),
@@ -208,6 +242,12 @@ impl<'g> AttnKernel<'g> {
             )
         };
         let (base, wg) = if geo.wgmma() { warpgroup_descriptors(em, geo, smem, &tid) } else { ("0".to_string(), None) };
+        let bars = geo.sched.producer.then(|| {
+            let s64 = em.f.v(format!("ptrtoint ptr addrspace(3) {smem} to i64"));
+            let s0 = em.f.v(format!("trunc i64 {s64} to i32"));
+            let at = em.f.v(format!("add i32 {s0}, {base}"));
+            em.f.v(format!("add i32 {at}, {}", geo.q_bytes() + geo.sched.stages * geo.stage_bytes()))
+        });
         let l16 = em.f.v(format!("and i32 {lane}, 15"));
         let hi = em.f.v(format!("lshr i32 {lane}, 4"));
         let hi16 = em.f.v(format!("shl i32 {hi}, 4"));
@@ -247,6 +287,7 @@ impl<'g> AttnKernel<'g> {
             v_lane,
             base,
             wg,
+            bars,
         }
     }
 
@@ -698,7 +739,17 @@ impl<'g> AttnKernel<'g> {
     /// The first iteration's product multiplies zero probabilities with its own block's values
     /// (real, finite data: nothing changes); after the loop the last block's product runs, kept
     /// only when there was a block (an empty tile's output stays 0).
-    fn key_loop_overlapped(&self, em: &mut Em, tile: &AttnTile, wg: &WgDescriptors) -> Result<State, PtxError> {
+    ///
+    /// With a producer (`it0`: the blocks passed before this tile, i32) it waits on block `j`'s
+    /// `full` barrier instead of copying, and frees block `j - 1`'s stage once its product has
+    /// completed (the last block's after the loop).
+    fn key_loop_overlapped(
+        &self,
+        em: &mut Em,
+        tile: &AttnTile,
+        wg: &WgDescriptors,
+        it0: Option<&str>,
+    ) -> Result<State, PtxError> {
         let geo = self.geo;
         let n_o = (geo.width / 2) as usize;
         let n_p = (geo.bc / 4) as usize;
@@ -707,8 +758,12 @@ impl<'g> AttnKernel<'g> {
         accs.extend((0..2).map(|_| ("float".to_string(), math::fc(0.0))));
         accs.extend((0..n_p).map(|_| ("i32".to_string(), "0".to_string())));
         // Ring stages: of block j (read), of block j - 1's values, of the next copy.
-        accs.push(("i32".into(), "0".into()));
-        accs.push(("i32".into(), "0".into()));
+        let first_stage = match it0 {
+            Some(it0) => em.f.v(format!("urem i32 {it0}, {}", geo.sched.stages)),
+            None => "0".to_string(),
+        };
+        accs.push(("i32".into(), first_stage.clone()));
+        accs.push(("i32".into(), first_stage));
         accs.push(("i32".into(), self.ahead().to_string()));
         let kl = em.f.loop_begin("i32", &tile.lo, &tile.hi, &accs);
         let saved = em.save();
@@ -720,8 +775,19 @@ impl<'g> AttnKernel<'g> {
         let at = n_o + 4 + n_p;
         let (rs, vs, ws) = (kl.accs[at].clone(), kl.accs[at + 1].clone(), kl.accs[at + 2].clone());
 
-        // The stage the next copy overwrites is block kb - 2's.
-        self.refill(em, tile, &kb, &ws);
+        match it0 {
+            // The stage the next copy overwrites is block kb - 2's.
+            None => self.refill(em, tile, &kb, &ws),
+            Some(it0) => {
+                let it = em.f.v(format!("sub i32 {kb}, {}", tile.lo));
+                let it = em.f.v(format!("add i32 {it0}, {it}"));
+                let parity = self.parity(em, &it);
+                let full = self.bar(em, &rs, 0);
+                asm::mbar_wait(&mut em.f, &full, &parity);
+                // cp.async wrote the stage through the generic proxy; wgmma reads it through the async one.
+                asm::fence_proxy_async(&mut em.f);
+            }
+        }
 
         asm::fence(&mut em.f);
         let s = self.issue_scores(em, wg, &rs);
@@ -730,6 +796,14 @@ impl<'g> AttnKernel<'g> {
         let x = self.logits(em, tile, &kb, &s)?;
         let step = self.softmax(em, &x, &m_old, &l_old);
         let o = asm::wait_acc(&mut em.f, 0, &o);
+        if it0.is_some() {
+            // Block kb - 1's values are read: its stage is free.
+            let later = em.f.v(format!("icmp ne i32 {kb}, {}", tile.lo));
+            let cont = em.f.if_begin(&later);
+            let empty = self.bar(em, &vs, geo.sched.stages);
+            asm::mbar_arrive(&mut em.f, &empty);
+            em.f.if_end(&cont);
+        }
         let o = self.rescale(em, &o, &step.alpha);
         let words = self.pack_probabilities(em, &step.p)?;
 
@@ -751,7 +825,14 @@ impl<'g> AttnKernel<'g> {
         let last = asm::wait_acc(&mut em.f, 0, &last);
         let any = em.f.v(format!("icmp ult i32 {}, {}", tile.lo, tile.hi));
         let o = last.iter().zip(&o).map(|(a, b)| em.f.v(format!("select i1 {any}, float {a}, float {b}"))).collect();
-        self.drain(em);
+        if it0.is_some() {
+            let cont = em.f.if_begin(&any);
+            let empty = self.bar(em, &kl.accs[at + 1], geo.sched.stages);
+            asm::mbar_arrive(&mut em.f, &empty);
+            em.f.if_end(&cont);
+        } else {
+            self.drain(em);
+        }
         Ok(State { o, m: kl.accs[n_o..n_o + 2].to_vec(), l: kl.accs[n_o + 2..n_o + 4].to_vec() })
     }
 
@@ -879,10 +960,148 @@ impl<'g> AttnKernel<'g> {
         };
         let outs = [Out { node: em.g.outputs[0], dest: Src::Output(0) }];
         let at = TileAt { row0: &tile.q0, col0: "0", bidx: &tile.bidx };
-        let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
-        epilogue::staged(em, &st, &output, &outs, &at, &frag, (&self.tid, geo.threads()), barrier)?;
-        // Every thread has read the staged tile before the next tile's copies overwrite it.
+        let barrier = |em: &mut Em| self.sync_consumers(em);
+        epilogue::staged(em, &st, &output, &outs, &at, &frag, (&self.tid, geo.consumer_threads()), barrier)
+    }
+
+    /// A barrier among the threads that compute: the block-wide one, or with a producer the
+    /// consumers' named barrier.
+    fn sync_consumers(&self, em: &mut Em) {
+        if self.geo.sched.producer {
+            asm::named_barrier(&mut em.f, CONSUMER_BARRIER, self.geo.consumer_threads());
+        } else {
+            em.f.call_void("llvm.nvvm.barrier0", &[]);
+        }
+    }
+
+    /// The shared address (i32) of barrier `first + stage` (`first`: 0 for `full`, `stages` for
+    /// `empty`) of ring stage `stage` (i32).
+    fn bar(&self, em: &mut Em, stage: &str, first: u32) -> String {
+        let bars = self.bars.as_deref().unwrap_or("0");
+        let s = em.f.v(format!("add i32 {stage}, {first}"));
+        let off = em.f.v(format!("shl i32 {s}, 3"));
+        em.f.v(format!("add i32 {bars}, {off}"))
+    }
+
+    /// The phase parity (i32) of block number `it` (i32) in the ring: `(it / stages) % 2`.
+    fn parity(&self, em: &mut Em, it: &str) -> String {
+        let round = em.f.v(format!("udiv i32 {it}, {}", self.geo.sched.stages));
+        em.f.v(format!("and i32 {round}, 1"))
+    }
+
+    /// The warp-specialized kernel: thread 0 initialises the ring's barriers, then the producer
+    /// warpgroup (the last) runs [`Self::producer`] and the others [`Self::consumers`].
+    fn specialized(&self, em: &mut Em) -> Result<(), PtxError> {
+        let geo = self.geo;
+        let s_n = geo.sched.stages;
+        let first = em.f.v(format!("icmp eq i32 {}, 0", self.tid));
+        let cont = em.f.if_begin(&first);
+        for s in 0..s_n {
+            let full = self.bar(em, &s.to_string(), 0);
+            asm::mbar_init(&mut em.f, &full, PRODUCER_THREADS);
+            let empty = self.bar(em, &s.to_string(), s_n);
+            asm::mbar_init(&mut em.f, &empty, geo.consumer_threads());
+        }
+        asm::mbar_init_fence(&mut em.f);
+        em.f.if_end(&cont);
         em.f.call_void("llvm.nvvm.barrier0", &[]);
+        let (prod, cons, done) = (em.f.label("producer"), em.f.label("consumers"), em.f.label("done"));
+        let is_producer = em.f.v(format!("icmp uge i32 {}, {}", self.tid, geo.consumer_threads()));
+        em.f.cond_br(&is_producer, &prod, &cons);
+        let saved = em.save();
+        em.f.start_block(&prod);
+        self.producer(em)?;
+        em.f.br(&done);
+        em.restore(saved);
+        let saved = em.save();
+        em.f.start_block(&cons);
+        self.consumers(em)?;
+        em.f.br(&done);
+        em.restore(saved);
+        em.f.start_block(&done);
+        Ok(())
+    }
+
+    /// Two consumer warpgroups beside the producer share the SM's registers unevenly.
+    fn moves_registers(&self) -> bool {
+        self.geo.consumer_threads() == 2 * PRODUCER_THREADS
+    }
+
+    /// The producer warpgroup: per tile, per live key block, waits until the block's stage is
+    /// free, copies the keys and values into it and has the copies arrive on its `full` barrier;
+    /// then the tile's block-wide barrier (after the consumers' epilogue).
+    fn producer(&self, em: &mut Em) -> Result<(), PtxError> {
+        let s_n = self.geo.sched.stages;
+        if self.moves_registers() {
+            asm::setmaxnreg(&mut em.f, false, PRODUCER_REGS);
+        }
+        let tl = em.f.loop_begin("i32", &self.ctaid, &self.geo.tiles().to_string(), &[("i32".into(), "0".into())]);
+        let saved = em.save();
+        let tile = self.tile_begin(em, &tl)?;
+        let it0 = tl.accs[0].clone();
+        let kl = em.f.loop_begin("i32", &tile.lo, &tile.hi, &[]);
+        let it = em.f.v(format!("sub i32 {}, {}", kl.i, tile.lo));
+        let it = em.f.v(format!("add i32 {it0}, {it}"));
+        let stage = em.f.v(format!("urem i32 {it}, {s_n}"));
+        // A stage's first use waits on the phase before its first (complete from the start).
+        let parity = self.parity(em, &it);
+        let parity = em.f.v(format!("xor i32 {parity}, 1"));
+        let empty = self.bar(em, &stage, s_n);
+        asm::mbar_wait(&mut em.f, &empty, &parity);
+        self.load_block(em, &tile, &kl.i, &stage);
+        let full = self.bar(em, &stage, 0);
+        asm::mbar_arrive_cp_async(&mut em.f, &full);
+        em.f.loop_end(&kl, "1", &[]);
+        let it_next = self.blocks_after(em, &tile, &it0);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        em.restore(saved);
+        em.f.loop_end(&tl, &self.nctaid, &[it_next]);
+        // Nothing exits while its copies are in flight.
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
+        Ok(())
+    }
+
+    /// The blocks passed after tile `tile` (i32): `it0` and its live key blocks.
+    fn blocks_after(&self, em: &mut Em, tile: &AttnTile, it0: &str) -> String {
+        let any = em.f.v(format!("icmp ult i32 {}, {}", tile.lo, tile.hi));
+        let n = em.f.v(format!("sub i32 {}, {}", tile.hi, tile.lo));
+        let n = em.f.v(format!("select i1 {any}, i32 {n}, i32 0"));
+        em.f.v(format!("add i32 {it0}, {n}"))
+    }
+
+    /// The consumer warpgroups: per tile, the query block (copied by themselves), the key loop
+    /// on the producer's ring, the epilogue, and the tile's block-wide barrier.
+    fn consumers(&self, em: &mut Em) -> Result<(), PtxError> {
+        let geo = self.geo;
+        let wg = self.wg.as_ref().ok_or_else(|| PtxError::InvalidGraph {
+            kernel: em.g.name.clone(),
+            reason: "a producer warpgroup needs a warpgroup schedule".into(),
+        })?;
+        if self.moves_registers() {
+            asm::setmaxnreg(&mut em.f, true, CONSUMER_REGS);
+        }
+        let tl = em.f.loop_begin("i32", &self.ctaid, &geo.tiles().to_string(), &[("i32".into(), "0".into())]);
+        let saved = em.save();
+        let tile = self.tile_begin(em, &tl)?;
+        let it0 = tl.accs[0].clone();
+        self.load_queries(em, &tile);
+        em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
+        asm::fence_proxy_async(&mut em.f);
+        self.sync_consumers(em);
+        let state = self.key_loop_overlapped(em, &tile, wg, Some(&it0))?;
+        match geo.split {
+            Some(split) => self.write_partials(em, &tile, &state, &split),
+            None => {
+                // Both warpgroups' products have read the queries and the ring before the output
+                // is staged over them.
+                self.sync_consumers(em);
+                self.finish(em, &tile, &state)?;
+            }
+        }
+        let it_next = self.blocks_after(em, &tile, &it0);
+        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        em.restore(saved);
+        em.f.loop_end(&tl, &self.nctaid, &[it_next]);
         Ok(())
     }
 }

@@ -108,6 +108,11 @@ impl Geometry {
         32 * self.sched.warps
     }
 
+    /// Threads that compute (all but a producer warpgroup).
+    pub(crate) fn consumer_threads(&self) -> u32 {
+        32 * self.sched.consumer_warps()
+    }
+
     /// The products run as warpgroup MMAs (the schedule's `wgmma`).
     pub(crate) fn wgmma(&self) -> bool {
         self.sched.wgmma

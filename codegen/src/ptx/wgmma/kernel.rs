@@ -80,9 +80,9 @@ impl WgGemm<'_> {
 }
 /// Registers per thread of a cp.async producer warpgroup, and of the two consumers beside it
 /// (128 x 72 + 256 x 216 = 64,512 of the SM's 65,536).
-const PRODUCER_REGS: u32 = 72;
+pub(crate) const PRODUCER_REGS: u32 = 72;
 /// See [`PRODUCER_REGS`].
-const CONSUMER_REGS: u32 = 216;
+pub(crate) const CONSUMER_REGS: u32 = 216;
 /// The same with a TMA producer, which only counts and issues (128 x 40 + 256 x 232 = 64,512).
 const PRODUCER_REGS_TMA: u32 = 40;
 /// See [`PRODUCER_REGS_TMA`].
