@@ -328,6 +328,16 @@ impl GpuAttentionSchedule {
         if self.producer { self.warps.saturating_sub(4) } else { self.warps }
     }
 
+    /// The same schedule with a producer warpgroup copying the ring (warpgroup schedules only).
+    /// Not yet in [`Self::space`]: it has run on the emulator only, never on a GPU.
+    pub fn with_producer(&self) -> Option<GpuAttentionSchedule> {
+        (self.wgmma && !self.producer).then_some(GpuAttentionSchedule {
+            warps: self.warps + 4,
+            producer: true,
+            ..*self
+        })
+    }
+
     /// The shared knobs that encode it.
     pub fn encode(&self) -> Schedule {
         Schedule {
@@ -500,11 +510,6 @@ impl GpuAttentionSchedule {
                 let a = GpuAttentionSchedule { block: [br, bc], warps, stages, splits: 0, wgmma, producer: false };
                 if a.fits(shape, device) {
                     out.push(a);
-                }
-                // The same with a producer warpgroup copying the ring.
-                let p = GpuAttentionSchedule { warps: warps + 4, producer: true, ..a };
-                if wgmma && p.fits(shape, device) {
-                    out.push(p);
                 }
             }
         }

@@ -65,7 +65,10 @@ fn every_schedule_of_the_space_assembles_without_spills() {
             let c = case(dtype, head_dim, score, mask);
             let space = space(&c);
             assert!(space.len() >= 2, "head dim {head_dim}, {score:?}: {space:?}");
-            for s in space {
+            // With the producer variant of every warpgroup schedule (not yet in the space).
+            let producers: Vec<GpuAttentionSchedule> =
+                space.iter().filter_map(GpuAttentionSchedule::with_producer).collect();
+            for s in space.into_iter().chain(producers) {
                 for compiled in check_kernel(&attention_kernel(&c, s), &Bindings::new()) {
                     let l = lowerings(&compiled);
                     assert!(l == ONE || l == SPLIT, "{s:?}: {l:?}");
@@ -325,7 +328,7 @@ fn emulated_producer_attention_matches_the_interpreter() {
     let producers = |c: &AttentionCase| -> Vec<GpuAttentionSchedule> {
         let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
         let space = GpuAttentionSchedule::space(&shape, AttentionDevice::of(&GpuArch::Sm90a.caps()));
-        space.into_iter().filter(|s| s.producer).collect()
+        space.iter().filter_map(GpuAttentionSchedule::with_producer).collect()
     };
     let c = small(64, DType::F16);
     let space = producers(&c);
