@@ -273,6 +273,10 @@ pub struct GpuAttentionSchedule {
     /// without a block-wide barrier per key block (else every thread copies, and a barrier per
     /// key block frees the ring's oldest stage).
     pub producer: bool,
+    /// With a producer and two consumer warpgroups: their products take turns (ping-pong), each
+    /// issuing its block's products once the other has issued its own, so that one warpgroup's
+    /// softmax runs while the other's products occupy the tensor cores.
+    pub pingpong: bool,
 }
 
 /// What the attention kernel may use on a device: shared memory per block and warpgroup MMAs.
@@ -338,6 +342,13 @@ impl GpuAttentionSchedule {
         })
     }
 
+    /// The same with a producer and its two consumer warpgroups taking turns (schedules of two
+    /// warpgroups only). Not yet in [`Self::space`] either.
+    pub fn with_pingpong(&self) -> Option<GpuAttentionSchedule> {
+        let p = if self.producer { Some(*self) } else { self.with_producer() }?;
+        (p.consumer_warps() == 8).then_some(GpuAttentionSchedule { pingpong: true, ..p })
+    }
+
     /// The shared knobs that encode it.
     pub fn encode(&self) -> Schedule {
         Schedule {
@@ -348,6 +359,8 @@ impl GpuAttentionSchedule {
             stages: self.stages,
             split_k: self.splits,
             micro_m: if self.wgmma { WGMMA_M } else { Schedule::default_for(Tier::Ptx).micro_m },
+            // Ping-pong doubles the micro tile's columns (the knob attention has no other use for).
+            micro_n: Schedule::default_for(Tier::Ptx).micro_n * if self.pingpong { 2 } else { 1 },
             ..Schedule::default_for(Tier::Ptx)
         }
     }
@@ -365,6 +378,7 @@ impl GpuAttentionSchedule {
             splits: s.split_k,
             wgmma,
             producer,
+            pingpong: s.micro_n == 2 * Schedule::default_for(Tier::Ptx).micro_n,
         };
         if !matches!(a.consumer_warps(), 1 | 2 | 4 | 8) {
             return Err("warps must be 1, 2, 4 or 8 (plus 4 for a producer warpgroup)".into());
@@ -380,6 +394,9 @@ impl GpuAttentionSchedule {
         }
         if !a.wgmma && !matches!(a.stages, 2 | 3) {
             return Err("stages must be 2 or 3".into());
+        }
+        if a.pingpong && !(a.producer && a.consumer_warps() == 8) {
+            return Err("ping-pong needs a producer beside two consumer warpgroups".into());
         }
         if a.splits > MAX_ATTENTION_SPLITS {
             return Err(format!("split_k (key splits) must be at most {MAX_ATTENTION_SPLITS}"));
@@ -468,6 +485,7 @@ impl GpuAttentionSchedule {
             splits: 0,
             wgmma: false,
             producer: false,
+            pingpong: false,
         })
     }
 
@@ -507,7 +525,15 @@ impl GpuAttentionSchedule {
         for (br, bc, warps, wgmma) in blocks {
             // On warpgroup MMAs a block's values outlive its keys by one block: a stage more.
             for stages in if wgmma { [3, 4] } else { [2, 3] } {
-                let a = GpuAttentionSchedule { block: [br, bc], warps, stages, splits: 0, wgmma, producer: false };
+                let a = GpuAttentionSchedule {
+                    block: [br, bc],
+                    warps,
+                    stages,
+                    splits: 0,
+                    wgmma,
+                    producer: false,
+                    pingpong: false,
+                };
                 if a.fits(shape, device) {
                     out.push(a);
                 }
@@ -731,13 +757,14 @@ impl fmt::Display for ScheduleKind {
                 let splits = if a.splits == 0 { "auto".to_string() } else { a.splits.to_string() };
                 write!(
                     f,
-                    "gpu-attention block={}x{} warps={} stages={} splits={splits}{}{}",
+                    "gpu-attention block={}x{} warps={} stages={} splits={splits}{}{}{}",
                     a.block[0],
                     a.block[1],
                     a.warps,
                     a.stages,
                     if a.wgmma { " wgmma" } else { "" },
-                    if a.producer { " producer" } else { "" }
+                    if a.producer { " producer" } else { "" },
+                    if a.pingpong { " ping-pong" } else { "" }
                 )
             }
         }
@@ -853,7 +880,15 @@ mod tests {
         let space = GpuAttentionSchedule::space(&decode, shared);
         assert_eq!(
             space[0],
-            GpuAttentionSchedule { block: [16, 64], warps: 1, stages: 2, splits: 0, wgmma: false, producer: false }
+            GpuAttentionSchedule {
+                block: [16, 64],
+                warps: 1,
+                stages: 2,
+                splits: 0,
+                wgmma: false,
+                producer: false,
+                pingpong: false
+            }
         );
         assert!(space.iter().any(|a| a.splits > 1));
         for a in &space {

@@ -290,6 +290,7 @@ fn time_every_decode_schedule_on_the_suite_shape() {
                     splits,
                     wgmma: false,
                     producer: false,
+                    pingpong: false,
                 });
             }
         }

@@ -65,9 +65,13 @@ fn every_schedule_of_the_space_assembles_without_spills() {
             let c = case(dtype, head_dim, score, mask);
             let space = space(&c);
             assert!(space.len() >= 2, "head dim {head_dim}, {score:?}: {space:?}");
-            // With the producer variant of every warpgroup schedule (not yet in the space).
-            let producers: Vec<GpuAttentionSchedule> =
-                space.iter().filter_map(GpuAttentionSchedule::with_producer).collect();
+            // With the producer and ping-pong variants of every warpgroup schedule (not yet in the
+            // space).
+            let producers: Vec<GpuAttentionSchedule> = space
+                .iter()
+                .filter_map(GpuAttentionSchedule::with_producer)
+                .chain(space.iter().filter_map(GpuAttentionSchedule::with_pingpong))
+                .collect();
             for s in space.into_iter().chain(producers) {
                 for compiled in check_kernel(&attention_kernel(&c, s), &Bindings::new()) {
                     let l = lowerings(&compiled);
@@ -171,6 +175,9 @@ fn emulate_on(
     if schedule.producer && !ir.llvm_ir.contains("mbarrier.try_wait") {
         return Err(format!("{schedule:?} {c:?}: no producer warpgroup in the kernel"));
     }
+    if schedule.pingpong && !ir.llvm_ir.contains("bar.arrive") {
+        return Err(format!("{schedule:?} {c:?}: no turns in the kernel"));
+    }
     let types: Vec<TensorType> = k.graph.outputs.iter().map(|o| k.graph.nodes[o.index()].ty.clone()).collect();
     let actual = sim::run(&ir, &inputs, &types, &bindings, 2);
     let l: Vec<&'static str> = ir.steps.iter().map(|s| s.lowering).collect();
@@ -213,7 +220,19 @@ fn emulated_key_splits_over_packed_heads_match_the_interpreter() {
     run(c.clone(), GpuAttentionSchedule { splits: 5, ..decode_default(&c) }, 21);
     // Many queries: packed heads in 64-row blocks of 4 warps, split in two.
     let c = AttentionCase { dtype: DType::F16, ..AttentionCase::grouped_heads(45, 130, 64) };
-    run(c, GpuAttentionSchedule { block: [64, 64], warps: 4, stages: 2, splits: 2, wgmma: false, producer: false }, 22);
+    run(
+        c,
+        GpuAttentionSchedule {
+            block: [64, 64],
+            warps: 4,
+            stages: 2,
+            splits: 2,
+            wgmma: false,
+            producer: false,
+            pingpong: false,
+        },
+        22,
+    );
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
@@ -356,6 +375,19 @@ fn emulated_producer_attention_matches_the_interpreter() {
     run(&over, first, 80);
     let lse = AttentionCase { log_sum_exp: true, ..c.clone() };
     run(&lse, GpuAttentionSchedule { splits: 3, ..first }, 81);
+    // Ping-pong (two consumer warpgroups taking turns): every such schedule at head dim 64, one
+    // at 128, soft cap, and the split form.
+    let pingpong: Vec<GpuAttentionSchedule> = space.iter().filter_map(GpuAttentionSchedule::with_pingpong).collect();
+    assert_eq!(pingpong.len(), 4, "{pingpong:?}");
+    for (j, &s) in pingpong.iter().enumerate() {
+        assert!(s.pingpong);
+        run(&c, s, 90 + j as u64);
+    }
+    if let Some(s) = wide_space.iter().find_map(GpuAttentionSchedule::with_pingpong) {
+        run(&wide, s, 95);
+    }
+    run(&AttentionCase { score: ScoreForm::SoftCap(30.0), mask: MaskForm::None, ..c.clone() }, pingpong[0], 96);
+    run(&lse, GpuAttentionSchedule { splits: 3, ..pingpong[0] }, 97);
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 

@@ -11,7 +11,7 @@
 //! another), aligned to its size so that a shared address's low 18 bits are its offset. Warpgroup
 //! MMAs (`wgmma.mma_async` from shared-memory descriptors with the 128-byte swizzle, A from shared
 //! memory or registers) run too, each thread computing its own accumulators (fences, commits and
-//! waits do nothing). Named barriers (`bar.sync id, n`) and mbarriers (init, arrivals, the
+//! waits do nothing). Named barriers (`bar.sync` and `bar.arrive id, n`) and mbarriers (init, arrivals, the
 //! parity wait; `cp.async`'s arrival is immediate) run, so kernels with a `cp.async` producer
 //! warpgroup do; TMA does not.
 //!
@@ -46,10 +46,35 @@ struct ThreadState {
 /// A block's named barriers and mbarriers, by id and by shared address.
 #[derive(Default)]
 struct BlockSync {
-    named: Mutex<HashMap<u32, Arc<Barrier>>>,
+    named: Mutex<HashMap<u32, Arc<NamedBarrier>>>,
     mbarriers: Mutex<HashMap<u32, Mbarrier>>,
     /// Signalled whenever an mbarrier completes a phase.
     phase_done: Condvar,
+}
+
+/// One named barrier: the arrivals of its current generation, and that generation's number.
+#[derive(Default)]
+struct NamedBarrier {
+    state: Mutex<(u32, u64)>,
+    done: Condvar,
+}
+
+impl NamedBarrier {
+    /// One arrival of `count`; with `wait`, until the generation completes (`bar.sync`), else not
+    /// (`bar.arrive`).
+    fn arrive(&self, count: u32, wait: bool) {
+        let mut st = self.state.lock().unwrap();
+        st.0 += 1;
+        if st.0 == count {
+            *st = (0, st.1 + 1);
+            self.done.notify_all();
+            return;
+        }
+        let generation = st.1;
+        while wait && st.1 == generation {
+            st = self.done.wait(st).unwrap();
+        }
+    }
 }
 
 /// One mbarrier: its arrival count, the arrivals still pending in the current phase, and the
@@ -123,12 +148,12 @@ extern "C" fn sim_barrier() {
     b.wait();
 }
 
-/// `bar.sync id, count`: the block's barrier `id` among `count` threads.
-extern "C" fn sim_named_barrier(id: i32, count: i32) {
+/// `bar.sync id, count` (`wait` 1) or `bar.arrive id, count` (0): the block's barrier `id`
+/// among `count` threads.
+extern "C" fn sim_named_barrier(id: i32, count: i32, wait: i32) {
     let sync = with(|s| s.sync.clone());
-    let barrier =
-        sync.named.lock().unwrap().entry(id as u32).or_insert_with(|| Arc::new(Barrier::new(count as usize))).clone();
-    barrier.wait();
+    let barrier = sync.named.lock().unwrap().entry(id as u32).or_default().clone();
+    barrier.arrive(count as u32, wait != 0);
 }
 extern "C" fn sim_mbar_init(bar: i32, count: i32) {
     let sync = with(|s| s.sync.clone());
@@ -419,7 +444,7 @@ const HOST_FNS: &[(&str, &str, &[&str])] = &[
     ("sim_wg_put", "void", &["i32", "float"]),
     ("sim_wg_get", "float", &["i32"]),
     ("sim_wg_mma", "void", &["ptr", "i64", "i64", "i32", "i32", "i32", "i32", "i32", "i32", "i32"]),
-    ("sim_named_barrier", "void", &["i32", "i32"]),
+    ("sim_named_barrier", "void", &["i32", "i32", "i32"]),
     ("sim_mbar_init", "void", &["i32", "i32"]),
     ("sim_mbar_arrive", "void", &["i32"]),
     ("sim_mbar_wait", "void", &["i32", "i32"]),
@@ -443,7 +468,10 @@ fn sync_line(line: &str) -> Option<String> {
         call("sim_mbar_wait", args)
     } else if let Some(rest) = asm.strip_prefix("bar.sync $0, ") {
         let count = rest.split_once(';')?.0;
-        call("sim_named_barrier", &format!("{args}, i32 {count}"))
+        call("sim_named_barrier", &format!("{args}, i32 {count}, i32 1"))
+    } else if let Some(rest) = asm.strip_prefix("bar.arrive $0, ") {
+        let count = rest.split_once(';')?.0;
+        call("sim_named_barrier", &format!("{args}, i32 {count}, i32 0"))
     } else if asm.starts_with("setmaxnreg.") || asm.starts_with("fence.mbarrier_init") {
         Some(String::new())
     } else {
@@ -811,7 +839,7 @@ pub fn run(
         sim_wg_put as extern "C" fn(i32, f32) as usize,
         sim_wg_get as extern "C" fn(i32) -> f32 as usize,
         sim_wg_mma as extern "C" fn(*const u8, i64, i64, i32, i32, i32, i32, i32, i32, i32) as usize,
-        sim_named_barrier as extern "C" fn(i32, i32) as usize,
+        sim_named_barrier as extern "C" fn(i32, i32, i32) as usize,
         sim_mbar_init as extern "C" fn(i32, i32) as usize,
         sim_mbar_arrive as extern "C" fn(i32) as usize,
         sim_mbar_wait as extern "C" fn(i32, i32) as usize,

@@ -15,6 +15,10 @@
 //! phase parity `(i / stages) % 2`, across tiles. The consumers synchronize among themselves
 //! with a named barrier; the one block-wide barrier per tile, after the epilogue, keeps the
 //! producer from the next tile while the consumers stage the output over the queries and ring.
+//! In the ping-pong variant each consumer warpgroup issues a key block's products only on its
+//! turn (`bar.sync` of its turn barrier, which the other's `bar.arrive` completes once it has
+//! issued its own), so the two alternate on the tensor cores: warpgroup 1 starts by handing
+//! warpgroup 0 the first turn, and warpgroup 0 takes the last hand-over after its last tile.
 
 use tcc_ir::schedule::{WGMMA_ALIGN, WGMMA_M};
 use tcc_ir::{DType, NodeId};
@@ -38,6 +42,9 @@ const PRODUCER_THREADS: u32 = 128;
 
 /// The consumers' named barrier (0 is the block-wide one).
 const CONSUMER_BARRIER: &str = "1";
+
+/// Ping-pong: the named barrier of consumer warpgroup 0's turn; warpgroup 1's is the next.
+const TURN_BARRIER: u32 = 2;
 
 /// Emits the kernel body into `em` (`smem`: the dynamic shared array, `@symbol`).
 pub(crate) fn emit(em: &mut Em, geo: &Geometry, smem: &str) -> Result<(), PtxError> {
@@ -789,9 +796,16 @@ impl<'g> AttnKernel<'g> {
             }
         }
 
+        let turns = geo.sched.pingpong.then(|| self.turns(em));
+        if let Some((own, _)) = &turns {
+            asm::named_barrier(&mut em.f, own, geo.consumer_threads());
+        }
         asm::fence(&mut em.f);
         let s = self.issue_scores(em, wg, &rs);
         let o = self.issue_output(em, wg, &vs, &words, &o);
+        if let Some((_, other)) = &turns {
+            asm::named_barrier_arrive(&mut em.f, other, geo.consumer_threads());
+        }
         let s = asm::wait_acc(&mut em.f, 1, &s);
         let x = self.logits(em, tile, &kb, &s)?;
         let step = self.softmax(em, &x, &m_old, &l_old);
@@ -1022,6 +1036,32 @@ impl<'g> AttnKernel<'g> {
         Ok(())
     }
 
+    /// Ping-pong: the named barriers (i32) of this warpgroup's turn and of the other's.
+    fn turns(&self, em: &mut Em) -> (String, String) {
+        let wgi = em.f.v(format!("lshr i32 {}, 7", self.tid));
+        let own = em.f.v(format!("add i32 {wgi}, {TURN_BARRIER}"));
+        let other = em.f.v(format!("sub i32 {}, {wgi}", TURN_BARRIER + 1));
+        (own, other)
+    }
+
+    /// Ping-pong: warpgroup `wg` (0 or 1) hands warpgroup 0 a turn, by arriving (`wg` 1: the
+    /// first turn) or taking it (`wg` 0: the last hand-over, left after its last tile).
+    fn hand_over(&self, em: &mut Em, wg: u32) {
+        if !self.geo.sched.pingpong {
+            return;
+        }
+        let wgi = em.f.v(format!("lshr i32 {}, 7", self.tid));
+        let mine = em.f.v(format!("icmp eq i32 {wgi}, {wg}"));
+        let cont = em.f.if_begin(&mine);
+        let id = TURN_BARRIER.to_string();
+        if wg == 1 {
+            asm::named_barrier_arrive(&mut em.f, &id, self.geo.consumer_threads());
+        } else {
+            asm::named_barrier(&mut em.f, &id, self.geo.consumer_threads());
+        }
+        em.f.if_end(&cont);
+    }
+
     /// Two consumer warpgroups beside the producer share the SM's registers unevenly.
     fn moves_registers(&self) -> bool {
         self.geo.consumer_threads() == 2 * PRODUCER_THREADS
@@ -1080,6 +1120,7 @@ impl<'g> AttnKernel<'g> {
         if self.moves_registers() {
             asm::setmaxnreg(&mut em.f, true, CONSUMER_REGS);
         }
+        self.hand_over(em, 1);
         let tl = em.f.loop_begin("i32", &self.ctaid, &geo.tiles().to_string(), &[("i32".into(), "0".into())]);
         let saved = em.save();
         let tile = self.tile_begin(em, &tl)?;
@@ -1102,6 +1143,7 @@ impl<'g> AttnKernel<'g> {
         em.f.call_void("llvm.nvvm.barrier0", &[]);
         em.restore(saved);
         em.f.loop_end(&tl, &self.nctaid, &[it_next]);
+        self.hand_over(em, 0);
         Ok(())
     }
 }

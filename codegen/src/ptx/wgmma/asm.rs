@@ -262,3 +262,10 @@ pub(crate) fn named_barrier(f: &mut Func, id: &str, threads: u32) {
     let args = [("i32".to_string(), id.to_string())];
     asm(f, "void", &format!("bar.sync $0, {threads};"), "r,~{memory}", &args);
 }
+
+/// `bar.arrive id, threads`: this warp's arrival at named barrier `id` of `threads` threads,
+/// without waiting for the others.
+pub(crate) fn named_barrier_arrive(f: &mut Func, id: &str, threads: u32) {
+    let args = [("i32".to_string(), id.to_string())];
+    asm(f, "void", &format!("bar.arrive $0, {threads};"), "r,~{memory}", &args);
+}
