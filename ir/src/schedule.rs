@@ -277,6 +277,10 @@ pub struct GpuAttentionSchedule {
     /// issuing its block's products once the other has issued its own, so that one warpgroup's
     /// softmax runs while the other's products occupy the tensor cores.
     pub pingpong: bool,
+    /// With a producer: one of its threads copies each key and value block by TMA
+    /// (`cp.async.bulk.tensor`, the bytes completing the stage's `full` barrier) instead of 128
+    /// threads' 16-byte `cp.async`s. Operands whose layout no tensor map describes keep `cp.async`.
+    pub tma: bool,
 }
 
 /// What the attention kernel may use on a device: shared memory per block and warpgroup MMAs.
@@ -327,6 +331,21 @@ impl GpuAttentionSchedule {
         self.block[0] / self.consumer_warps().max(1)
     }
 
+    /// No producer, no ping-pong, no TMA (the fields a literal of the space fills in with
+    /// `..GpuAttentionSchedule::plain()`); 64 x 64 on 4 warps, 2 stages, splits chosen.
+    pub fn plain() -> GpuAttentionSchedule {
+        GpuAttentionSchedule {
+            block: [64, 64],
+            warps: 4,
+            stages: 2,
+            splits: 0,
+            wgmma: false,
+            producer: false,
+            pingpong: false,
+            tma: false,
+        }
+    }
+
     /// The warps that compute (all but a producer warpgroup's four).
     pub fn consumer_warps(&self) -> u32 {
         if self.producer { self.warps.saturating_sub(4) } else { self.warps }
@@ -349,6 +368,13 @@ impl GpuAttentionSchedule {
         (p.consumer_warps() == 8).then_some(GpuAttentionSchedule { pingpong: true, ..p })
     }
 
+    /// The same with a producer that copies by TMA. Not yet in [`Self::space`] either (the
+    /// emulator does not run TMA: only ptxas has checked it).
+    pub fn with_tma(&self) -> Option<GpuAttentionSchedule> {
+        let p = if self.producer { Some(*self) } else { self.with_producer() }?;
+        Some(GpuAttentionSchedule { tma: true, ..p })
+    }
+
     /// The shared knobs that encode it.
     pub fn encode(&self) -> Schedule {
         Schedule {
@@ -361,6 +387,7 @@ impl GpuAttentionSchedule {
             micro_m: if self.wgmma { WGMMA_M } else { Schedule::default_for(Tier::Ptx).micro_m },
             // Ping-pong doubles the micro tile's columns (the knob attention has no other use for).
             micro_n: Schedule::default_for(Tier::Ptx).micro_n * if self.pingpong { 2 } else { 1 },
+            vector_width: if self.tma { WGMMA_TMA_WIDTH } else { Schedule::default_for(Tier::Ptx).vector_width },
             ..Schedule::default_for(Tier::Ptx)
         }
     }
@@ -379,6 +406,7 @@ impl GpuAttentionSchedule {
             wgmma,
             producer,
             pingpong: s.micro_n == 2 * Schedule::default_for(Tier::Ptx).micro_n,
+            tma: s.vector_width == WGMMA_TMA_WIDTH,
         };
         if !matches!(a.consumer_warps(), 1 | 2 | 4 | 8) {
             return Err("warps must be 1, 2, 4 or 8 (plus 4 for a producer warpgroup)".into());
@@ -397,6 +425,9 @@ impl GpuAttentionSchedule {
         }
         if a.pingpong && !(a.producer && a.consumer_warps() == 8) {
             return Err("ping-pong needs a producer beside two consumer warpgroups".into());
+        }
+        if a.tma && !a.producer {
+            return Err("TMA copies need a producer warpgroup".into());
         }
         if a.splits > MAX_ATTENTION_SPLITS {
             return Err(format!("split_k (key splits) must be at most {MAX_ATTENTION_SPLITS}"));
@@ -486,6 +517,7 @@ impl GpuAttentionSchedule {
             wgmma: false,
             producer: false,
             pingpong: false,
+            tma: false,
         })
     }
 
@@ -525,15 +557,7 @@ impl GpuAttentionSchedule {
         for (br, bc, warps, wgmma) in blocks {
             // On warpgroup MMAs a block's values outlive its keys by one block: a stage more.
             for stages in if wgmma { [3, 4] } else { [2, 3] } {
-                let a = GpuAttentionSchedule {
-                    block: [br, bc],
-                    warps,
-                    stages,
-                    splits: 0,
-                    wgmma,
-                    producer: false,
-                    pingpong: false,
-                };
+                let a = GpuAttentionSchedule { block: [br, bc], warps, stages, splits: 0, wgmma, ..Self::plain() };
                 if a.fits(shape, device) {
                     out.push(a);
                 }
@@ -757,14 +781,15 @@ impl fmt::Display for ScheduleKind {
                 let splits = if a.splits == 0 { "auto".to_string() } else { a.splits.to_string() };
                 write!(
                     f,
-                    "gpu-attention block={}x{} warps={} stages={} splits={splits}{}{}{}",
+                    "gpu-attention block={}x{} warps={} stages={} splits={splits}{}{}{}{}",
                     a.block[0],
                     a.block[1],
                     a.warps,
                     a.stages,
                     if a.wgmma { " wgmma" } else { "" },
                     if a.producer { " producer" } else { "" },
-                    if a.pingpong { " ping-pong" } else { "" }
+                    if a.pingpong { " ping-pong" } else { "" },
+                    if a.tma { " tma" } else { "" }
                 )
             }
         }
@@ -887,7 +912,8 @@ mod tests {
                 splits: 0,
                 wgmma: false,
                 producer: false,
-                pingpong: false
+                pingpong: false,
+                tma: false
             }
         );
         assert!(space.iter().any(|a| a.splits > 1));

@@ -80,6 +80,18 @@ fn space(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
     GpuAttentionSchedule::space(&shape, shared())
 }
 
+/// The space of case `c` with the producer, ping-pong and TMA variants of its warpgroup schedules
+/// (not yet in the space: these tests are their first runs on a GPU).
+fn space_and_variants(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
+    let space = space(c);
+    let producers = space.iter().filter_map(GpuAttentionSchedule::with_producer);
+    let pingpong = space.iter().filter_map(GpuAttentionSchedule::with_pingpong);
+    let tma = space.iter().filter_map(GpuAttentionSchedule::with_tma);
+    let both = space.iter().filter_map(|s| s.with_pingpong()?.with_tma());
+    let variants: Vec<GpuAttentionSchedule> = producers.chain(pingpong).chain(tma).chain(both).collect();
+    space.into_iter().chain(variants).collect()
+}
+
 /// The default schedule of case `c` on this device.
 fn default(c: &AttentionCase) -> GpuAttentionSchedule {
     let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
@@ -102,7 +114,7 @@ fn every_schedule_of_the_space_matches_the_interpreter() {
             ((130, 70), ScoreForm::BiasTensor, MaskForm::Causal),
         ] {
             let c = case(DType::F16, head_dim, lens, score, mask);
-            for s in space(&c) {
+            for s in space_and_variants(&c) {
                 results.push(check(&c, 1, s));
                 // The one-kernel form of the same schedule (its splits chosen from the shape may
                 // be several at these sizes).
@@ -288,9 +300,7 @@ fn time_every_decode_schedule_on_the_suite_shape() {
                     warps,
                     stages,
                     splits,
-                    wgmma: false,
-                    producer: false,
-                    pingpong: false,
+                    ..GpuAttentionSchedule::plain()
                 });
             }
         }
@@ -328,7 +338,7 @@ fn time_every_schedule_on_the_suite_shapes() {
         let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
         let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
         let reference = dev.run_program(&program(&c, default(&c)), &host).unwrap()[0].to_interp();
-        for s in space(&c) {
+        for s in space_and_variants(&c) {
             let p = program(&c, s);
             let t = dev.time_program(&p, &host, opts).unwrap();
             let out = dev.run_program(&p, &host).unwrap()[0].to_interp();

@@ -180,7 +180,7 @@ fn emit_module(
                     entry: format!("{entry}{}", e.suffix),
                     lowering: e.lowering,
                     launch: e.launch,
-                    tensor_maps: Vec::new(),
+                    tensor_maps: e.tensor_maps,
                 });
             }
             continue;

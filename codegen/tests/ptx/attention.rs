@@ -65,12 +65,14 @@ fn every_schedule_of_the_space_assembles_without_spills() {
             let c = case(dtype, head_dim, score, mask);
             let space = space(&c);
             assert!(space.len() >= 2, "head dim {head_dim}, {score:?}: {space:?}");
-            // With the producer and ping-pong variants of every warpgroup schedule (not yet in the
-            // space).
+            // With the producer, ping-pong and TMA variants of every warpgroup schedule (not yet in
+            // the space).
             let producers: Vec<GpuAttentionSchedule> = space
                 .iter()
                 .filter_map(GpuAttentionSchedule::with_producer)
                 .chain(space.iter().filter_map(GpuAttentionSchedule::with_pingpong))
+                .chain(space.iter().filter_map(GpuAttentionSchedule::with_tma))
+                .chain(space.iter().filter_map(|s| s.with_pingpong()?.with_tma()))
                 .collect();
             for s in space.into_iter().chain(producers) {
                 for compiled in check_kernel(&attention_kernel(&c, s), &Bindings::new()) {
@@ -222,15 +224,7 @@ fn emulated_key_splits_over_packed_heads_match_the_interpreter() {
     let c = AttentionCase { dtype: DType::F16, ..AttentionCase::grouped_heads(45, 130, 64) };
     run(
         c,
-        GpuAttentionSchedule {
-            block: [64, 64],
-            warps: 4,
-            stages: 2,
-            splits: 2,
-            wgmma: false,
-            producer: false,
-            pingpong: false,
-        },
+        GpuAttentionSchedule { block: [64, 64], warps: 4, stages: 2, splits: 2, ..GpuAttentionSchedule::plain() },
         22,
     );
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
@@ -389,6 +383,35 @@ fn emulated_producer_attention_matches_the_interpreter() {
     run(&AttentionCase { score: ScoreForm::SoftCap(30.0), mask: MaskForm::None, ..c.clone() }, pingpong[0], 96);
     run(&lse, GpuAttentionSchedule { splits: 3, ..pingpong[0] }, 97);
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn tma_producers_describe_keys_and_values_by_tensor_maps() {
+    // Head-major K/V `[2, 2, T, d]` read by 4 query heads (the K/V heads broadcast), and
+    // token-major `[2, T, 2 * d]` read through reshape and permute: per operand a 3-D map
+    // `[d, T, slabs]` in boxes of 64 columns by the key block.
+    let (t, d) = (150u64, 128u64);
+    let head_major = AttentionCase { dtype: DType::BF16, ..AttentionCase::grouped_heads(100, t, d) };
+    let token = token_major(DType::F16, d, (100, t), (4, 2));
+    for (c, strides, slabs) in
+        [(&head_major, [d * 2, t * d * 2], 4), (&token, [2 * d * 2, d * 2], (t * 2 * d + d) / d + 1)]
+    {
+        let s = warpgroup_space(c)[0].with_tma().unwrap();
+        assert!(s.tma && s.producer && !s.pingpong, "{s:?}");
+        let ir = ptx::emit_llvm_ir(&attention_kernel(c, s), &Bindings::new(), GpuArch::Sm90a).unwrap();
+        let maps = &ir.steps[0].tensor_maps;
+        assert_eq!(maps.len(), 2, "{c:?}");
+        for m in maps {
+            assert_eq!(m.dims, vec![d, t, slabs], "{c:?}");
+            assert_eq!(m.strides, strides.to_vec(), "{c:?}");
+            assert_eq!(m.box_dims, vec![64, s.block[1], 1]);
+        }
+        assert!(ir.llvm_ir.contains("cp.async.bulk.tensor.3d"), "{c:?}");
+        // The cp.async producer of the same schedule takes no map.
+        let plain = GpuAttentionSchedule { tma: false, ..s };
+        let ir = ptx::emit_llvm_ir(&attention_kernel(c, plain), &Bindings::new(), GpuArch::Sm90a).unwrap();
+        assert!(ir.steps[0].tensor_maps.is_empty());
+    }
 }
 
 /// K and V as a model's projections write them, token-major `[.., T, kv_heads * d]`, read

@@ -24,6 +24,7 @@ use tcc_ir::schedule::{WGMMA_ALIGN, WGMMA_M};
 use tcc_ir::{DType, NodeId};
 
 use super::blocks::{block_is_full, key_range, query_span};
+use super::kv_maps::BOX_COLS;
 use super::operands::{Orientation, Rows, rows};
 use super::softmax::{pack, quad_sum, round_pair, update};
 use super::{Geometry, Split};
@@ -1010,9 +1011,11 @@ impl<'g> AttnKernel<'g> {
         let s_n = geo.sched.stages;
         let first = em.f.v(format!("icmp eq i32 {}, 0", self.tid));
         let cont = em.f.if_begin(&first);
+        // TMA: the issuing thread's expect_tx is the one arrival (the bytes complete the phase).
+        let full_count = if geo.kv_tma.is_some() { 1 } else { PRODUCER_THREADS };
         for s in 0..s_n {
             let full = self.bar(em, &s.to_string(), 0);
-            asm::mbar_init(&mut em.f, &full, PRODUCER_THREADS);
+            asm::mbar_init(&mut em.f, &full, full_count);
             let empty = self.bar(em, &s.to_string(), s_n);
             asm::mbar_init(&mut em.f, &empty, geo.consumer_threads());
         }
@@ -1075,10 +1078,22 @@ impl<'g> AttnKernel<'g> {
         if self.moves_registers() {
             asm::setmaxnreg(&mut em.f, false, PRODUCER_REGS);
         }
+        // TMA: the producer's first thread issues every copy.
+        let issuer = self.geo.kv_tma.as_ref().map(|_| {
+            let lead = em.f.v(format!("icmp eq i32 {}, {}", self.tid, self.geo.consumer_threads()));
+            let maps: Vec<String> = (0..2).map(|j| em.f.v(format!("ptrtoint ptr %tmap{j} to i64"))).collect();
+            let cont = em.f.if_begin(&lead);
+            for m in &maps {
+                asm::prefetch_tensormap(&mut em.f, m);
+            }
+            em.f.if_end(&cont);
+            (lead, maps)
+        });
         let tl = em.f.loop_begin("i32", &self.ctaid, &self.geo.tiles().to_string(), &[("i32".into(), "0".into())]);
         let saved = em.save();
         let tile = self.tile_begin(em, &tl)?;
         let it0 = tl.accs[0].clone();
+        let lead = issuer.as_ref().map(|(lead, _)| em.f.if_begin(lead));
         let kl = em.f.loop_begin("i32", &tile.lo, &tile.hi, &[]);
         let it = em.f.v(format!("sub i32 {}, {}", kl.i, tile.lo));
         let it = em.f.v(format!("add i32 {it0}, {it}"));
@@ -1088,10 +1103,18 @@ impl<'g> AttnKernel<'g> {
         let parity = em.f.v(format!("xor i32 {parity}, 1"));
         let empty = self.bar(em, &stage, s_n);
         asm::mbar_wait(&mut em.f, &empty, &parity);
-        self.load_block(em, &tile, &kl.i, &stage);
         let full = self.bar(em, &stage, 0);
-        asm::mbar_arrive_cp_async(&mut em.f, &full);
+        match &issuer {
+            Some((_, maps)) => self.tma_block(em, &tile, &kl.i, &stage, (&full, maps)),
+            None => {
+                self.load_block(em, &tile, &kl.i, &stage);
+                asm::mbar_arrive_cp_async(&mut em.f, &full);
+            }
+        }
         em.f.loop_end(&kl, "1", &[]);
+        if let Some(cont) = lead {
+            em.f.if_end(&cont);
+        }
         let it_next = self.blocks_after(em, &tile, &it0);
         em.f.call_void("llvm.nvvm.barrier0", &[]);
         em.restore(saved);
@@ -1099,6 +1122,31 @@ impl<'g> AttnKernel<'g> {
         // Nothing exits while its copies are in flight.
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
         Ok(())
+    }
+
+    /// TMA: key block `kb` (i32) and its values into ring stage `stage` (i32), their bytes
+    /// expected on `full` (its shared address, i32), one box per 64 head columns of each from
+    /// the tensor maps `maps` (generic addresses, i64) at the tile's slab of each operand.
+    fn tma_block(&self, em: &mut Em, tile: &AttnTile, kb: &str, stage: &str, (full, maps): (&str, &[String])) {
+        let geo = self.geo;
+        let Some(kv) = &geo.kv_tma else { return };
+        asm::mbar_arrive_expect_tx(&mut em.f, full, geo.stage_bytes());
+        let s64 = em.f.v(format!("ptrtoint ptr addrspace(3) {} to i64", self.smem));
+        let s0 = em.f.v(format!("trunc i64 {s64} to i32"));
+        let at = em.f.v(format!("add i32 {s0}, {}", self.base));
+        let sb = em.f.v(format!("mul i32 {stage}, {}", geo.stage_bytes()));
+        let sb = em.f.v(format!("add i32 {at}, {sb}"));
+        let row = em.f.v(format!("mul i32 {kb}, {}", geo.bc));
+        let operands = [(&tile.k, geo.q_bytes(), geo.depth), (&tile.v, geo.q_bytes() + geo.k_bytes(), geo.width)];
+        for (j, ((rows, offset, head), map)) in operands.into_iter().zip(kv).enumerate() {
+            let slab = em.f.v(format!("udiv i64 {}, {}", rows.base, map.slab_stride));
+            let slab = em.f.v(format!("trunc i64 {slab} to i32"));
+            for c in 0..head / BOX_COLS {
+                let dst = em.f.v(format!("add i32 {sb}, {}", offset + c * geo.bc * 128));
+                let coords = [(c * BOX_COLS).to_string(), row.clone(), slab.clone()];
+                asm::tma_load(&mut em.f, &dst, &maps[j], &coords, full);
+            }
+        }
     }
 
     /// The blocks passed after tile `tile` (i32): `it0` and its live key blocks.

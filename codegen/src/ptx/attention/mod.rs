@@ -43,6 +43,7 @@
 mod blocks;
 mod combine;
 mod kernel;
+mod kv_maps;
 mod operands;
 mod softmax;
 
@@ -50,12 +51,12 @@ use tcc_ir::DType;
 use tcc_ir::attention::GpuAttention;
 use tcc_ir::schedule::{AttentionDevice, DECODE_ROWS, GpuAttentionSchedule};
 
-use super::LaunchConfig;
 use super::error::PtxError;
 use super::expr::Em;
 use super::module::ModuleText;
 use super::stages;
 use super::stages::StageCx;
+use super::{LaunchConfig, TensorMapSpec};
 
 /// The sizes of one attention kernel: its schedule, head dimensions, lengths and shared memory.
 pub(crate) struct Geometry {
@@ -85,6 +86,9 @@ pub(crate) struct Geometry {
     pub(crate) group: u32,
     /// The split form's key splits and scratch, if it runs.
     pub(crate) split: Option<Split>,
+    /// With a TMA producer: the key and value tensor maps (`%tmap0`, `%tmap1`); `None` copies by
+    /// `cp.async`.
+    pub(crate) kv_tma: Option<[kv_maps::KvMap; 2]>,
 }
 
 /// The split form's partial results in the scratch buffer: for split `s` and output row
@@ -185,6 +189,8 @@ pub(crate) struct Entry {
     pub(crate) lowering: &'static str,
     /// How to launch it.
     pub(crate) launch: LaunchConfig,
+    /// The tensor maps it takes after the scratch pointer.
+    pub(crate) tensor_maps: Vec<TensorMapSpec>,
 }
 
 /// Scratch offsets are aligned to this many bytes.
@@ -220,6 +226,7 @@ pub(crate) fn lower(
         dtype,
         group: ga.group.max(1),
         split: None,
+        kv_tma: None,
         ga,
     };
     if !geo.batch().is_multiple_of(u64::from(geo.group)) {
@@ -239,13 +246,26 @@ pub(crate) fn lower(
     } else {
         geo.group = 1;
     }
+    if sched.tma {
+        let map = |n, orientation, head| {
+            let extents = (u64::from(head), geo.t_len);
+            kv_maps::kv_map(cx.g, &cx.plan.dims, n, orientation, &geo.batch_dims, extents, geo.bc, dtype)
+        };
+        let keys = map(geo.ga.keys, operands::Orientation::Columns, geo.depth);
+        let values = map(geo.ga.values, operands::Orientation::Rows, geo.width);
+        geo.kv_tma = keys.zip(values).map(|(k, v)| [k, v]);
+    }
     let smem_sym = format!("{name}_smem");
     module.add_extern_shared(&smem_sym);
     let mut em = Em::new(cx.g, cx.plan, cx.caps);
     if geo.s_len > 0 && geo.batch() > 0 {
         kernel::emit(&mut em, &geo, &format!("@{smem_sym}"))?;
     }
-    module.add_kernel(name, cx.params, em.f, geo.threads());
+    let tensor_maps: Vec<TensorMapSpec> = geo.kv_tma.iter().flatten().map(|m| m.spec.clone()).collect();
+    let mut params = cx.params.to_vec();
+    let grid_constants: Vec<usize> = (0..tensor_maps.len()).map(|j| params.len() + j).collect();
+    params.extend((0..tensor_maps.len()).map(super::tma::param));
+    module.add_kernel_with_grid_constants(name, &params, em.f, geo.threads(), &grid_constants);
     let launch = LaunchConfig {
         block_threads: geo.threads(),
         max_blocks: geo.tiles().max(1),
@@ -255,7 +275,7 @@ pub(crate) fn lower(
         dynamic_shared_bytes: sched.shared_bytes(geo.depth, geo.width),
     };
     let Some(split) = geo.split else {
-        return Ok((vec![Entry { suffix: "", lowering: "attention", launch }], scratch));
+        return Ok((vec![Entry { suffix: "", lowering: "attention", launch, tensor_maps }], scratch));
     };
     let end = (split.ml + u64::from(split.splits) * split.rows * 8).div_ceil(ALIGN) * ALIGN;
     let combine_name = format!("{name}_combine");
@@ -264,8 +284,13 @@ pub(crate) fn lower(
     let combine_launch = stages::launch(cx.caps, threads, work.div_ceil(u64::from(threads)), 0);
     Ok((
         vec![
-            Entry { suffix: "", lowering: "attention-split", launch },
-            Entry { suffix: "_combine", lowering: "attention-combine", launch: combine_launch },
+            Entry { suffix: "", lowering: "attention-split", launch, tensor_maps },
+            Entry {
+                suffix: "_combine",
+                lowering: "attention-combine",
+                launch: combine_launch,
+                tensor_maps: Vec::new(),
+            },
         ],
         end,
     ))
