@@ -13,8 +13,10 @@
 //! thread's arrival once its warpgroup MMAs have read the block). Both sides count the blocks
 //! they have passed since the kernel began, so block number `i` is in stage `i % stages` with
 //! phase parity `(i / stages) % 2`, across tiles. The consumers synchronize among themselves
-//! with a named barrier; the one block-wide barrier per tile, after the epilogue, keeps the
-//! producer from the next tile while the consumers stage the output over the queries and ring.
+//! with a named barrier (before a tile's epilogue: both are done with its queries) and store the
+//! output straight from their accumulators ([`epilogue::direct`]), so nothing is staged over the
+//! ring: there is no block-wide barrier after the start, and the producer copies the next tile's
+//! first blocks while the consumers store this one.
 //! In the ping-pong variant each consumer warpgroup issues a key block's products only on its
 //! turn (`bar.sync` of its turn barrier, which the other's `bar.arrive` completes once it has
 //! issued its own), so the two alternate on the tensor cores: warpgroup 1 starts by handing
@@ -975,8 +977,11 @@ impl<'g> AttnKernel<'g> {
         };
         let outs = [Out { node: em.g.outputs[0], dest: Src::Output(0) }];
         let at = TileAt { row0: &tile.q0, col0: "0", bidx: &tile.bidx };
-        let barrier = |em: &mut Em| self.sync_consumers(em);
-        epilogue::staged(em, &st, &output, &outs, &at, &frag, (&self.tid, geo.consumer_threads()), barrier)
+        if geo.sched.producer {
+            return epilogue::direct(em, &output, &outs, &at, &frag, em.dtype(node));
+        }
+        let barrier = |em: &mut Em| em.f.call_void("llvm.nvvm.barrier0", &[]);
+        epilogue::staged(em, &st, &output, &outs, &at, &frag, (&self.tid, geo.threads()), barrier)
     }
 
     /// A barrier among the threads that compute: the block-wide one, or with a producer the
@@ -1071,8 +1076,7 @@ impl<'g> AttnKernel<'g> {
     }
 
     /// The producer warpgroup: per tile, per live key block, waits until the block's stage is
-    /// free, copies the keys and values into it and has the copies arrive on its `full` barrier;
-    /// then the tile's block-wide barrier (after the consumers' epilogue).
+    /// free, copies the keys and values into it and has the copies arrive on its `full` barrier.
     fn producer(&self, em: &mut Em) -> Result<(), PtxError> {
         let s_n = self.geo.sched.stages;
         if self.moves_registers() {
@@ -1116,7 +1120,6 @@ impl<'g> AttnKernel<'g> {
             em.f.if_end(&cont);
         }
         let it_next = self.blocks_after(em, &tile, &it0);
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
         em.restore(saved);
         em.f.loop_end(&tl, &self.nctaid, &[it_next]);
         // Nothing exits while its copies are in flight.
@@ -1158,7 +1161,7 @@ impl<'g> AttnKernel<'g> {
     }
 
     /// The consumer warpgroups: per tile, the query block (copied by themselves), the key loop
-    /// on the producer's ring, the epilogue, and the tile's block-wide barrier.
+    /// on the producer's ring, a barrier among them, and the epilogue from the accumulators.
     fn consumers(&self, em: &mut Em) -> Result<(), PtxError> {
         let geo = self.geo;
         let wg = self.wg.as_ref().ok_or_else(|| PtxError::InvalidGraph {
@@ -1178,17 +1181,13 @@ impl<'g> AttnKernel<'g> {
         asm::fence_proxy_async(&mut em.f);
         self.sync_consumers(em);
         let state = self.key_loop_overlapped(em, &tile, wg, Some(&it0))?;
+        // Both warpgroups' products have read the queries before the next tile's overwrite them.
+        self.sync_consumers(em);
         match geo.split {
             Some(split) => self.write_partials(em, &tile, &state, &split),
-            None => {
-                // Both warpgroups' products have read the queries and the ring before the output
-                // is staged over them.
-                self.sync_consumers(em);
-                self.finish(em, &tile, &state)?;
-            }
+            None => self.finish(em, &tile, &state)?,
         }
         let it_next = self.blocks_after(em, &tile, &it0);
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
         em.restore(saved);
         em.f.loop_end(&tl, &self.nctaid, &[it_next]);
         self.hand_over(em, 0);

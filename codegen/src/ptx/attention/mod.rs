@@ -269,8 +269,10 @@ pub(crate) fn lower(
     let launch = LaunchConfig {
         block_threads: geo.threads(),
         max_blocks: geo.tiles().max(1),
-        // Every tile gets its own block; the hardware runs them in waves.
-        blocks_per_sm: cx.caps.max_blocks_per_sm,
+        // Every tile gets its own block and the hardware runs them in waves; with a producer
+        // warpgroup the blocks are persistent (one per SM: it copies the next tile's first key
+        // blocks while the consumers store this one).
+        blocks_per_sm: if sched.producer { 1 } else { cx.caps.max_blocks_per_sm },
         shared_bytes: 0,
         dynamic_shared_bytes: sched.shared_bytes(geo.depth, geo.width),
     };

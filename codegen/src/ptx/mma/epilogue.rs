@@ -320,6 +320,77 @@ fn eval_chunk(
     Ok(out)
 }
 
+/// The epilogue without staging: every thread evaluates the fused outputs `outs` at its own
+/// `fragment`'s pairs (each accumulator rounded to `dtype`, the value's type, as staging would)
+/// and stores them pair by pair (one 2-element vector where `n` is even, else element by element),
+/// each inside the output or skipped. Touches no shared memory, so it needs no barrier.
+pub(crate) fn direct(
+    em: &mut Em,
+    p: &Output,
+    outs: &[Out],
+    at: &TileAt,
+    fragment: &Fragment,
+    dtype: DType,
+) -> Result<(), PtxError> {
+    let bmulti = {
+        let bi = em.widen(at.bidx);
+        em.delinearize(&bi, p.batch_dims)
+    };
+    let row0 = em.f.v(format!("add i32 {}, {}", at.row0, fragment.row));
+    let col0 = em.f.v(format!("add i32 {}, {}", at.col0, fragment.col));
+    let pairs = p.n.is_multiple_of(2);
+    let saved = em.save();
+    for (dr, dc, vals) in &fragment.pairs {
+        let row = em.f.v(format!("add i32 {row0}, {dr}"));
+        let col = em.f.v(format!("add i32 {col0}, {dc}"));
+        let rok = em.f.v(format!("icmp ult i32 {row}, {}", p.m));
+        let rc = clamp(em, &row, p.m - 1);
+        let rc = em.widen(&rc);
+        // Per element: inside, flat index (clamped inside), the outputs' values there.
+        let mut per_elem = Vec::with_capacity(2);
+        for (e, acc) in vals.iter().enumerate() {
+            let ce = if e == 0 { col.clone() } else { em.f.v(format!("add i32 {col}, {e}")) };
+            let cok = em.f.v(format!("icmp ult i32 {ce}, {}", p.n));
+            let ok = em.f.v(format!("and i1 {rok}, {cok}"));
+            let cc = clamp(em, &ce, p.n - 1);
+            let cc = em.widen(&cc);
+            let mut multi = bmulti.to_vec();
+            multi.push(rc.clone());
+            multi.push(cc);
+            let flat = em.linearize(&multi, p.out_dims);
+            let value = math::round(&mut em.f, em.caps, dtype, acc)?;
+            em.env.insert(p.node, value);
+            let at_e = Ix { flat: flat.clone(), multi: Some(multi), vec: None };
+            let mut outs_at = Vec::with_capacity(outs.len());
+            for o in outs {
+                outs_at.push(em.eval_out(o, &at_e)?);
+            }
+            em.env.remove(&p.node);
+            per_elem.push((ok, flat, outs_at));
+        }
+        if pairs {
+            // Both elements are inside or neither (the column is even, n is even).
+            let cont = em.f.if_begin(&per_elem[0].0);
+            for (k, o) in outs.iter().enumerate() {
+                let dt = em.dtype(o.node);
+                em.store_vec(o.dest, dt, &per_elem[0].1, &[per_elem[0].2[k].clone(), per_elem[1].2[k].clone()])?;
+            }
+            em.f.if_end(&cont);
+        } else {
+            for (ok, flat, vs) in &per_elem {
+                let cont = em.f.if_begin(ok);
+                for (o, v) in outs.iter().zip(vs) {
+                    let dt = em.dtype(o.node);
+                    em.store(o.dest, dt, flat, v)?;
+                }
+                em.f.if_end(&cont);
+            }
+        }
+        em.restore(saved.clone());
+    }
+    Ok(())
+}
+
 /// The whole staged epilogue: every thread writes its `fragment`, `sync` (a barrier of the
 /// `threads` threads), then [`store_tile`]. The caller synchronizes again before the shared
 /// memory is reused.
