@@ -512,12 +512,7 @@ impl GpuAttentionSchedule {
         GpuAttentionSchedule::space(shape, device).first().copied().unwrap_or(GpuAttentionSchedule {
             block: [128, 64],
             warps: 8,
-            stages: 2,
-            splits: 0,
-            wgmma: false,
-            producer: false,
-            pingpong: false,
-            tma: false,
+            ..GpuAttentionSchedule::plain()
         })
     }
 
@@ -955,6 +950,39 @@ mod tests {
         assert!(GpuAttentionSchedule::decode(&odd.encode()).is_err());
         let caps = GpuArch::Sm90a.caps();
         assert_eq!(auto.resident_blocks(128, 128, &caps), 3);
+    }
+
+    #[test]
+    fn attention_producer_pingpong_and_tma_variants_round_trip_and_fit() {
+        let prefill = AttentionShape { depth: 128, width: 128, score_reads: 0, rows: 4096 };
+        let hopper = AttentionDevice::of(&GpuArch::Sm90a.caps());
+        let space = GpuAttentionSchedule::space(&prefill, hopper);
+        assert!(space.iter().all(|a| !a.producer && !a.pingpong && !a.tma), "not in the space yet");
+        let first = space[0];
+        let producer = first.with_producer().unwrap();
+        assert_eq!((producer.warps, producer.consumer_warps(), producer.rows_per_warp()), (12, 8, 16));
+        let pingpong = first.with_pingpong().unwrap();
+        let tma = pingpong.with_tma().unwrap();
+        assert!(tma.producer && tma.pingpong && tma.tma);
+        for a in [producer, pingpong, tma, first.with_tma().unwrap()] {
+            assert_eq!(GpuAttentionSchedule::decode(&a.encode()), Ok(a));
+            assert!(a.fits(&prefill, hopper), "{a:?}");
+            assert!(a.shared_bytes(128, 128) > first.shared_bytes(128, 128), "the ring's mbarriers");
+        }
+        assert_eq!(
+            ScheduleKind::GpuAttention(tma).to_string(),
+            "gpu-attention block=128x128 warps=12 stages=3 splits=auto wgmma producer ping-pong tma"
+        );
+        // One consumer warpgroup has no ping-pong; mma.sync schedules have no producer.
+        let one = space.iter().find(|a| a.wgmma && a.consumer_warps() == 4).copied().unwrap();
+        assert!(one.with_pingpong().is_none() && one.with_producer().is_some());
+        assert!(space.iter().filter(|a| !a.wgmma).all(|a| a.with_producer().is_none()));
+        // The flags' encodings are refused where they do not apply.
+        let mut knobs = first.encode();
+        knobs.micro_n *= 2;
+        assert!(GpuAttentionSchedule::decode(&knobs).is_err(), "ping-pong without a producer");
+        let knobs = Schedule { vector_width: WGMMA_TMA_WIDTH, ..first.encode() };
+        assert!(GpuAttentionSchedule::decode(&knobs).is_err(), "TMA without a producer");
     }
 
     #[test]
