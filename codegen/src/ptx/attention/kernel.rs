@@ -945,8 +945,8 @@ impl<'g> AttnKernel<'g> {
         Ok(out)
     }
 
-    /// `O / l` per row, then the graph's epilogue on it through the staged tile (rows past S
-    /// are not stored).
+    /// `O / l` per row, then the graph's epilogue on it through the staged tile, or with a
+    /// producer straight from the accumulators (rows past S are not stored).
     fn finish(&self, em: &mut Em, tile: &AttnTile, state: &State) -> Result<(), PtxError> {
         let geo = self.geo;
         let a = &geo.ga.attention;
