@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Time the decoder layer of examples/decoder_layer.tc in PyTorch on a GPU.
 
-    python3 decoder_layer_peers.py [--seq 4096] [--reps 50] [--out rows.jsonl]
+    python3 decoder_layer_peers.py [--part layer|mlp] [--seq 4096] [--reps 50] [--out rows.jsonl]
+
+With --part mlp, only the layer's gated MLP (the .tc's `fn mlp`: down(silu(gate(x)) * up(x)), no
+norm, no residual) on --seq tokens, eager and torch.compile (workload gated_mlp_llama3_8b_bf16_m<seq>;
+tcc's side: `tcc bench examples/decoder_layer.tc --fn mlp --target cuda --dim S=<seq> --dim D=4096
+--dim F=14336`).
 
 Three implementations of the same layer at Llama-3-8B's sizes (hidden 4096, 32 query heads,
 8 key/value heads, head_dim 128, MLP 14336; one sequence of --seq tokens; bf16):
@@ -68,6 +73,14 @@ def attention_sdpa(q, k, v):
     return F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True, enable_gqa=True)[0]
 
 
+def mlp(x, p):
+    """The gated MLP: silu in f32, rounded to bf16, times up(x), then down."""
+    import torch.nn.functional as F
+    g = F.linear(x, p["w_gate"])
+    silu = (g.float() * g.float().sigmoid()).to(g.dtype)
+    return F.linear(silu * F.linear(x, p["w_up"]), p["w_down"])
+
+
 def layer(x, cos, sin, p, attention):
     import torch.nn.functional as F
     s_len = x.shape[0]
@@ -78,10 +91,12 @@ def layer(x, cos, sin, p, attention):
     v = heads(F.linear(n, p["wv"]), KV_HEADS)
     o = attention(q, k, v).transpose(0, 1).reshape(s_len, HIDDEN)
     h = x + F.linear(o, p["wo"])
-    n = rmsnorm(h, p["mlp_norm"])
-    g = F.linear(n, p["w_gate"])
-    silu = (g.float() * g.float().sigmoid()).to(g.dtype)
-    return h + F.linear(silu * F.linear(n, p["w_up"]), p["w_down"])
+    return h + mlp(rmsnorm(h, p["mlp_norm"]), p)
+
+
+def mlp_work(s_len):
+    """The gated MLP's FLOPs and compulsory bytes (its three weights, x and the output once)."""
+    return 2.0 * s_len * HIDDEN * 3 * MLP, 2.0 * (3 * MLP * HIDDEN + 2 * s_len * HIDDEN)
 
 
 def work(s_len):
@@ -94,6 +109,7 @@ def work(s_len):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part", choices=["layer", "mlp"], default="layer")
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
@@ -118,13 +134,20 @@ def main():
     angle = torch.cat([angle, angle], -1)
     cos, sin = angle.cos().to(bf16), angle.sin().to(bf16)
 
-    impls = [
-        ("torch_eager", lambda: layer(x, cos, sin, p, attention_plain)),
-        ("torch_compile", torch.compile(lambda: layer(x, cos, sin, p, attention_plain), dynamic=False)),
-        ("torch_compile_sdpa", torch.compile(lambda: layer(x, cos, sin, p, attention_sdpa), dynamic=False)),
-    ]
+    if args.part == "mlp":
+        impls = [
+            ("torch_eager", lambda: mlp(x, p)),
+            ("torch_compile", torch.compile(lambda: mlp(x, p), dynamic=False)),
+        ]
+        workload, (flops, nbytes) = f"gated_mlp_llama3_8b_bf16_m{s}", mlp_work(s)
+    else:
+        impls = [
+            ("torch_eager", lambda: layer(x, cos, sin, p, attention_plain)),
+            ("torch_compile", torch.compile(lambda: layer(x, cos, sin, p, attention_plain), dynamic=False)),
+            ("torch_compile_sdpa", torch.compile(lambda: layer(x, cos, sin, p, attention_sdpa), dynamic=False)),
+        ]
+        workload, (flops, nbytes) = f"decoder_layer_llama3_8b_bf16_s{s}", work(s)
     flush = torch.empty(256 << 20, dtype=torch.int8, device=dev)
-    flops, nbytes = work(s)
     out = sys.stdout if args.out == "-" else open(args.out, "w")
     reference = None
     with torch.no_grad():
@@ -149,7 +172,7 @@ def main():
                 times.append(start.elapsed_time(end))
             times.sort()
             ms = times[len(times) // 2]
-            row = {"workload": f"decoder_layer_llama3_8b_bf16_s{s}", "impl": name, "median_ms": round(ms, 5),
+            row = {"workload": workload, "impl": name, "median_ms": round(ms, 5),
                    "gflops": round(flops / ms / 1e6, 1), "gbps": round(nbytes / ms / 1e6, 1),
                    "max_rel_err": round(err, 6), "first_call_s": round(first_s, 2)}
             out.write(json.dumps(row) + "\n")
