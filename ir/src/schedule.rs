@@ -375,6 +375,16 @@ impl GpuAttentionSchedule {
         Some(GpuAttentionSchedule { tma: true, ..p })
     }
 
+    /// Every variant of this warpgroup schedule with a producer: copying by `cp.async` or by TMA,
+    /// with and without ping-pong where it has two consumers (none for an `mma.sync` schedule).
+    pub fn producer_variants(&self) -> Vec<GpuAttentionSchedule> {
+        let pingpong = self.with_pingpong();
+        [self.with_producer(), pingpong, self.with_tma(), pingpong.and_then(|p| p.with_tma())]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
     /// The shared knobs that encode it.
     pub fn encode(&self) -> Schedule {
         Schedule {
@@ -964,6 +974,7 @@ mod tests {
         let pingpong = first.with_pingpong().unwrap();
         let tma = pingpong.with_tma().unwrap();
         assert!(tma.producer && tma.pingpong && tma.tma);
+        assert_eq!(first.producer_variants(), vec![producer, pingpong, first.with_tma().unwrap(), tma]);
         for a in [producer, pingpong, tma, first.with_tma().unwrap()] {
             assert_eq!(GpuAttentionSchedule::decode(&a.encode()), Ok(a));
             assert!(a.fits(&prefill, hopper), "{a:?}");

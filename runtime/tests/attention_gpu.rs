@@ -90,11 +90,7 @@ fn space_and_variants(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
 
 /// The producer, ping-pong and TMA variants of the warpgroup schedules among `schedules`.
 fn variants(schedules: &[GpuAttentionSchedule]) -> Vec<GpuAttentionSchedule> {
-    let producers = schedules.iter().filter_map(GpuAttentionSchedule::with_producer);
-    let pingpong = schedules.iter().filter_map(GpuAttentionSchedule::with_pingpong);
-    let tma = schedules.iter().filter_map(GpuAttentionSchedule::with_tma);
-    let both = schedules.iter().filter_map(|s| s.with_pingpong()?.with_tma());
-    producers.chain(pingpong).chain(tma).chain(both).collect()
+    schedules.iter().flat_map(GpuAttentionSchedule::producer_variants).collect()
 }
 
 /// The default schedule of case `c` on this device.

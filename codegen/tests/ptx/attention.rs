@@ -49,8 +49,16 @@ fn space(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
 fn warpgroup_space(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
     let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
     let space = GpuAttentionSchedule::space(&shape, AttentionDevice::of(&GpuArch::Sm90a.caps()));
-    space.into_iter().filter(|s| s.wgmma && !s.producer).collect()
+    space.into_iter().filter(|s| s.wgmma).collect()
 }
+
+/// The score forms and masks every emulated warpgroup variant runs beside its plain causal case:
+/// a sliding window, ALiBi with a causal mask, a soft cap without a mask.
+const SCORE_FORMS: [(ScoreForm, MaskForm); 3] = [
+    (ScoreForm::Plain, MaskForm::Window(60)),
+    (ScoreForm::Alibi(0.125), MaskForm::Causal),
+    (ScoreForm::SoftCap(30.0), MaskForm::None),
+];
 
 #[test]
 fn every_schedule_of_the_space_assembles_without_spills() {
@@ -67,13 +75,8 @@ fn every_schedule_of_the_space_assembles_without_spills() {
             assert!(space.len() >= 2, "head dim {head_dim}, {score:?}: {space:?}");
             // With the producer, ping-pong and TMA variants of every warpgroup schedule (not yet in
             // the space).
-            let producers: Vec<GpuAttentionSchedule> = space
-                .iter()
-                .filter_map(GpuAttentionSchedule::with_producer)
-                .chain(space.iter().filter_map(GpuAttentionSchedule::with_pingpong))
-                .chain(space.iter().filter_map(GpuAttentionSchedule::with_tma))
-                .chain(space.iter().filter_map(|s| s.with_pingpong()?.with_tma()))
-                .collect();
+            let producers: Vec<GpuAttentionSchedule> =
+                space.iter().flat_map(GpuAttentionSchedule::producer_variants).collect();
             for s in space.into_iter().chain(producers) {
                 for compiled in check_kernel(&attention_kernel(&c, s), &Bindings::new()) {
                     let l = lowerings(&compiled);
@@ -298,14 +301,7 @@ fn emulated_warpgroup_attention_matches_the_interpreter() {
     // Each score form and mask; a value dim of 64 beside a head dim of 128; more queries than
     // keys (fully masked rows); the row log-sum-exp (the split form) in one split and in three.
     let first = space[0];
-    for (k, (score, mask)) in [
-        (ScoreForm::Plain, MaskForm::Window(60)),
-        (ScoreForm::Alibi(0.125), MaskForm::Causal),
-        (ScoreForm::SoftCap(30.0), MaskForm::None),
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (k, (score, mask)) in SCORE_FORMS.into_iter().enumerate() {
         run(&AttentionCase { score, mask, ..c.clone() }, first, 20 + k as u64);
     }
     let narrow = AttentionCase { value_dim: 64, ..small(128, DType::F16) };
@@ -339,9 +335,7 @@ fn emulated_producer_attention_matches_the_interpreter() {
         ..AttentionCase::grouped_heads(100, 150, head_dim)
     };
     let producers = |c: &AttentionCase| -> Vec<GpuAttentionSchedule> {
-        let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
-        let space = GpuAttentionSchedule::space(&shape, AttentionDevice::of(&GpuArch::Sm90a.caps()));
-        space.iter().filter_map(GpuAttentionSchedule::with_producer).collect()
+        warpgroup_space(c).iter().filter_map(GpuAttentionSchedule::with_producer).collect()
     };
     let c = small(64, DType::F16);
     let space = producers(&c);
@@ -355,14 +349,7 @@ fn emulated_producer_attention_matches_the_interpreter() {
         run(&wide, s, 60 + j as u64);
     }
     let first = space[0];
-    for (k, (score, mask)) in [
-        (ScoreForm::Plain, MaskForm::Window(60)),
-        (ScoreForm::Alibi(0.125), MaskForm::Causal),
-        (ScoreForm::SoftCap(30.0), MaskForm::None),
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (k, (score, mask)) in SCORE_FORMS.into_iter().enumerate() {
         run(&AttentionCase { score, mask, ..c.clone() }, first, 70 + k as u64);
     }
     let over = AttentionCase { q_len: 140, kv_len: 70, ..small(64, DType::BF16) };

@@ -163,9 +163,9 @@ struct AttnKernel<'g> {
     /// With warpgroup MMAs: the descriptors of this warpgroup's query rows and of the ring's first
     /// key and value tiles (k16 step 0, stage 0).
     wg: Option<WgDescriptors>,
-    /// With a producer warpgroup: the shared address of `full[0]` (i32); `full[s]` is `8 s`
-    /// bytes further, `empty[s]` `8 (stages + s)`.
-    bars: Option<String>,
+    /// With a producer warpgroup: the shared address of the tiles (i32; `base` bytes into the
+    /// dynamic shared memory), where its TMA copies land and after whose ring the barriers lie.
+    tiles_at: Option<String>,
 }
 
 /// The warpgroup MMAs' shared-memory descriptors (i64), at k16 step 0 and ring stage 0.
@@ -252,11 +252,10 @@ impl<'g> AttnKernel<'g> {
             )
         };
         let (base, wg) = if geo.wgmma() { warpgroup_descriptors(em, geo, smem, &tid) } else { ("0".to_string(), None) };
-        let bars = geo.sched.producer.then(|| {
+        let tiles_at = geo.sched.producer.then(|| {
             let s64 = em.f.v(format!("ptrtoint ptr addrspace(3) {smem} to i64"));
             let s0 = em.f.v(format!("trunc i64 {s64} to i32"));
-            let at = em.f.v(format!("add i32 {s0}, {base}"));
-            em.f.v(format!("add i32 {at}, {}", geo.q_bytes() + geo.sched.stages * geo.stage_bytes()))
+            em.f.v(format!("add i32 {s0}, {base}"))
         });
         let l16 = em.f.v(format!("and i32 {lane}, 15"));
         let hi = em.f.v(format!("lshr i32 {lane}, 4"));
@@ -297,7 +296,7 @@ impl<'g> AttnKernel<'g> {
             v_lane,
             base,
             wg,
-            bars,
+            tiles_at,
         }
     }
 
@@ -995,12 +994,14 @@ impl<'g> AttnKernel<'g> {
     }
 
     /// The shared address (i32) of barrier `first + stage` (`first`: 0 for `full`, `stages` for
-    /// `empty`) of ring stage `stage` (i32).
+    /// `empty`) of ring stage `stage` (i32): `full[0]` right after the ring, each 8 bytes.
     fn bar(&self, em: &mut Em, stage: &str, first: u32) -> String {
-        let bars = self.bars.as_deref().unwrap_or("0");
+        let geo = self.geo;
+        let tiles = self.tiles_at.as_deref().unwrap_or("0");
         let s = em.f.v(format!("add i32 {stage}, {first}"));
         let off = em.f.v(format!("shl i32 {s}, 3"));
-        em.f.v(format!("add i32 {bars}, {off}"))
+        let off = em.f.v(format!("add i32 {off}, {}", geo.q_bytes() + geo.sched.stages * geo.stage_bytes()));
+        em.f.v(format!("add i32 {tiles}, {off}"))
     }
 
     /// The phase parity (i32) of block number `it` (i32) in the ring: `(it / stages) % 2`.
@@ -1134,9 +1135,7 @@ impl<'g> AttnKernel<'g> {
         let geo = self.geo;
         let Some(kv) = &geo.kv_tma else { return };
         asm::mbar_arrive_expect_tx(&mut em.f, full, geo.stage_bytes());
-        let s64 = em.f.v(format!("ptrtoint ptr addrspace(3) {} to i64", self.smem));
-        let s0 = em.f.v(format!("trunc i64 {s64} to i32"));
-        let at = em.f.v(format!("add i32 {s0}, {}", self.base));
+        let at = self.tiles_at.as_deref().unwrap_or("0");
         let sb = em.f.v(format!("mul i32 {stage}, {}", geo.stage_bytes()));
         let sb = em.f.v(format!("add i32 {at}, {sb}"));
         let row = em.f.v(format!("mul i32 {kb}, {}", geo.bc));

@@ -368,25 +368,38 @@ pub(crate) fn direct(
             em.env.remove(&p.node);
             per_elem.push((ok, flat, outs_at));
         }
-        if pairs {
-            // Both elements are inside or neither (the column is even, n is even).
-            let cont = em.f.if_begin(&per_elem[0].0);
-            for (k, o) in outs.iter().enumerate() {
+        store_pair(em, outs, &per_elem, pairs)?;
+        em.restore(saved.clone());
+    }
+    Ok(())
+}
+
+/// One pair of elements' outputs, per element (inside the output, flat index, the value of
+/// every output there), stored: as one 2-element vector per output where `pairs` (the first
+/// column is even and so is n: both elements are inside or neither), else element by element,
+/// each only inside the output.
+pub(crate) fn store_pair(
+    em: &mut Em,
+    outs: &[Out],
+    per_elem: &[(String, String, Vec<String>)],
+    pairs: bool,
+) -> Result<(), PtxError> {
+    if pairs {
+        let cont = em.f.if_begin(&per_elem[0].0);
+        for (k, o) in outs.iter().enumerate() {
+            let dt = em.dtype(o.node);
+            em.store_vec(o.dest, dt, &per_elem[0].1, &[per_elem[0].2[k].clone(), per_elem[1].2[k].clone()])?;
+        }
+        em.f.if_end(&cont);
+    } else {
+        for (ok, flat, vs) in per_elem {
+            let cont = em.f.if_begin(ok);
+            for (o, v) in outs.iter().zip(vs) {
                 let dt = em.dtype(o.node);
-                em.store_vec(o.dest, dt, &per_elem[0].1, &[per_elem[0].2[k].clone(), per_elem[1].2[k].clone()])?;
+                em.store(o.dest, dt, flat, v)?;
             }
             em.f.if_end(&cont);
-        } else {
-            for (ok, flat, vs) in &per_elem {
-                let cont = em.f.if_begin(ok);
-                for (o, v) in outs.iter().zip(vs) {
-                    let dt = em.dtype(o.node);
-                    em.store(o.dest, dt, flat, v)?;
-                }
-                em.f.if_end(&cont);
-            }
         }
-        em.restore(saved.clone());
     }
     Ok(())
 }

@@ -1107,8 +1107,8 @@ fn clamp_ix(em: &mut Em, v: &str, size: u64) -> String {
 }
 
 /// The fused epilogue of two adjacent accumulators (row, col) and (row, col+1): rounds each to
-/// the matmul's dtype, evaluates every output at it and stores what lies inside the output.
-/// (The same as the `mma.sync` kernel's; see the request to share it.)
+/// the matmul's dtype, evaluates every output at it and stores what lies inside the output
+/// ([`epilogue::store_pair`]).
 fn store_pair(
     em: &mut Em,
     g: &WgGemm,
@@ -1119,24 +1119,7 @@ fn store_pair(
     second: Option<&[String; 2]>,
 ) -> Result<(), PtxError> {
     let per_elem = pair_outputs(em, g, outs, bmulti, at, vals, second)?;
-    if g.p.n.is_multiple_of(2) {
-        let cont = em.f.if_begin(&per_elem[0].0);
-        for (k, o) in outs.iter().enumerate() {
-            let dt = em.dtype(o.node);
-            em.store_vec(o.dest, dt, &per_elem[0].1, &[per_elem[0].2[k].clone(), per_elem[1].2[k].clone()])?;
-        }
-        em.f.if_end(&cont);
-    } else {
-        for (ok, flat, vs) in &per_elem {
-            let cont = em.f.if_begin(ok);
-            for (o, v) in outs.iter().zip(vs) {
-                let dt = em.dtype(o.node);
-                em.store(o.dest, dt, flat, v)?;
-            }
-            em.f.if_end(&cont);
-        }
-    }
-    Ok(())
+    epilogue::store_pair(em, outs, &per_elem, g.p.n.is_multiple_of(2))
 }
 
 /// Per element of the pair of accumulators at (row, col) and (row, col+1): whether it lies inside
