@@ -193,18 +193,34 @@ mod tests {
     fn the_first_error_stops_the_queue() {
         let items: Vec<u64> = (0..100).collect();
         let done = AtomicUsize::new(0);
+        let item_3_failed = AtomicBool::new(false);
         let err = on_devices(
             &[Some(0), Some(1)],
             &items,
             |_| Ok(()),
             |_, i, _| {
                 done.fetch_add(1, Ordering::SeqCst);
-                if i == 3 { Err(CliError::Environment("kernel 3 failed".into())) } else { Ok(()) }
+                if i == 3 {
+                    item_3_failed.store(true, Ordering::SeqCst);
+                    return Err(CliError::Environment("kernel 3 failed".into()));
+                }
+                // Later items wait for item 3's failure and then take a while, so the other
+                // device cannot finish the whole queue before the failure is seen (it could on
+                // a loaded machine when items took no time).
+                if i > 3 {
+                    while !item_3_failed.load(Ordering::SeqCst) {
+                        std::thread::yield_now();
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Ok(())
             },
         )
         .unwrap_err();
         assert!(err.to_string().contains("kernel 3 failed"));
-        assert!(done.load(Ordering::SeqCst) < 100);
+        assert!(item_3_failed.load(Ordering::SeqCst));
+        let taken = done.load(Ordering::SeqCst);
+        assert!(taken < 50, "{taken} items ran although item 3 failed");
         let open_fails =
             on_devices(&[Some(0)], &items, |_| Err::<(), _>(CliError::invalid("no GPU 0")), |_, _, _| Ok(()));
         assert!(open_fails.unwrap_err().to_string().contains("no GPU 0"));
