@@ -2,13 +2,13 @@
 //! `cargo run --release -p tcc-codegen --features llvm --example llvm_cpu_bench [gemm|softmax|gelu]`.
 //!
 //! Environment: `SIZE=1024` (GEMM M=N=K), `ROWS=4096`, `COLS=4096` (softmax and gelu), `THREADS=1,2`, `TILES=MRxNRxMCxNCxKC` (register tile and
-//! panels), `REPS=15`, `ASM=FILE` (writes the assembly to FILE and the emitted IR to FILE.ll). Prints the median time of each configuration. Run it while nothing else is
+//! panels), `REPS=15`, `ASM=FILE` (writes the assembly to FILE and the emitted IR to FILE.ll). Prints the median time of each configuration, and of each of its phases. Run it while nothing else is
 //! compiling: two cores are easily shared.
 
 #[path = "harness/mod.rs"]
 mod harness;
 
-use harness::{env_list, median_seconds};
+use harness::{env_list, median_phase_seconds, median_seconds};
 use std::time::Instant;
 use tcc_codegen::{Backend, GemmTiles, LlvmCpuBackend};
 use tcc_ir::{
@@ -97,6 +97,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             println!("{what}, {th} thread(s): {:.3} ms, {:.1} GB/s{on_cpu}", s * 1e3, bytes / s / 1e9);
         }
+        let phases = median_phase_seconds(&compiled, th as usize, reps);
+        let ms: Vec<String> = phases.iter().map(|s| format!("{:.3}", s * 1e3)).collect();
+        println!("  phases (median ms): {}", ms.join(" + "));
     }
     Ok(())
 }

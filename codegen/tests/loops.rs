@@ -128,13 +128,13 @@ fn matmuls_become_register_tiles_split_by_row_blocks() {
     }
     // The depth blocks' tile adding to C, and the last block's writing the tile buffer.
     assert_eq!(tiles, 2);
-    // B is packed once into scratch by a phase of its own (rows: panels of 8 columns); A's
+    // B is packed once into scratch by a phase of its own (rows: groups of panels of 8 columns); A's
     // panel and the tile buffer are call-local; the f16 result is rounded tile by tile from
     // the tile buffer plus the f32 partial sums of the earlier depth blocks.
     assert_eq!(lk.bufs.iter().filter(|b| b.kind == BufKind::Local).count(), 2);
     assert_eq!(lk.bufs.iter().filter(|b| b.kind == BufKind::Scratch).count(), 2);
     assert_eq!(lk.phases.len(), 2);
-    assert_eq!(lk.phases[0].rows, 5, "33 columns in panels of 8");
+    assert_eq!(lk.phases[0].rows, 3, "33 columns in 5 panels of 8, packed two at a time");
     assert_eq!(lk.phases[1].rows, 3, "130 rows in blocks of 64");
     assert!(backend.compile_loops(&lk).is_ok());
 }

@@ -335,7 +335,7 @@ impl CompiledProgram {
                 return Err(bad(format!("launch output {o:?} aliases another of its buffers")));
             }
         }
-        let mut scratch: Vec<Vec<u8>> = Vec::new();
+        let mut scratch: Vec<spare::TempBuf> = Vec::new();
         let mut ptrs: Vec<usize> = Vec::with_capacity(decls.len());
         let mut locals: Vec<(usize, usize)> = Vec::new();
         for decl in decls {
@@ -397,7 +397,7 @@ impl CompiledProgram {
         // One call with its own local buffers.
         let run = |phase: usize, begin: u64, end: u64| {
             let mut mine = ptrs.clone();
-            let mut storage: Vec<Vec<u8>> = Vec::with_capacity(locals.len());
+            let mut storage: Vec<spare::TempBuf> = Vec::with_capacity(locals.len());
             for &(slot, bytes) in &locals {
                 let mut v = launch.spares.take(bytes);
                 mine[slot] = v.as_mut_ptr() as usize;
