@@ -4,13 +4,13 @@
 //! Environment: `SIZE=1024` (M=N=K), `THREADS=1,2`, `TILES=MRxNRxMCxNCxKC` (register tile and panels,
 //! as a schedule's `micro_m x micro_n` and `tile_m x tile_n x tile_k`; default 4x8x64x64x256, the
 //! optimizer's pick for 1024^3), `REPS=9`, `ASM=FILE` (writes the machine code to FILE, the cranelift IR to FILE.clif). Prints the median wall time of
-//! each configuration and, with one thread, the rate per second actually spent on a CPU (read from
+//! each configuration (and of each of its phases) and, with one thread, the rate per second actually spent on a CPU (read from
 //! the scheduler's accounting), which stays meaningful while other processes share the cores.
 
 #[path = "harness/mod.rs"]
 mod harness;
 
-use harness::{env_list, median_seconds};
+use harness::{env_list, median_phase_seconds, median_seconds};
 use std::time::Instant;
 use tcc_codegen::CraneliftBackend;
 use tcc_ir::{Bindings, DType, Graph, Kernel, KernelClass, Op, Schedule, Shape, TensorType, Tier};
@@ -52,6 +52,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             String::new()
         };
         println!("{th} thread(s): {:.3} ms, {:.1} GFLOP/s{on_cpu}", s * 1e3, flops / s / 1e9);
+        let phases = median_phase_seconds(&compiled, th as usize, reps);
+        let ms: Vec<String> = phases.iter().map(|s| format!("{:.3}", s * 1e3)).collect();
+        println!("  phases (median ms): {}", ms.join(" + "));
     }
     Ok(())
 }
