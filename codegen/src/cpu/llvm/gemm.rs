@@ -1,8 +1,8 @@
 //! The register-blocked matmul micro-kernel: an `mr x nr` f32 tile held in `mr * nr / lanes`
 //! vector registers (`<16 x float>` zmm with AVX-512), fed per step by `nr / lanes` vector loads of
 //! the packed B panel and `mr` broadcasts of the packed A panel, with fused multiply-adds; the
-//! depth loop is unrolled four times. Full tiles store with plain vector stores, edge tiles with
-//! masked ones.
+//! depth loop is unrolled four times and prefetches the B panel a few steps ahead. Full tiles
+//! store with plain vector stores, edge tiles with masked ones.
 
 use super::emit::{Emitter, iota};
 use crate::error::CodegenError;
@@ -11,6 +11,9 @@ use crate::loops::MicroKernel;
 
 /// Depth steps per iteration of the main depth loop.
 const UNROLL: u32 = 4;
+
+/// How many depth steps ahead the main loop prefetches the B panel.
+const PREFETCH_STEPS: u32 = 8;
 
 /// The vector width used for a tile `nr` columns wide: the host's lanes if they divide `nr`,
 /// else the largest power of two (at least 4) that does.
@@ -36,6 +39,7 @@ pub(super) fn micro_kernel(e: &mut Emitter<'_>, mk: &MicroKernel) -> Result<(), 
     let b_base = e.address(mk.b, &mk.b_at)?;
     let depth = e.extent(&mk.depth);
     let f = &mut e.f;
+    f.declare("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)".to_string());
     let zero = f.fc(lanes, 0.0);
     let accs: Vec<V> = (0..mr * nv)
         .map(|_| {
@@ -61,6 +65,15 @@ pub(super) fn micro_kernel(e: &mut Emitter<'_>, mk: &MicroKernel) -> Result<(), 
         let a_ptr = f.load(ptr, &pa, 8);
         let b_ptr = f.load(ptr, &pb, 8);
         for step in 0..unroll {
+            // The B panel streams from L2 (kc x nr floats outgrow L1): its lines are fetched
+            // PREFETCH_STEPS steps ahead.
+            if unroll > 1 {
+                for line in 0..(mk.nr * 4).div_ceil(64) {
+                    let at = f.i64c(i64::from((step + PREFETCH_STEPS) * mk.nr + line * 16));
+                    let p = f.gep(Elem::F32, &b_ptr, &at);
+                    f.line(&format!("call void @llvm.prefetch.p0({p}, i32 0, i32 3, i32 1)"));
+                }
+            }
             let bv: Vec<V> = (0..nv)
                 .map(|v| {
                     let at = f.i64c(i64::from(step * mk.nr + v * lanes));
