@@ -189,6 +189,30 @@ fn matmul_epilogues_in_the_tiles() {
     }
 }
 
+/// Every register tile of the cranelift tier's tuning space (and one past the registers), on
+/// depth blocks that end in the tile loop's single steps (7 deep) and ones of several unrolled
+/// iterations: as assembled x86-64 kernels where the host has AVX and FMA (3 x 16 never fits the
+/// registers and stays cranelift IR), with sizes 1, odd primes and edges in both dimensions.
+#[test]
+fn every_register_tile_of_the_cranelift_tier_matches_the_interpreter() {
+    let tiles = [(4, 8), (2, 16), (3, 16), (4, 12), (6, 8), (8, 4), (1, 4)];
+    let shapes = [(1, 1, 1), (13, 37, 29), (70, 33, 600), (9, 12, 8)];
+    for (mr, nr) in tiles {
+        for tile_k in [7, 256] {
+            for (m, n, k) in shapes {
+                let g = tcc_ir::testing::gemm_graph(DType::F32, &[], (m, n, k), false, true).unwrap();
+                let mut program = whole(&g, KernelClass::MatMul);
+                let s = &mut program.launches[0].kernel.schedule;
+                (s.micro_m, s.micro_n, s.tile_m, s.tile_k) = (mr, nr, 2 * mr, tile_k);
+                let inputs = random_inputs(&g, &Bindings::new(), m * n + k).unwrap();
+                let tol = Tolerance::default().with_accumulation(k);
+                check(device(), &g, &program, &inputs, &tol)
+                    .unwrap_or_else(|e| panic!("tile {mr}x{nr}, depth blocks of {tile_k}, {m}x{n}x{k}: {e}"));
+            }
+        }
+    }
+}
+
 #[test]
 fn matmul_with_prologue_and_transposed_operand() {
     for dtype in [DType::F32, DType::BF16] {

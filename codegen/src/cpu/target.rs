@@ -16,13 +16,21 @@ pub struct CpuCaps {
     pub has_fma: bool,
     /// SSE4.1 is available (`roundps`, `pmulld`, `pminsd`).
     pub has_sse41: bool,
+    /// AVX is available (VEX encodings: the assembled GEMM tile kernels need it with FMA).
+    pub has_avx: bool,
 }
 
 impl CpuCaps {
+    /// Whether matrix-product tiles run as assembled x86-64 kernels ([`super::cranelift::tile`]):
+    /// an x86-64 host with AVX and FMA.
+    pub fn assembled_tiles(&self) -> bool {
+        cfg!(target_arch = "x86_64") && self.has_avx && self.has_fma
+    }
+
     /// Capabilities of an ISA built for the host.
     pub fn of_isa(isa: &dyn TargetIsa) -> CpuCaps {
         let flag = |name: &str| isa.isa_flags().iter().any(|v| v.name == name && v.as_bool() == Some(true));
-        CpuCaps { f32_lanes: 4, has_fma: flag("has_fma"), has_sse41: flag("has_sse41") }
+        CpuCaps { f32_lanes: 4, has_fma: flag("has_fma"), has_sse41: flag("has_sse41"), has_avx: flag("has_avx") }
     }
 }
 

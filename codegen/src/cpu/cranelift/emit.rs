@@ -18,6 +18,7 @@ use tcc_ir::{BinaryOp, CompareOp, DType, UnaryOp};
 use super::convert;
 use super::math;
 use super::simd::Simd;
+use super::tile::TileShape;
 use crate::cpu::analysis::{self, ExprReads, Moving, VectorSupport, Visit};
 use crate::cpu::memo::Memo;
 use crate::cpu::target::CpuCaps;
@@ -44,21 +45,31 @@ pub fn emit_phase(
     phase: &Phase,
     caps: CpuCaps,
     b: FunctionBuilder<'_>,
-    pow: FuncRef,
+    imports: Imports,
     frontend: cranelift_codegen::isa::TargetFrontendConfig,
 ) -> Result<(), CodegenError> {
-    let mut e = Emitter::new(kernel, caps, b, pow);
+    let mut e = Emitter::new(kernel, caps, b, imports);
     e.entry(phase)?;
     e.b.seal_all_blocks();
     e.b.finalize(frontend);
     Ok(())
 }
 
+/// The functions a phase calls, declared in its function.
+#[derive(Debug, Clone)]
+pub struct Imports {
+    /// The host's `powf` (`tcc_powf`).
+    pub pow: FuncRef,
+    /// The assembled matrix-product tiles ([`super::tile`]) by shape; a tile without one runs
+    /// as cranelift IR.
+    pub tiles: HashMap<TileShape, FuncRef>,
+}
+
 struct Emitter<'k, 'f> {
     k: &'k LoopKernel,
     caps: CpuCaps,
     b: FunctionBuilder<'f>,
-    pow: FuncRef,
+    imports: Imports,
     bases: Vec<Value>,
     vars: HashMap<VarId, Variable>,
     accs: Vec<Variable>,
@@ -91,12 +102,12 @@ fn le() -> MemFlagsData {
 }
 
 impl<'k, 'f> Emitter<'k, 'f> {
-    fn new(k: &'k LoopKernel, caps: CpuCaps, b: FunctionBuilder<'f>, pow: FuncRef) -> Emitter<'k, 'f> {
+    fn new(k: &'k LoopKernel, caps: CpuCaps, b: FunctionBuilder<'f>, imports: Imports) -> Emitter<'k, 'f> {
         Emitter {
             k,
             caps,
             b,
-            pow,
+            imports,
             bases: Vec::new(),
             vars: HashMap::new(),
             accs: Vec::new(),
@@ -773,15 +784,16 @@ impl<'k, 'f> Emitter<'k, 'f> {
 
     /// `a ^ b` through the host's `powf`, lane by lane.
     fn pow(&mut self, a: Value, c: Value) -> Value {
+        let pow = self.imports.pow;
         if !self.vector() {
-            let call = self.b.ins().call(self.pow, &[a, c]);
+            let call = self.b.ins().call(pow, &[a, c]);
             return self.b.inst_results(call)[0];
         }
         let mut out = None;
         for lane in 0..4u8 {
             let x = self.b.ins().extractlane(a, lane);
             let y = self.b.ins().extractlane(c, lane);
-            let call = self.b.ins().call(self.pow, &[x, y]);
+            let call = self.b.ins().call(pow, &[x, y]);
             let r = self.b.inst_results(call)[0];
             out = Some(match out {
                 None => self.b.ins().splat(types::F32X4, r),
@@ -891,9 +903,10 @@ impl<'k, 'f> Emitter<'k, 'f> {
         Ok(v)
     }
 
-    /// An `mr x nr` register tile: `mr * nr / 4` f32x4 accumulators, `nr / 4` loads of B per
-    /// step and a broadcast of A per fused multiply-add; full tiles store with vectors, edge
-    /// tiles through a stack copy.
+    /// An `mr x nr` register tile: `mr * nr / 4` f32x4 accumulators, by the assembled tile kernel
+    /// of its shape where the module has one (`super::tile`), else by cranelift IR with `nr / 4`
+    /// loads of B per step and a broadcast of A per fused multiply-add; full tiles store with
+    /// vectors, edge tiles through a stack copy.
     fn micro_kernel(&mut self, mk: &MicroKernel) -> Result<(), CodegenError> {
         let (mr, nv) = (mk.mr as usize, (mk.nr / 4) as usize);
         if mr == 0 || nv == 0 || !mk.nr.is_multiple_of(4) {
@@ -910,27 +923,43 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 v
             })
             .collect();
-        // for p in 0..depth, walking the panel pointers: two steps per iteration, then one.
-        // Every multiply-add gets its own broadcast of A: x86 FMAs overwrite a multiplicand, so
-        // a broadcast shared by several would be copied for each but the last, and one loaded
-        // once and used twice is not folded into the broadcast (`vmovss` + a shuffle instead
-        // of one `vbroadcastss` from memory). Cranelift merges equal loads, so each column
-        // vector reads A through its own copy of the panel pointer.
-        let pas: Vec<Variable> = (0..nv)
-            .map(|_| {
-                let v = self.b.declare_var(types::I64);
-                self.b.def_var(v, a_base);
-                v
-            })
-            .collect();
-        let pb = self.b.declare_var(types::I64);
-        let left = self.b.declare_var(types::I64);
-        self.b.def_var(pb, b_base);
-        self.b.def_var(left, depth);
-        // Two steps: the accumulators' loop-carried moves are paid once per two; with more,
-        // cranelift loads every step's B vectors first and spills.
-        self.tile_steps(mk, &accs, &pas, [pb, left], 2);
-        self.tile_steps(mk, &accs, &pas, [pb, left], 1);
+        let shape = TileShape { mr: mk.mr, nv: mk.nr / 4 };
+        if let Some(&tile) = self.imports.tiles.get(&shape) {
+            // The assembled tile (see `super::tile`) writes the accumulators to a stack slot.
+            let slot = self.b.create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
+                cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
+                u32::try_from(mr * nv * 16).unwrap_or(u32::MAX),
+                4,
+            ));
+            let out = self.b.ins().stack_addr(types::I64, slot, 0);
+            self.b.ins().call(tile, &[a_base, b_base, depth, out]);
+            for (j, &acc) in accs.iter().enumerate() {
+                let v = self.b.ins().stack_load(types::I64, types::F32X4, slot, i32::try_from(j * 16).unwrap_or(0));
+                self.b.def_var(acc, v);
+            }
+        } else {
+            // for p in 0..depth, walking the panel pointers: two steps per iteration, then one.
+            // Every multiply-add gets its own broadcast of A: x86 FMAs overwrite a multiplicand,
+            // so a broadcast shared by several would be copied for each but the last, and one
+            // loaded once and used twice is not folded into the broadcast (`vmovss` + a shuffle
+            // instead of one `vbroadcastss` from memory). Cranelift merges equal loads, so each
+            // column vector reads A through its own copy of the panel pointer.
+            let pas: Vec<Variable> = (0..nv)
+                .map(|_| {
+                    let v = self.b.declare_var(types::I64);
+                    self.b.def_var(v, a_base);
+                    v
+                })
+                .collect();
+            let pb = self.b.declare_var(types::I64);
+            let left = self.b.declare_var(types::I64);
+            self.b.def_var(pb, b_base);
+            self.b.def_var(left, depth);
+            // Two steps: the accumulators' loop-carried moves are paid once per two; with more,
+            // cranelift loads every step's B vectors first and spills.
+            self.tile_steps(mk, &accs, &pas, [pb, left], 2);
+            self.tile_steps(mk, &accs, &pas, [pb, left], 1);
+        }
 
         // Store: C = acc where `first` is 0, C += acc elsewhere.
         let c_index = mk.c_row.scale(mk.ldc).add(&mk.c_col);

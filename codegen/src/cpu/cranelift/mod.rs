@@ -5,10 +5,13 @@ pub mod convert;
 pub mod emit;
 pub mod math;
 pub mod simd;
+pub mod tile;
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use cranelift_codegen::ir::{AbiParam, types};
+use cranelift_codegen::isa::CallConv;
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -19,7 +22,8 @@ use crate::backend::Backend;
 use crate::cpu::target::{self, CpuCaps};
 use crate::cpu::{PhaseFn, lower_kernel, tcc_powf};
 use crate::error::CodegenError;
-use crate::loops::{BufDecl, GemmTiles, LoopKernel, LowerOptions, Phase};
+use crate::loops::{BufDecl, GemmTiles, LoopKernel, LowerOptions, Phase, Stmt};
+use tile::TileShape;
 
 /// The cranelift code generator for the host CPU.
 pub struct CraneliftBackend {
@@ -124,6 +128,15 @@ impl CraneliftBackend {
             text.push_str(&format!("; phase {i}: rows {}\n", phase.rows));
             text.push_str(code.vcode.as_deref().unwrap_or(""));
         }
+        for shape in self.tile_shapes(lk) {
+            let bytes = tile::assemble(shape).len();
+            text.push_str(&format!(
+                "; {}: the assembled {}x{} register tile ({bytes} bytes of vfmadd231ps loops, see tile.rs)\n",
+                shape.symbol(),
+                shape.mr,
+                4 * shape.nv
+            ));
+        }
         Ok(text)
     }
 
@@ -154,13 +167,57 @@ impl CraneliftBackend {
         pow_sig.params.push(AbiParam::new(types::F32));
         pow_sig.returns.push(AbiParam::new(types::F32));
         let pow_id = module.declare_function("tcc_powf", Linkage::Import, &pow_sig).map_err(|e| self.cl_err(lk, e))?;
+        let mut tile_ids = Vec::new();
+        for shape in self.tile_shapes(lk) {
+            tile_ids.push((shape, self.declare_tile(module, lk, shape)?));
+        }
         let mut ctx = module.make_context();
         ctx.func.signature = sig;
         let mut fctx = FunctionBuilderContext::new();
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let pow = module.declare_func_in_func(pow_id, b.func);
-        emit::emit_phase(lk, phase, self.caps, b, pow, module.isa().frontend_config())?;
+        let tiles: HashMap<TileShape, _> =
+            tile_ids.into_iter().map(|(shape, id)| (shape, module.declare_func_in_func(id, b.func))).collect();
+        let imports = emit::Imports { pow, tiles };
+        emit::emit_phase(lk, phase, self.caps, b, imports, module.isa().frontend_config())?;
         Ok((ctx, func_id))
+    }
+
+    /// The shapes of the register tiles of `lk` that run as assembled kernels: every tile's,
+    /// where the host has AVX and FMA and its registers hold the tile.
+    fn tile_shapes(&self, lk: &LoopKernel) -> BTreeSet<TileShape> {
+        let mut shapes = BTreeSet::new();
+        if !self.caps.assembled_tiles() {
+            return shapes;
+        }
+        for phase in &lk.phases {
+            for s in &phase.body {
+                s.for_each_root(&mut |st| {
+                    if let Stmt::MicroKernel(mk) = st {
+                        let shape = TileShape { mr: mk.mr, nv: mk.nr / 4 };
+                        if mk.nr.is_multiple_of(4) && shape.fits() {
+                            shapes.insert(shape);
+                        }
+                    }
+                });
+            }
+        }
+        shapes
+    }
+
+    /// Declares the tile kernel of `shape` in `module` (`tile(a, b, depth, out)`, System V).
+    fn declare_tile(
+        &self,
+        module: &mut JITModule,
+        lk: &LoopKernel,
+        shape: TileShape,
+    ) -> Result<cranelift_module::FuncId, CodegenError> {
+        let mut sig = module.make_signature();
+        sig.call_conv = CallConv::SystemV;
+        for _ in 0..4 {
+            sig.params.push(AbiParam::new(types::I64));
+        }
+        module.declare_function(&shape.symbol(), Linkage::Local, &sig).map_err(|e| self.cl_err(lk, e))
     }
 
     /// Compiles a loop kernel (every phase) to machine code.
@@ -171,6 +228,12 @@ impl CraneliftBackend {
             let (mut ctx, func_id) = self.build(&mut module, lk, phase)?;
             module.define_function(func_id, &mut ctx).map_err(|e| self.cl_err(lk, format!("{e:?}")))?;
             ids.push((func_id, phase.rows, phase.work()));
+        }
+        for shape in self.tile_shapes(lk) {
+            let id = self.declare_tile(&mut module, lk, shape)?;
+            module
+                .define_function_bytes(id, 16, &tile::assemble(shape), &[])
+                .map_err(|e| self.cl_err(lk, format!("{e:?}")))?;
         }
         module.finalize_definitions().map_err(|e| self.cl_err(lk, e))?;
         let phases = ids
