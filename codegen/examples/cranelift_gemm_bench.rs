@@ -2,7 +2,7 @@
 //! `cargo run --release -p tcc-codegen --example cranelift_gemm_bench`.
 //!
 //! Environment: `SIZE=1024` (M=N=K), `THREADS=1,2`, `TILES=MRxNRxMCxNCxKC` (register tile and panels,
-//! as a schedule's `micro_m x micro_n` and `tile_m x tile_n x tile_k`; default 4x8x64x64x256, the
+//! as a schedule's `micro_m x micro_n` and `tile_m x tile_n x tile_k`; default 4x12x128x128x512, the
 //! optimizer's pick for 1024^3), `REPS=9`, `ASM=FILE` (writes the machine code to FILE, the cranelift IR to FILE.clif). Prints the median wall time of
 //! each configuration (and of each of its phases) and, with one thread, the rate per second actually spent on a CPU (read from
 //! the scheduler's accounting), which stays meaningful while other processes share the cores.
@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let reps = env_list("REPS", "9", ',').first().copied().unwrap_or(9) as usize;
     let size = env_list("SIZE", "1024", ',').first().copied().unwrap_or(1024);
     let mut schedule = Schedule::default_for(Tier::Cranelift);
-    if let [mr, nr, mc, nc, kc] = env_list("TILES", "4x8x64x64x256", 'x')[..] {
+    if let [mr, nr, mc, nc, kc] = env_list("TILES", "4x12x128x128x512", 'x')[..] {
         (schedule.micro_m, schedule.micro_n) = (mr as u32, nr as u32);
         (schedule.tile_m, schedule.tile_n, schedule.tile_k) = (mc as u32, nc as u32, kc as u32);
     }
