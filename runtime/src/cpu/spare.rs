@@ -2,9 +2,10 @@
 //! buffers (packed matmul panels) are taken from here and given back when the launch is done, so
 //! repeated runs write to pages already mapped. Fresh pages cost one fault per 4 KiB: a 4 MiB
 //! buffer took about 3 ms of faults on this project's (virtualized) CPU machine, a tenth of a
-//! 1024^3 GEMM. Every buffer starts on a cache line: a packed panel that did not (the
-//! allocator's 16-byte alignment) split every 64-byte vector load in two and cost a 1024^3 GEMM
-//! about a seventh of its speed on an AVX-512 host.
+//! 1024^3 GEMM. Every buffer starts on a cache line: a packed panel at the system allocator's
+//! 16-byte alignment splits every 64-byte vector load in two, which cost a C replica of the
+//! AVX-512 micro-kernel about 15% of its speed (the `tcc` binary's mimalloc aligns large blocks
+//! anyway; library users on the system allocator did not).
 
 use std::sync::Mutex;
 
