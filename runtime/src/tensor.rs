@@ -106,6 +106,54 @@ impl HostTensor {
         Ok(HostTensor { dtype, shape, bytes: zeroed_bytes(n) })
     }
 
+    /// A tensor a kernel is about to write: its memory is not cleared (the launch that produces
+    /// it writes every element, then calls [`HostTensor::assume_written`]). Debug builds fill it
+    /// with 0xFF bytes (NaN in every float dtype) instead, so that a test shows any element a
+    /// kernel left unwritten. (Clearing a 16M-element output cost more than the kernel that
+    /// writes it: the memory was the previous run's, zeroed again on every run.)
+    pub(crate) fn for_kernel(dtype: DType, shape: Vec<usize>) -> Result<HostTensor, RuntimeError> {
+        let n = numel(&shape)?.checked_mul(dtype.size_bytes()).ok_or_else(|| RuntimeError::TooLarge(shape.clone()))?;
+        let bytes = if cfg!(debug_assertions) { vec![0xFF; n] } else { Vec::with_capacity(n) };
+        advise_huge_pages(bytes.as_ptr() as usize, n);
+        Ok(HostTensor { dtype, shape, bytes })
+    }
+
+    /// Bytes of the tensor's elements.
+    fn byte_len(&self) -> usize {
+        self.numel() * self.dtype.size_bytes()
+    }
+
+    /// Where a kernel writes this tensor (from [`HostTensor::for_kernel`] or written already),
+    /// and how many bytes.
+    pub(crate) fn kernel_output(&mut self) -> (*mut u8, usize) {
+        let n = self.byte_len();
+        if self.bytes.len() < n {
+            self.bytes.reserve_exact(n - self.bytes.len());
+        }
+        (self.bytes.as_mut_ptr(), n)
+    }
+
+    /// Takes the bytes at [`HostTensor::kernel_output`] as the tensor's elements.
+    ///
+    /// # Safety
+    /// A kernel has written every one of those bytes.
+    pub(crate) unsafe fn assume_written(&mut self) {
+        let n = self.byte_len();
+        if self.bytes.len() < n {
+            // SAFETY: `kernel_output` reserved `n` bytes, and the caller guarantees a kernel wrote
+            // all of them.
+            unsafe { self.bytes.set_len(n) };
+        }
+    }
+
+    /// Zeros the bytes of a tensor no kernel wrote (a buffer no launch produced).
+    pub(crate) fn zero_unwritten(&mut self) {
+        let n = self.byte_len();
+        if self.bytes.len() < n {
+            self.bytes.resize(n, 0);
+        }
+    }
+
     /// A tensor of `shape` holding `data` (row-major).
     pub fn from_slice<T: Element>(shape: Vec<usize>, data: &[T]) -> Result<HostTensor, RuntimeError> {
         let n = numel(&shape)?;
@@ -325,14 +373,20 @@ const HUGE_PAGE_THRESHOLD: usize = 4 << 20;
 /// (numpy does the same for its arrays).
 fn zeroed_bytes(n: usize) -> Vec<u8> {
     let bytes = vec![0u8; n];
+    advise_huge_pages(bytes.as_ptr() as usize, n);
+    bytes
+}
+
+/// Asks for 2 MiB pages for the whole 2 MiB pages inside an allocation of `n` bytes at `start`
+/// (Linux, allocations of at least [`HUGE_PAGE_THRESHOLD`]; elsewhere nothing).
+fn advise_huge_pages(start: usize, n: usize) {
     #[cfg(target_os = "linux")]
     if n >= HUGE_PAGE_THRESHOLD {
         const HUGE: usize = 2 << 20;
-        let start = bytes.as_ptr() as usize;
         let aligned = start.next_multiple_of(HUGE);
         let end = (start + n) / HUGE * HUGE;
         if end > aligned {
-            // SAFETY: the range lies inside `bytes`' allocation, which outlives the call;
+            // SAFETY: the range lies inside a live allocation of `n` bytes at `start`;
             // MADV_HUGEPAGE only changes how pages are backed, never their contents, and its
             // failure (THP disabled) is harmless, so the result is ignored.
             unsafe {
@@ -340,5 +394,6 @@ fn zeroed_bytes(n: usize) -> Vec<u8> {
             }
         }
     }
-    bytes
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, n);
 }

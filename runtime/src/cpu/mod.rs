@@ -295,12 +295,15 @@ impl CompiledProgram {
         }
         let mut buffers: Vec<Option<HostTensor>> = Vec::with_capacity(self.buffers.len());
         for (ty, dims) in &self.buffers {
-            buffers.push(Some(HostTensor::zeros(ty.dtype, dims.clone())?));
+            buffers.push(Some(HostTensor::for_kernel(ty.dtype, dims.clone())?));
         }
         for (i, launch) in self.launches.iter().enumerate() {
             let start = std::time::Instant::now();
             self.launch(launch, inputs, &mut buffers)?;
             observe(i, start.elapsed());
+        }
+        for t in buffers.iter_mut().flatten() {
+            t.zero_unwritten();
         }
         self.outputs
             .iter()
@@ -374,8 +377,8 @@ impl CompiledProgram {
                     }
                     .ok_or_else(|| bad(format!("kernel output {k} is unbound")))?;
                     let dtype = t.dtype();
-                    let bytes = t.bytes_mut();
-                    (bytes.as_mut_ptr() as usize, bytes.len(), dtype)
+                    let (ptr, len) = t.kernel_output();
+                    (ptr as usize, len, dtype)
                 }
                 BufKind::Scratch => {
                     let s = scratch_iter.next().ok_or_else(|| bad("scratch buffer missing"))?;
@@ -428,6 +431,17 @@ impl CompiledProgram {
         }
         for s in scratch {
             launch.spares.give(s);
+        }
+        for o in &launch.outputs {
+            if let ValueRef::Buffer(b) = o
+                && let Some(t) = buffers.get_mut(*b).and_then(Option::as_mut)
+            {
+                // SAFETY: every phase of the kernel has run over all its rows, and a kernel
+                // writes every element of each of its outputs (the lowering's stores cover the
+                // output's index space; debug builds hand outputs out as NaN bytes, so a test
+                // would see an element left unwritten).
+                unsafe { t.assume_written() };
+            }
         }
         Ok(())
     }
