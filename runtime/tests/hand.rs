@@ -213,6 +213,28 @@ fn every_register_tile_of_the_cranelift_tier_matches_the_interpreter() {
     }
 }
 
+/// In a fused kernel, a reduction over the axes a broadcast repeated is that value (its sum
+/// `count` times it), exactly: an f32 mean of equal values lands an ulp off for about one value
+/// in six (these three among them), and comparing it with the broadcast repeated the flip along
+/// the whole axis (a differential case of session 17). (Kernel by kernel, the reduction reads a
+/// materialized tensor whose equal elements it cannot know of: that case stays approximate.)
+#[test]
+fn reductions_over_a_broadcast_axis_are_exact() {
+    let values = [0.8132702112197876, 0.42268723249435425, 0.38367754220962524];
+    for op in [ReduceOp::Mean, ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
+        let mut g = Graph::new("r");
+        let x = g.add_param("x", ty(DType::F32, &[3])).unwrap();
+        let b = g.push(Op::Broadcast(x)).unwrap();
+        g.nodes[b.index()].ty = ty(DType::F32, &[3, 100, 3]);
+        let r = g.push(Op::Reduce { op, input: b, axes: vec![0, 1], keepdim: true }).unwrap();
+        let lt = g.push(Op::Compare(tcc_ir::CompareOp::Lt, r, b)).unwrap();
+        g.outputs.extend([r, lt]);
+        let inputs = [Tensor::new(DType::F32, vec![3], values.to_vec()).unwrap()];
+        check(device(), &g, &whole(&g, KernelClass::Generic), &inputs, &Tolerance::default())
+            .unwrap_or_else(|e| panic!("{op:?}: {e}"));
+    }
+}
+
 #[test]
 fn matmul_with_prologue_and_transposed_operand() {
     for dtype in [DType::F32, DType::BF16] {

@@ -541,6 +541,36 @@ impl<'g> Lowerer<'g> {
         if out_idx.len() != out_dims.len() {
             return Err(self.bad(format!("reduction {n} has the wrong output rank")));
         }
+        if dtype.is_float() && self.broadcast_along(input, axes)? {
+            // Every reduced element is the same value: the mean, maximum and minimum are that
+            // value and the sum `count` times it, exactly (a loop of f32 adds and a division can
+            // land an ulp off, which a comparison with the value itself then shows everywhere
+            // the broadcast repeats it).
+            let mut at = full.clone();
+            for &a in axes {
+                if let Some(slot) = at.get_mut(a) {
+                    *slot = Index::constant(0);
+                }
+            }
+            let value = self.expr_at(input, &at)?;
+            let value = if op == ReduceOp::Sum {
+                let count: u64 = axes.iter().filter_map(|&a| in_dims.get(a)).product();
+                let count = self.arena.constant(DType::F32, count as f64);
+                self.arena.intern(Expr::Binary { op: BinaryOp::Mul, dtype, lhs: value, rhs: count })
+            } else {
+                value
+            };
+            let body = vec![Stmt::Store { buf, index: Index::flatten(&out_idx, &out_dims), value }];
+            let kept: Vec<(VarId, u64)> = vars
+                .iter()
+                .zip(&in_dims)
+                .enumerate()
+                .filter(|(d, _)| !axes.contains(d))
+                .map(|(_, (&v, &e))| (v, e))
+                .collect();
+            let (kv, ke): (Vec<VarId>, Vec<u64>) = kept.into_iter().unzip();
+            return Ok(wrap_loops(&kv, &ke, body));
+        }
         let acc = self.new_acc(acc_dtype);
         let combine = match op {
             ReduceOp::Sum | ReduceOp::Mean => Combine::Add,
@@ -576,6 +606,16 @@ impl<'g> Lowerer<'g> {
             .collect();
         let (kv, ke): (Vec<VarId>, Vec<u64>) = kept.into_iter().unzip();
         Ok(wrap_loops(&kv, &ke, body))
+    }
+
+    /// Whether `input` is a broadcast that repeats its operand along every axis in `axes` (axes
+    /// the operand lacks, or has with size 1), so that the elements along them are one value.
+    fn broadcast_along(&self, input: NodeId, axes: &[usize]) -> Result<bool, CodegenError> {
+        let Op::Broadcast(src) = self.g.nodes[input.index()].op else { return Ok(false) };
+        let out = self.shape(input)?;
+        let from = self.shape(src)?;
+        let lead = out.len().saturating_sub(from.len());
+        Ok(!axes.is_empty() && axes.iter().all(|&a| a < lead || from.get(a - lead) == Some(&1)))
     }
 
     fn matmul_nest(&mut self, n: NodeId, buf: BufId, a: NodeId, b: NodeId) -> Result<Vec<Stmt>, CodegenError> {
