@@ -541,6 +541,16 @@ impl<'g> Lowerer<'g> {
         if out_idx.len() != out_dims.len() {
             return Err(self.bad(format!("reduction {n} has the wrong output rank")));
         }
+        // The loops over the kept axes, and the number of elements each output reduces.
+        let (kv, ke): (Vec<VarId>, Vec<u64>) = vars
+            .iter()
+            .zip(&in_dims)
+            .enumerate()
+            .filter(|(d, _)| !axes.contains(d))
+            .map(|(_, (&v, &e))| (v, e))
+            .unzip();
+        let count: u64 = axes.iter().filter_map(|&a| in_dims.get(a)).product();
+        let count = self.arena.constant(DType::F32, count as f64);
         if dtype.is_float() && self.broadcast_along(input, axes)? {
             // Every reduced element is the same value: the mean, maximum and minimum are that
             // value and the sum `count` times it, exactly (a loop of f32 adds and a division can
@@ -554,21 +564,11 @@ impl<'g> Lowerer<'g> {
             }
             let value = self.expr_at(input, &at)?;
             let value = if op == ReduceOp::Sum {
-                let count: u64 = axes.iter().filter_map(|&a| in_dims.get(a)).product();
-                let count = self.arena.constant(DType::F32, count as f64);
                 self.arena.intern(Expr::Binary { op: BinaryOp::Mul, dtype, lhs: value, rhs: count })
             } else {
                 value
             };
             let body = vec![Stmt::Store { buf, index: Index::flatten(&out_idx, &out_dims), value }];
-            let kept: Vec<(VarId, u64)> = vars
-                .iter()
-                .zip(&in_dims)
-                .enumerate()
-                .filter(|(d, _)| !axes.contains(d))
-                .map(|(_, (&v, &e))| (v, e))
-                .collect();
-            let (kv, ke): (Vec<VarId>, Vec<u64>) = kept.into_iter().unzip();
             return Ok(wrap_loops(&kv, &ke, body));
         }
         let acc = self.new_acc(acc_dtype);
@@ -588,8 +588,6 @@ impl<'g> Lowerer<'g> {
         }
         let acc_value = self.arena.intern(Expr::Acc(acc));
         let result = if op == ReduceOp::Mean {
-            let count: u64 = axes.iter().filter_map(|&a| in_dims.get(a)).product();
-            let count = self.arena.constant(DType::F32, count as f64);
             self.arena.intern(Expr::Binary { op: BinaryOp::Div, dtype, lhs: acc_value, rhs: count })
         } else {
             acc_value
@@ -597,14 +595,6 @@ impl<'g> Lowerer<'g> {
         let mut body = vec![Stmt::AccInit { acc, value: init }];
         body.extend(inner);
         body.push(Stmt::Store { buf, index: Index::flatten(&out_idx, &out_dims), value: result });
-        let kept: Vec<(VarId, u64)> = vars
-            .iter()
-            .zip(&in_dims)
-            .enumerate()
-            .filter(|(d, _)| !axes.contains(d))
-            .map(|(_, (&v, &e))| (v, e))
-            .collect();
-        let (kv, ke): (Vec<VarId>, Vec<u64>) = kept.into_iter().unzip();
         Ok(wrap_loops(&kv, &ke, body))
     }
 

@@ -107,9 +107,10 @@ impl CraneliftBackend {
     /// The cranelift IR of every phase of a loop kernel, as text (for `--emit` and debugging).
     pub fn clif_text(&self, lk: &LoopKernel) -> Result<String, CodegenError> {
         let mut module = Self::module(&self.isa);
+        let tiles = self.declare_tiles(&mut module, lk)?;
         let mut text = String::new();
         for phase in &lk.phases {
-            let (ctx, _) = self.build(&mut module, lk, phase)?;
+            let (ctx, _) = self.build(&mut module, lk, phase, &tiles)?;
             text.push_str(&ctx.func.display().to_string());
         }
         Ok(text)
@@ -118,9 +119,10 @@ impl CraneliftBackend {
     /// The machine code of every phase of a loop kernel, disassembled (for `--emit asm`).
     pub fn disassemble(&self, lk: &LoopKernel) -> Result<String, CodegenError> {
         let mut module = Self::module(&self.isa);
+        let tiles = self.declare_tiles(&mut module, lk)?;
         let mut text = String::new();
         for (i, phase) in lk.phases.iter().enumerate() {
-            let (mut ctx, _) = self.build(&mut module, lk, phase)?;
+            let (mut ctx, _) = self.build(&mut module, lk, phase, &tiles)?;
             ctx.set_disasm(true);
             let code = ctx
                 .compile(&*self.isa, &mut Default::default())
@@ -128,7 +130,7 @@ impl CraneliftBackend {
             text.push_str(&format!("; phase {i}: rows {}\n", phase.rows));
             text.push_str(code.vcode.as_deref().unwrap_or(""));
         }
-        for shape in self.tile_shapes(lk) {
+        for &(shape, _) in &tiles {
             let bytes = tile::assemble(shape).len();
             text.push_str(&format!(
                 "; {}: the assembled {}x{} register tile ({bytes} bytes of vfmadd231ps loops, see tile.rs)\n",
@@ -156,6 +158,7 @@ impl CraneliftBackend {
         module: &mut JITModule,
         lk: &LoopKernel,
         phase: &Phase,
+        tile_ids: &[(TileShape, cranelift_module::FuncId)],
     ) -> Result<(cranelift_codegen::Context, cranelift_module::FuncId), CodegenError> {
         let mut sig = module.make_signature();
         for _ in 0..3 {
@@ -167,17 +170,13 @@ impl CraneliftBackend {
         pow_sig.params.push(AbiParam::new(types::F32));
         pow_sig.returns.push(AbiParam::new(types::F32));
         let pow_id = module.declare_function("tcc_powf", Linkage::Import, &pow_sig).map_err(|e| self.cl_err(lk, e))?;
-        let mut tile_ids = Vec::new();
-        for shape in self.tile_shapes(lk) {
-            tile_ids.push((shape, self.declare_tile(module, lk, shape)?));
-        }
         let mut ctx = module.make_context();
         ctx.func.signature = sig;
         let mut fctx = FunctionBuilderContext::new();
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let pow = module.declare_func_in_func(pow_id, b.func);
         let tiles: HashMap<TileShape, _> =
-            tile_ids.into_iter().map(|(shape, id)| (shape, module.declare_func_in_func(id, b.func))).collect();
+            tile_ids.iter().map(|&(shape, id)| (shape, module.declare_func_in_func(id, b.func))).collect();
         let imports = emit::Imports { pow, tiles };
         emit::emit_phase(lk, phase, self.caps, b, imports, module.isa().frontend_config())?;
         Ok((ctx, func_id))
@@ -205,32 +204,38 @@ impl CraneliftBackend {
         shapes
     }
 
-    /// Declares the tile kernel of `shape` in `module` (`tile(a, b, depth, out)`, System V).
-    fn declare_tile(
+    /// Declares the tile kernel of every shape of [`Self::tile_shapes`] in `module`
+    /// (`tile(a, b, depth, out)`, System V), once for all the phases.
+    fn declare_tiles(
         &self,
         module: &mut JITModule,
         lk: &LoopKernel,
-        shape: TileShape,
-    ) -> Result<cranelift_module::FuncId, CodegenError> {
+    ) -> Result<Vec<(TileShape, cranelift_module::FuncId)>, CodegenError> {
         let mut sig = module.make_signature();
         sig.call_conv = CallConv::SystemV;
         for _ in 0..4 {
             sig.params.push(AbiParam::new(types::I64));
         }
-        module.declare_function(&shape.symbol(), Linkage::Local, &sig).map_err(|e| self.cl_err(lk, e))
+        self.tile_shapes(lk)
+            .into_iter()
+            .map(|shape| {
+                let id = module.declare_function(&shape.symbol(), Linkage::Local, &sig);
+                Ok((shape, id.map_err(|e| self.cl_err(lk, e))?))
+            })
+            .collect()
     }
 
     /// Compiles a loop kernel (every phase) to machine code.
     pub fn compile_loops(&self, lk: &LoopKernel) -> Result<CpuKernel, CodegenError> {
         let mut module = Self::module(&self.isa);
+        let tiles = self.declare_tiles(&mut module, lk)?;
         let mut ids = Vec::with_capacity(lk.phases.len());
         for phase in &lk.phases {
-            let (mut ctx, func_id) = self.build(&mut module, lk, phase)?;
+            let (mut ctx, func_id) = self.build(&mut module, lk, phase, &tiles)?;
             module.define_function(func_id, &mut ctx).map_err(|e| self.cl_err(lk, format!("{e:?}")))?;
             ids.push((func_id, phase.rows, phase.work()));
         }
-        for shape in self.tile_shapes(lk) {
-            let id = self.declare_tile(&mut module, lk, shape)?;
+        for &(shape, id) in &tiles {
             module
                 .define_function_bytes(id, 16, &tile::assemble(shape), &[])
                 .map_err(|e| self.cl_err(lk, format!("{e:?}")))?;
