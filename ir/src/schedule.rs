@@ -352,7 +352,6 @@ impl GpuAttentionSchedule {
     }
 
     /// The same schedule with a producer warpgroup copying the ring (warpgroup schedules only).
-    /// Not yet in [`Self::space`]: it has run on the emulator only, never on a GPU.
     pub fn with_producer(&self) -> Option<GpuAttentionSchedule> {
         (self.wgmma && !self.producer).then_some(GpuAttentionSchedule {
             warps: self.warps + 4,
@@ -362,14 +361,14 @@ impl GpuAttentionSchedule {
     }
 
     /// The same with a producer and its two consumer warpgroups taking turns (schedules of two
-    /// warpgroups only). Not yet in [`Self::space`] either.
+    /// warpgroups only).
     pub fn with_pingpong(&self) -> Option<GpuAttentionSchedule> {
         let p = if self.producer { Some(*self) } else { self.with_producer() }?;
         (p.consumer_warps() == 8).then_some(GpuAttentionSchedule { pingpong: true, ..p })
     }
 
-    /// The same with a producer that copies by TMA. Not yet in [`Self::space`] either (the
-    /// emulator does not run TMA: only ptxas has checked it).
+    /// The same with a producer that copies by TMA (the emulator does not run TMA: the GPU tests
+    /// check it against the interpreter).
     pub fn with_tma(&self) -> Option<GpuAttentionSchedule> {
         let p = if self.producer { Some(*self) } else { self.with_producer() }?;
         Some(GpuAttentionSchedule { tma: true, ..p })
@@ -510,8 +509,9 @@ impl GpuAttentionSchedule {
     }
 
     /// The default for `shape`: the first of [`Self::space`]. On a device with warpgroup MMAs and
-    /// head dimensions of 64 or 128, 128 queries by 128 keys on two warpgroups with 3 stages (64
-    /// by 64 on one warpgroup at d64);
+    /// head dimensions of 64 or 128, 128 queries by 128 keys on two consumer warpgroups in
+    /// ping-pong beside a producer warpgroup copying by TMA, 3 stages (64 by 64 on one warpgroup,
+    /// no producer, at d64);
     /// else 64 queries by 64 keys on 4 warps with 2 stages where it fits (measured fastest of the
     /// `mma.sync` space on an H100 at d128, plain and causal: BENCHMARKS.md, session 11), else
     /// 128 by 64 on 8 warps; for decoding ([`DECODE_ROWS`]) 16 queries by 64 keys on one warp with
@@ -538,12 +538,17 @@ impl GpuAttentionSchedule {
 
     /// The tuner's space for `shape`, best first (as measured on an H100 where measured): every
     /// candidate fits, each with its key splits chosen at compile time; for prefill the
-    /// warpgroup schedules first where the device and head dimensions allow them; for decoding
-    /// ([`DECODE_ROWS`]) small query blocks, then the first of them with fixed key splits.
+    /// warpgroup schedules first where the device and head dimensions allow them, each of two
+    /// consumer warpgroups preceded by its producer variants (TMA and ping-pong, TMA, ping-pong,
+    /// `cp.async`); for decoding ([`DECODE_ROWS`]) small query blocks, then the first of them
+    /// with fixed key splits.
     pub fn space(shape: &AttentionShape, device: AttentionDevice) -> Vec<GpuAttentionSchedule> {
         // Measured on an H200 (BENCHMARKS.md, session 15, the suite's shapes): at d128 128 x 128
         // on two warpgroups 2.350 ms plain and 1.370 causal, 64 x 64 on one 2.404 and 1.380; at
-        // d64 64 x 64 0.768 ms against 0.892 for 128 x 128.
+        // d64 64 x 64 0.768 ms against 0.892 for 128 x 128. On an H100 (session 18): 128 x 128
+        // with a producer copying by TMA and the consumers in ping-pong 1.952 ms plain and 1.226
+        // causal against 2.353 and 1.369 without the producer; the producer variants of one
+        // consumer warpgroup (64 x 64 at d64, 1.30-1.37 ms against 0.761) are left out.
         const WARPGROUP: [(u32, u32, u32); 4] = [(128, 128, 8), (128, 64, 8), (64, 128, 4), (64, 64, 4)];
         const WARPGROUP_D64: [(u32, u32, u32); 4] = [(64, 64, 4), (64, 128, 4), (128, 64, 8), (128, 128, 8)];
         const PREFILL: [(u32, u32, u32); 6] =
@@ -563,15 +568,38 @@ impl GpuAttentionSchedule {
             // On warpgroup MMAs a block's values outlive its keys by one block: a stage more.
             for stages in if wgmma { [3, 4] } else { [2, 3] } {
                 let a = GpuAttentionSchedule { block: [br, bc], warps, stages, splits: 0, wgmma, ..Self::plain() };
-                if a.fits(shape, device) {
-                    out.push(a);
+                if !a.fits(shape, device) {
+                    continue;
                 }
+                if a.wgmma && a.consumer_warps() == 8 {
+                    out.extend(a.producer_variants().into_iter().rev().filter(|v| v.fits(shape, device)));
+                }
+                out.push(a);
             }
         }
         if decoding && let Some(first) = out.first().copied() {
             out.extend([1, 2, 4, 8, 16, 32].map(|splits| GpuAttentionSchedule { splits, ..first }));
         }
         out
+    }
+
+    /// The space and the producer variants it leaves out (those of one consumer warpgroup, and
+    /// any a stage count rules out of the space): every schedule of the kernel for `shape` that
+    /// a tuning record may name. The tests run them all.
+    pub fn space_and_variants(shape: &AttentionShape, device: AttentionDevice) -> Vec<GpuAttentionSchedule> {
+        let mut all = GpuAttentionSchedule::space(shape, device);
+        let variants: Vec<GpuAttentionSchedule> = all
+            .iter()
+            .filter(|a| !a.producer)
+            .flat_map(GpuAttentionSchedule::producer_variants)
+            .filter(|v| v.fits(shape, device))
+            .collect();
+        for v in variants {
+            if !all.contains(&v) {
+                all.push(v);
+            }
+        }
+        all
     }
 
     /// Blocks of this schedule one SM holds at once on a target with `caps`, by its shared
@@ -943,7 +971,8 @@ mod tests {
         // decoding, other head dimensions or score functions that read tensors.
         let hopper = AttentionDevice::of(&GpuArch::Sm90a.caps());
         let first = GpuAttentionSchedule::default_for(&prefill, hopper);
-        assert_eq!((first.block, first.warps, first.stages, first.wgmma), ([128, 128], 8, 3, true));
+        assert_eq!((first.block, first.warps, first.stages, first.wgmma), ([128, 128], 12, 3, true));
+        assert!(first.producer && first.pingpong && first.tma, "{first:?}");
         let space = GpuAttentionSchedule::space(&prefill, hopper);
         assert!(space.iter().any(|a| !a.wgmma), "the mma.sync schedules stay in the space");
         for a in &space {
@@ -967,8 +996,15 @@ mod tests {
         let prefill = AttentionShape { depth: 128, width: 128, score_reads: 0, rows: 4096 };
         let hopper = AttentionDevice::of(&GpuArch::Sm90a.caps());
         let space = GpuAttentionSchedule::space(&prefill, hopper);
-        assert!(space.iter().all(|a| !a.producer && !a.pingpong && !a.tma), "not in the space yet");
-        let first = space[0];
+        // Two consumer warpgroups come after their four producer variants, best first.
+        let first = space[4];
+        assert_eq!((first.block, first.warps, first.producer), ([128, 128], 8, false), "{space:?}");
+        assert_eq!(space[..4].iter().rev().copied().collect::<Vec<_>>(), first.producer_variants());
+        // One consumer warpgroup keeps no producer in the space (measured slower).
+        assert!(space.iter().filter(|a| a.producer).all(|a| a.consumer_warps() == 8));
+        let d64 = AttentionShape { depth: 64, width: 64, ..prefill };
+        let d64_first = GpuAttentionSchedule::default_for(&d64, hopper);
+        assert_eq!((d64_first.block, d64_first.producer), ([64, 64], false));
         let producer = first.with_producer().unwrap();
         assert_eq!((producer.warps, producer.consumer_warps(), producer.rows_per_warp()), (12, 8, 16));
         let pingpong = first.with_pingpong().unwrap();

@@ -80,17 +80,10 @@ fn space(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
     GpuAttentionSchedule::space(&shape, shared())
 }
 
-/// The space of case `c` with the producer, ping-pong and TMA variants of its warpgroup schedules
-/// (not yet in the space: these tests are their first runs on a GPU).
+/// The space of case `c` with the producer variants it leaves out.
 fn space_and_variants(c: &AttentionCase) -> Vec<GpuAttentionSchedule> {
-    let space = space(c);
-    let variants = variants(&space);
-    space.into_iter().chain(variants).collect()
-}
-
-/// The producer, ping-pong and TMA variants of the warpgroup schedules among `schedules`.
-fn variants(schedules: &[GpuAttentionSchedule]) -> Vec<GpuAttentionSchedule> {
-    schedules.iter().flat_map(GpuAttentionSchedule::producer_variants).collect()
+    let shape = GpuAttention::find(&c.graph().unwrap()).expect("an attention the GPU kernel runs").shape();
+    GpuAttentionSchedule::space_and_variants(&shape, shared())
 }
 
 /// The default schedule of case `c` on this device.
@@ -339,11 +332,8 @@ fn time_every_schedule_on_the_suite_shapes() {
         let inputs = random_inputs(&g, &Bindings::new(), 1).unwrap();
         let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
         let reference = dev.run_program(&program(&c, default(&c)), &host).unwrap()[0].to_interp();
-        // The space, then the variants of its first two warpgroup schedules (the defaults).
-        let listed = space(&c);
-        let first: Vec<GpuAttentionSchedule> = listed.iter().filter(|s| s.wgmma).take(2).copied().collect();
-        let extra = variants(&first);
-        for s in listed.into_iter().chain(extra) {
+        // The space, then the producer variants it leaves out.
+        for s in space_and_variants(&c) {
             let p = program(&c, s);
             let t = dev.time_program(&p, &host, opts).unwrap();
             let out = dev.run_program(&p, &host).unwrap()[0].to_interp();
