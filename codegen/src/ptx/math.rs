@@ -13,8 +13,9 @@
 //!   bf16 results the product is not split (relative error below 2^-15, see `exp_half`).
 //! - `log`: `lg2.approx.f32 · ln 2`: absolute error at most about 2^-22 for x in [0.5, 2], relative
 //!   error about 3 ulp elsewhere.
-//! - `tanh`: Cephes `tanhf` (odd polynomial for |x| < 0.625, `1 - 2/(e^{2|x|}+1)` above, the
-//!   quotient by `rcp.approx.ftz.f32` and one Newton step, e^{2|x|} clamped at e^40): a few ulp.
+//! - `tanh`: Cephes `tanhf`'s ranges (odd polynomial for |x| < 0.625, `1 - 2/(e^{2|x|}+1)` above
+//!   with `ex2.approx.ftz` of the product rounded once and `rcp.approx.ftz.f32`, e^{2|x|} clamped
+//!   at e^40): 3.6 ulp at most, see [`tanh`].
 //! - `sigmoid`, `gelu`: built from `exp` with correctly rounded division: a few ulp. For f16/bf16
 //!   results gelu multiplies by `rcp.approx.ftz.f32` (1 ulp), see [`gelu`].
 //! - `pow(a, b) = 2^(b·log2|a|)` with IEEE special cases: relative error about
@@ -147,13 +148,68 @@ fn exp_half(f: &mut Func, x: &str) -> String {
     f.call("float", "llvm.nvvm.ex2.approx.ftz.f", &[("float", &t)])
 }
 
+/// The f32 value of an operand that is a constant of [`fc`]'s form.
+fn constant_value(operand: &str) -> Option<f32> {
+    let hex = operand.strip_prefix("0x").filter(|h| h.len() == 16)?;
+    let v = f64::from_bits(u64::from_str_radix(hex, 16).ok()?);
+    #[allow(clippy::cast_possible_truncation)]
+    let v32 = v as f32;
+    (f64::from(v32) == v).then_some(v32)
+}
+
+/// `(b, y)` with `y` the correctly rounded f32 reciprocal of `b`, where `b` and `y` are both
+/// normal numbers (else the quotient by `b` is left to `div.rn.f32`). `1/b` in f64 is within
+/// 2^-53 of the true reciprocal, and of the three f32 numbers around it the one whose product with
+/// `b` is nearest 1 is the correctly rounded one (the products are exact in f64).
+pub(crate) fn reciprocal(b: f32) -> Option<(f32, f32)> {
+    if !b.is_normal() {
+        return None;
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    let near = (1.0 / f64::from(b)) as f32;
+    if !near.is_normal() {
+        return None;
+    }
+    let miss = |y: f32| (f64::from(y) * f64::from(b) - 1.0).abs();
+    let y = [near.next_down(), near, near.next_up()].into_iter().min_by(|x, y| miss(*x).total_cmp(&miss(*y)))?;
+    y.is_normal().then_some((b, y))
+}
+
+/// `a / b` for a constant `b` with the correctly rounded reciprocal `y` (both normal):
+/// `q = a·y`, the remainder `r = a - q·b` (exact, by an FMA), then `q + r·y`, which is the
+/// correctly rounded quotient (Markstein's theorem; `tests::dividing_by_a_constant_is_correctly_rounded`
+/// checks every significand of `a` for a set of divisors). Where `q` is 0, infinite or NaN the
+/// result is `q` itself (`a·y` carries the quotient's sign, infinity or NaN; the correction would
+/// turn infinities into NaN and -0 into +0). Eight instructions without a MUFU, against
+/// `div.rn.f32`'s subroutine with a reciprocal: the soft-capped attention's `s / 30` per score
+/// took 2.35 of its 7.2 ms on an H100 (BENCHMARKS.md, session 18).
+fn divide_by_constant(f: &mut Func, a: &str, b: f32, y: f32) -> String {
+    let (b, y) = (fc(b), fc(y));
+    let q = f.v(format!("fmul float {a}, {y}"));
+    let nq = f.v(format!("fneg float {q}"));
+    let r = fma(f, &nq, &b, a);
+    let corrected = fma(f, &r, &y, &q);
+    let aq = fabs(f, &q);
+    let nonzero = f.v(format!("fcmp ogt float {aq}, {}", fc(0.0)));
+    let finite = f.v(format!("fcmp olt float {aq}, {}", fc(f32::INFINITY)));
+    let normal = f.v(format!("and i1 {nonzero}, {finite}"));
+    sel(f, &normal, "float", &corrected, &q)
+}
+
 /// `ln x`.
 fn log(f: &mut Func, x: &str) -> String {
     let l = log2(f, x);
     f.v(format!("fmul float {l}, {}", fc(std::f32::consts::LN_2)))
 }
 
-/// `tanh x`, Cephes `tanhf`.
+/// `tanh x`, Cephes `tanhf`'s two ranges: an odd polynomial for |x| < 0.625, else
+/// `1 - 2/(e^{2|x|} + 1)` with the sign of x, where `e^{2|x|}` is `ex2.approx.ftz` of the product
+/// `2|x|·log2 e` rounded once (not [`exp`]'s split product: tanh's absolute error is the relative
+/// error of `e^{2|x|}` times `2e/(e+1)^2`, which falls as `e^{-2|x|}` while the product's rounding
+/// grows only with |x|) and the quotient by `rcp.approx.ftz.f32`: 3.6 ulp at most with both
+/// approximations at their bounds, worst next to 0.625. The product is clamped at 57.7 (`e^40`; tanh is 1 in f32 from |x| = 9.1 on), so the
+/// divisor stays finite. Eighteen instructions, two of them MUFU (the soft-capped attention spends
+/// them per score: BENCHMARKS.md, session 18).
 fn tanh(f: &mut Func, x: &str) -> String {
     let ax = fabs(f, x);
     // Small: x + x^3 P(x^2).
@@ -165,23 +221,17 @@ fn tanh(f: &mut Func, x: &str) -> String {
     }
     let pz = f.v(format!("fmul float {p}, {z}"));
     let small_v = fma(f, &pz, x, x);
-    // Large: 1 - 2 / (e^{2|x|} + 1), with the sign of x. 2|x| is clamped at 40 (tanh is 1 in f32
-    // from |x| = 9.1 on), so the divisor stays finite and the quotient is the approximate
-    // reciprocal refined by one Newton step (within an ulp of the correctly rounded one) instead
-    // of a correctly rounded division (a subroutine of about twenty instructions).
-    let two_ax = f.v(format!("fmul float {ax}, {}", fc(2.0)));
-    // (A compare and select, not `minnum`, which would turn a NaN into 40.)
-    let over = f.v(format!("fcmp ogt float {two_ax}, {}", fc(40.0)));
-    let two_ax = sel(f, &over, "float", &fc(40.0), &two_ax);
-    let e = exp(f, &two_ax);
+    // Large: 1 - 2 / (2^t + 1) with t = 2|x|·log2 e, clamped.
+    const T_MAX: f32 = 57.707_8; // 40·log2 e
+    let t = f.v(format!("fmul float {ax}, {}", fc(2.0 * std::f32::consts::LOG2_E)));
+    // (A compare and select, not `minnum`, which would turn a NaN into the bound.)
+    let over = f.v(format!("fcmp ogt float {t}, {}", fc(T_MAX)));
+    let t = sel(f, &over, "float", &fc(T_MAX), &t);
+    let e = f.call("float", "llvm.nvvm.ex2.approx.ftz.f", &[("float", &t)]);
     let e1 = f.v(format!("fadd float {e}, {}", fc(1.0)));
-    let r0 = f.call("float", "llvm.nvvm.rcp.approx.ftz.f", &[("float", &e1)]);
-    let ne1 = f.v(format!("fneg float {e1}"));
-    let err = fma(f, &ne1, &r0, &fc(1.0));
-    let r = fma(f, &r0, &err, &r0);
-    let q = f.v(format!("fmul float {r}, {}", fc(2.0)));
-    let r = f.v(format!("fsub float {}, {q}", fc(1.0)));
-    let large_v = f.call("float", "llvm.copysign.f32", &[("float", &r), ("float", x)]);
+    let r = f.call("float", "llvm.nvvm.rcp.approx.ftz.f", &[("float", &e1)]);
+    let v = fma(f, &fc(-2.0), &r, &fc(1.0));
+    let large_v = f.call("float", "llvm.copysign.f32", &[("float", &v), ("float", x)]);
     let small = f.v(format!("fcmp olt float {ax}, {}", fc(0.625)));
     sel(f, &small, "float", &small_v, &large_v)
 }
@@ -368,11 +418,15 @@ pub(crate) fn binary(
         BinaryOp::Add => f.v(format!("fadd float {a}, {b}")),
         BinaryOp::Sub => f.v(format!("fsub float {a}, {b}")),
         BinaryOp::Mul => f.v(format!("fmul float {a}, {b}")),
-        // Correctly rounded for every dtype: `div.rn.f32`, then the rounding to f16/bf16 (a double
+        // Correctly rounded for every dtype: `div.rn.f32` (or, by a constant, its reciprocal and
+        // Markstein's correction: [`divide_by_constant`]), then the rounding to f16/bf16 (a double
         // rounding that is harmless, f32's 24 bits being at least 2p + 2 for their p of 11 and 8
-        // bits). Not `a · (1/b)`: for f16 that can round the other way next to a midpoint, so
-        // a quotient would differ from the interpreter's (issue 30).
-        BinaryOp::Div => f.v(format!("fdiv float {a}, {b}")),
+        // bits). Not `a · (1/b)` alone: for f16 that can round the other way next to a midpoint,
+        // so a quotient would differ from the interpreter's (issue 30).
+        BinaryOp::Div => match constant_value(b).and_then(reciprocal) {
+            Some((divisor, y)) => divide_by_constant(f, a, divisor, y),
+            None => f.v(format!("fdiv float {a}, {b}")),
+        },
         BinaryOp::Max => minmax_nan(f, true, a, b),
         BinaryOp::Min => minmax_nan(f, false, a, b),
         BinaryOp::Pow => pow(f, a, b),
@@ -486,4 +540,97 @@ pub(crate) fn reduce_finish(
     }
     let v = if op == ReduceOp::Mean { f.v(format!("fdiv float {acc}, {}", fc(count as f32))) } else { acc.to_string() };
     round(f, caps, dtype, &v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The quotient [`divide_by_constant`] computes, in f32 arithmetic on the host.
+    fn markstein(a: f32, b: f32, y: f32) -> f32 {
+        let q = a * y;
+        let corrected = (-q).mul_add(b, a).mul_add(y, q);
+        if q != 0.0 && q.is_finite() { corrected } else { q }
+    }
+
+    /// `a / b` correctly rounded: f64's quotient of two f32 numbers is never an f32 midpoint nor
+    /// within 2^-53 of one unless exact, so rounding it to f32 rounds the true quotient once.
+    fn exact(a: f32, b: f32) -> f32 {
+        #[allow(clippy::cast_possible_truncation)]
+        let q = (f64::from(a) / f64::from(b)) as f32;
+        q
+    }
+
+    /// `tanh x` as [`tanh`] computes it above 0.625, with `2^t` and the reciprocal off by
+    /// `e_err` and `r_err` (relative).
+    fn tanh_large(x: f32, e_err: f64, r_err: f64) -> f32 {
+        let t = (x.abs() * (2.0 * std::f32::consts::LOG2_E)).min(57.707_8);
+        #[allow(clippy::cast_possible_truncation)]
+        let e = (f64::from(t).exp2() * (1.0 + e_err)) as f32;
+        #[allow(clippy::cast_possible_truncation)]
+        let r = ((1.0 / f64::from(e + 1.0)) * (1.0 + r_err)) as f32;
+        (-2.0f32).mul_add(r, 1.0).copysign(x)
+    }
+
+    #[test]
+    fn tanh_above_the_polynomial_is_within_four_ulp_at_the_approximations_worst() {
+        // PTX ISA bounds: ex2.approx.ftz.f32 2 ulp (2^-22), rcp.approx.ftz.f32 1 ulp (2^-23).
+        let ulp = |v: f32| f64::from(v.next_up() - v);
+        let mut worst = 0.0f64;
+        for bits in (0.625f32.to_bits()..=9.5f32.to_bits()).step_by(97) {
+            let x = f32::from_bits(bits);
+            let want = f64::from(x).tanh();
+            #[allow(clippy::cast_possible_truncation)]
+            let u = ulp(want as f32);
+            for (e_err, r_err) in [(2e-7, 1.2e-7), (-2e-7, -1.2e-7), (2e-7, -1.2e-7), (-2e-7, 1.2e-7)] {
+                worst = worst.max((f64::from(tanh_large(x, e_err, r_err)) - want).abs() / u);
+            }
+        }
+        assert!(worst <= 4.0, "{worst} ulp");
+    }
+
+    #[test]
+    fn reciprocals_are_correctly_rounded_and_only_of_normal_numbers() {
+        for b in [3.0f32, 30.0, 7.0, 0.1, 11.313_708, 1e-30, 6e37, 1.5, 0.999_999_9] {
+            let (_, y) = reciprocal(b).unwrap();
+            let miss = |y: f32| (f64::from(y) * f64::from(b) - 1.0).abs();
+            assert!(miss(y) < miss(y.next_up()) && miss(y) < miss(y.next_down()), "{b}");
+        }
+        assert_eq!(reciprocal(2.0), Some((2.0, 0.5)));
+        for b in [0.0f32, -0.0, f32::INFINITY, f32::NAN, 1e-40, 1e38, -1e38] {
+            assert_eq!(reciprocal(b), None, "{b}");
+        }
+        assert_eq!(constant_value(&fc(30.0)), Some(30.0));
+        assert_eq!(constant_value("%v3"), None);
+        assert_eq!(constant_value("0x3FB999999999999A"), None, "0.1 in f64 is no f32");
+    }
+
+    #[test]
+    fn dividing_by_a_constant_is_correctly_rounded() {
+        // Every significand of a in [1, 2) (scaling a by a power of two scales the quotient
+        // exactly while it stays normal), for divisors of attention's soft caps and scales, odd
+        // ones, ones just off a power of two and a few spread over the exponent range.
+        let mut divisors = vec![30.0f32, 50.0, 11.313_708, 3.0, 7.0, 0.1, 1.000_000_1, 1.999_999_9, 6.0e-20, 3.3e25];
+        let mut state = 0x9E37_79B9_u32;
+        for _ in 0..4 {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            divisors.push(f32::from_bits(0x3F80_0000 | (state >> 9)) * 1.0e3);
+        }
+        for b in divisors {
+            let (_, y) = reciprocal(b).unwrap();
+            for bits in 0x3F80_0000u32..0x4000_0000 {
+                let a = f32::from_bits(bits);
+                let (got, want) = (markstein(a, b, y), exact(a, b));
+                assert!(got.to_bits() == want.to_bits(), "{a:e} / {b:e}: {got:e}, correctly rounded {want:e}");
+            }
+            // The special cases keep the quotient's sign, infinities and NaN.
+            for a in [0.0f32, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, -3.0e38, 1e-45] {
+                let (got, want) = (markstein(a, b, y), exact(a, b));
+                assert!(got.to_bits() == want.to_bits() || (got - want).abs() <= 1e-45, "{a:e} / {b:e}: {got:e}");
+            }
+            assert!(markstein(f32::NAN, b, y).is_nan());
+        }
+    }
 }
