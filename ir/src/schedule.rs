@@ -32,7 +32,7 @@ pub const SCHEDULE_FORMAT: u32 = 1;
 /// measured on this device by this version and [`SCHEDULE_FORMAT`]; others are *borrowed* and
 /// re-measured by the next `tcc tune`. It is not the crate version: a release that changes no
 /// generated code re-tunes nothing.
-pub const CODEGEN_VERSION: u32 = 5;
+pub const CODEGEN_VERSION: u32 = 6;
 
 /// A warpgroup (wgmma) GEMM schedule: the knobs of the sm_90a warpgroup lowering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
