@@ -5,7 +5,7 @@
 //!
 //! Covered elsewhere (RELIABILITY.md lists them): a corrupt row or a file that is not a database
 //! (`cache.rs`), a hanging candidate (`process.rs`), a tuning run killed with SIGKILL
-//! (`concurrency.rs`), Redis against a real server (`redis.rs`, feature `redis-tests`).
+//! (`concurrency.rs`), Redis against a real server (`redis.rs`, ignored unless asked for).
 
 #[cfg(feature = "shared-cache")]
 use std::io::Read;

@@ -10,6 +10,6 @@ mod common;
 mod concurrency;
 mod faults;
 mod process;
-#[cfg(feature = "redis-tests")]
+#[cfg(feature = "shared-cache")]
 mod redis;
 mod search;

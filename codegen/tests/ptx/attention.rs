@@ -13,7 +13,7 @@ use tcc_ir::testing::attention::{AttentionCase, MaskForm, ScoreForm};
 use tcc_ir::testing::{compare_outputs, random_inputs};
 use tcc_ir::{Bindings, DType, Kernel, KernelClass, TensorType};
 
-use super::{check_kernel, kernel, lowerings, sim, sim_tolerance};
+use super::{check_kernel, kernel, lowerings, on_every_core, sim, sim_tolerance};
 
 /// The entries of the one-kernel form.
 const ONE: [&str; 1] = ["attention"];
@@ -63,8 +63,11 @@ const SCORE_FORMS: [(ScoreForm, MaskForm); 3] = [
 
 #[test]
 fn every_schedule_of_the_space_assembles_without_spills() {
+    // The plain score function in f16 and bf16, and a bias tensor (the most registers), at every
+    // head dim; every schedule of the space with the producer, ping-pong and TMA variants of the
+    // warpgroup ones, and at head dims 64 and 128 the one-kernel form of each too.
+    let mut jobs = Vec::new();
     for head_dim in (16..=128u64).step_by(16) {
-        // The plain score function in f16 and bf16, and a bias tensor (the most registers).
         let forms = [
             (DType::F16, ScoreForm::Plain, MaskForm::Causal),
             (DType::BF16, ScoreForm::Plain, MaskForm::None),
@@ -74,22 +77,20 @@ fn every_schedule_of_the_space_assembles_without_spills() {
             let c = case(dtype, head_dim, score, mask);
             let space = space(&c);
             assert!(space.len() >= 2, "head dim {head_dim}, {score:?}: {space:?}");
-            // With the producer, ping-pong and TMA variants of every warpgroup schedule.
             for s in space {
-                for compiled in check_kernel(&attention_kernel(&c, s), &Bindings::new()) {
-                    let l = lowerings(&compiled);
-                    assert!(l == ONE || l == SPLIT, "{s:?}: {l:?}");
-                }
+                jobs.push((c.clone(), s, false));
                 if matches!(head_dim, 64 | 128) {
-                    // The one-kernel form of the same schedule.
-                    let one = GpuAttentionSchedule { splits: 1, ..s };
-                    for compiled in check_kernel(&attention_kernel(&c, one), &Bindings::new()) {
-                        assert_eq!(lowerings(&compiled), ONE, "{one:?}");
-                    }
+                    jobs.push((c.clone(), GpuAttentionSchedule { splits: 1, ..s }, true));
                 }
             }
         }
     }
+    on_every_core(&jobs, |(c, s, one_kernel)| {
+        for compiled in check_kernel(&attention_kernel(c, *s), &Bindings::new()) {
+            let l = lowerings(&compiled);
+            assert!(if *one_kernel { l == ONE } else { l == ONE || l == SPLIT }, "{s:?}: {l:?}");
+        }
+    });
 }
 
 #[test]
@@ -134,19 +135,21 @@ fn decode_case(dtype: DType, head_dim: u64, (q_len, kv_len): (u64, u64), kv_head
 
 #[test]
 fn every_decode_schedule_assembles_without_spills() {
+    let mut jobs = Vec::new();
     for head_dim in [32u64, 64, 80, 128] {
         for (dtype, mask, lse) in [(DType::F16, MaskForm::Causal, false), (DType::BF16, MaskForm::None, true)] {
             let c = AttentionCase { mask, log_sum_exp: lse, ..decode_case(dtype, head_dim, (1, 4100), 2) };
             let space = space(&c);
             assert!(space.iter().all(|s| s.block[0] <= 64), "{space:?}");
-            for s in space {
-                // Decoding runs the split form, even in one split (it packs the heads).
-                for compiled in check_kernel(&attention_kernel(&c, s), &Bindings::new()) {
-                    assert_eq!(lowerings(&compiled), SPLIT, "{s:?}");
-                }
-            }
+            jobs.extend(space.into_iter().map(|s| (c.clone(), s)));
         }
     }
+    on_every_core(&jobs, |(c, s)| {
+        // Decoding runs the split form, even in one split (it packs the heads).
+        for compiled in check_kernel(&attention_kernel(c, *s), &Bindings::new()) {
+            assert_eq!(lowerings(&compiled), SPLIT, "{s:?}");
+        }
+    });
 }
 
 /// Emulates case `c` under `schedule` (compiled for sm_80: `mma.sync`, `ldmatrix`, `cp.async`)

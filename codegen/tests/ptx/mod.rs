@@ -35,6 +35,22 @@ fn kernel(name: &str, class: KernelClass, graph: Graph) -> Kernel {
     Kernel { name: name.to_string(), class, graph, schedule: Schedule::default_for(Tier::Ptx) }
 }
 
+/// Runs `check` on every item on all of the machine's cores (the long ptxas sweeps of a space;
+/// a panic in any of them fails the test once every thread has stopped).
+pub(crate) fn on_every_core<T: Sync>(items: &[T], check: impl Fn(&T) + Sync) {
+    let threads = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).min(items.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while let Some(item) = items.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                    check(item);
+                }
+            });
+        }
+    });
+}
+
 /// Compiles `k` for both targets, assembles each with ptxas and checks for spills.
 pub(crate) fn check_kernel(k: &Kernel, bindings: &Bindings) -> Vec<PtxKernel> {
     GpuArch::ALL
