@@ -157,11 +157,11 @@ fn constant_value(operand: &str) -> Option<f32> {
     (f64::from(v32) == v).then_some(v32)
 }
 
-/// `(b, y)` with `y` the correctly rounded f32 reciprocal of `b`, where `b` and `y` are both
-/// normal numbers (else the quotient by `b` is left to `div.rn.f32`). `1/b` in f64 is within
+/// The correctly rounded f32 reciprocal of `b`, where `b` and it are both normal numbers (else
+/// the quotient by `b` is left to `div.rn.f32`). `1/b` in f64 is within
 /// 2^-53 of the true reciprocal, and of the three f32 numbers around it the one whose product with
 /// `b` is nearest 1 is the correctly rounded one (the products are exact in f64).
-pub(crate) fn reciprocal(b: f32) -> Option<(f32, f32)> {
+fn reciprocal(b: f32) -> Option<f32> {
     if !b.is_normal() {
         return None;
     }
@@ -172,19 +172,19 @@ pub(crate) fn reciprocal(b: f32) -> Option<(f32, f32)> {
     }
     let miss = |y: f32| (f64::from(y) * f64::from(b) - 1.0).abs();
     let y = [near.next_down(), near, near.next_up()].into_iter().min_by(|x, y| miss(*x).total_cmp(&miss(*y)))?;
-    y.is_normal().then_some((b, y))
+    y.is_normal().then_some(y)
 }
 
-/// `a / b` for a constant `b` with the correctly rounded reciprocal `y` (both normal):
-/// `q = a·y`, the remainder `r = a - q·b` (exact, by an FMA), then `q + r·y`, which is the
+/// `a / b` for a constant `b` with a correctly rounded reciprocal `y` (both normal; `None`
+/// otherwise): `q = a·y`, the remainder `r = a - q·b` (exact, by an FMA), then `q + r·y`, which is the
 /// correctly rounded quotient (Markstein's theorem; `tests::dividing_by_a_constant_is_correctly_rounded`
 /// checks every significand of `a` for a set of divisors). Where `q` is 0, infinite or NaN the
 /// result is `q` itself (`a·y` carries the quotient's sign, infinity or NaN; the correction would
 /// turn infinities into NaN and -0 into +0). Eight instructions without a MUFU, against
 /// `div.rn.f32`'s subroutine with a reciprocal: the soft-capped attention's `s / 30` per score
 /// took 2.35 of its 7.2 ms on an H100 (BENCHMARKS.md, session 18).
-fn divide_by_constant(f: &mut Func, a: &str, b: f32, y: f32) -> String {
-    let (b, y) = (fc(b), fc(y));
+fn divide_by_constant(f: &mut Func, a: &str, b: f32) -> Option<String> {
+    let (b, y) = (fc(b), fc(reciprocal(b)?));
     let q = f.v(format!("fmul float {a}, {y}"));
     let nq = f.v(format!("fneg float {q}"));
     let r = fma(f, &nq, &b, a);
@@ -193,7 +193,7 @@ fn divide_by_constant(f: &mut Func, a: &str, b: f32, y: f32) -> String {
     let nonzero = f.v(format!("fcmp ogt float {aq}, {}", fc(0.0)));
     let finite = f.v(format!("fcmp olt float {aq}, {}", fc(f32::INFINITY)));
     let normal = f.v(format!("and i1 {nonzero}, {finite}"));
-    sel(f, &normal, "float", &corrected, &q)
+    Some(sel(f, &normal, "float", &corrected, &q))
 }
 
 /// `ln x`.
@@ -202,13 +202,16 @@ fn log(f: &mut Func, x: &str) -> String {
     f.v(format!("fmul float {l}, {}", fc(std::f32::consts::LN_2)))
 }
 
+/// The bound of [`tanh`]'s exponent `2|x|·log2 e`: 40·log2 e (`e^40`).
+const TANH_T_MAX: f32 = 57.707_8;
+
 /// `tanh x`, Cephes `tanhf`'s two ranges: an odd polynomial for |x| < 0.625, else
 /// `1 - 2/(e^{2|x|} + 1)` with the sign of x, where `e^{2|x|}` is `ex2.approx.ftz` of the product
 /// `2|x|·log2 e` rounded once (not [`exp`]'s split product: tanh's absolute error is the relative
 /// error of `e^{2|x|}` times `2e/(e+1)^2`, which falls as `e^{-2|x|}` while the product's rounding
 /// grows only with |x|) and the quotient by `rcp.approx.ftz.f32`: 3.6 ulp at most with both
-/// approximations at their bounds, worst next to 0.625. The product is clamped at 57.7 (`e^40`; tanh is 1 in f32 from |x| = 9.1 on), so the
-/// divisor stays finite. Eighteen instructions, two of them MUFU (the soft-capped attention spends
+/// approximations at their bounds, worst next to 0.625. The product is clamped at
+/// [`TANH_T_MAX`] (`e^40`; tanh is 1 in f32 from |x| = 9.1 on), so the divisor stays finite. Eighteen instructions, two of them MUFU (the soft-capped attention spends
 /// them per score: BENCHMARKS.md, session 18).
 fn tanh(f: &mut Func, x: &str) -> String {
     let ax = fabs(f, x);
@@ -222,11 +225,10 @@ fn tanh(f: &mut Func, x: &str) -> String {
     let pz = f.v(format!("fmul float {p}, {z}"));
     let small_v = fma(f, &pz, x, x);
     // Large: 1 - 2 / (2^t + 1) with t = 2|x|·log2 e, clamped.
-    const T_MAX: f32 = 57.707_8; // 40·log2 e
     let t = f.v(format!("fmul float {ax}, {}", fc(2.0 * std::f32::consts::LOG2_E)));
     // (A compare and select, not `minnum`, which would turn a NaN into the bound.)
-    let over = f.v(format!("fcmp ogt float {t}, {}", fc(T_MAX)));
-    let t = sel(f, &over, "float", &fc(T_MAX), &t);
+    let over = f.v(format!("fcmp ogt float {t}, {}", fc(TANH_T_MAX)));
+    let t = sel(f, &over, "float", &fc(TANH_T_MAX), &t);
     let e = f.call("float", "llvm.nvvm.ex2.approx.ftz.f", &[("float", &t)]);
     let e1 = f.v(format!("fadd float {e}, {}", fc(1.0)));
     let r = f.call("float", "llvm.nvvm.rcp.approx.ftz.f", &[("float", &e1)]);
@@ -423,10 +425,9 @@ pub(crate) fn binary(
         // rounding that is harmless, f32's 24 bits being at least 2p + 2 for their p of 11 and 8
         // bits). Not `a · (1/b)` alone: for f16 that can round the other way next to a midpoint,
         // so a quotient would differ from the interpreter's (issue 30).
-        BinaryOp::Div => match constant_value(b).and_then(reciprocal) {
-            Some((divisor, y)) => divide_by_constant(f, a, divisor, y),
-            None => f.v(format!("fdiv float {a}, {b}")),
-        },
+        BinaryOp::Div => constant_value(b)
+            .and_then(|divisor| divide_by_constant(f, a, divisor))
+            .unwrap_or_else(|| f.v(format!("fdiv float {a}, {b}"))),
         BinaryOp::Max => minmax_nan(f, true, a, b),
         BinaryOp::Min => minmax_nan(f, false, a, b),
         BinaryOp::Pow => pow(f, a, b),
@@ -564,7 +565,7 @@ mod tests {
     /// `tanh x` as [`tanh`] computes it above 0.625, with `2^t` and the reciprocal off by
     /// `e_err` and `r_err` (relative).
     fn tanh_large(x: f32, e_err: f64, r_err: f64) -> f32 {
-        let t = (x.abs() * (2.0 * std::f32::consts::LOG2_E)).min(57.707_8);
+        let t = (x.abs() * (2.0 * std::f32::consts::LOG2_E)).min(TANH_T_MAX);
         #[allow(clippy::cast_possible_truncation)]
         let e = (f64::from(t).exp2() * (1.0 + e_err)) as f32;
         #[allow(clippy::cast_possible_truncation)]
@@ -592,11 +593,11 @@ mod tests {
     #[test]
     fn reciprocals_are_correctly_rounded_and_only_of_normal_numbers() {
         for b in [3.0f32, 30.0, 7.0, 0.1, 11.313_708, 1e-30, 6e37, 1.5, 0.999_999_9] {
-            let (_, y) = reciprocal(b).unwrap();
+            let y = reciprocal(b).unwrap();
             let miss = |y: f32| (f64::from(y) * f64::from(b) - 1.0).abs();
             assert!(miss(y) < miss(y.next_up()) && miss(y) < miss(y.next_down()), "{b}");
         }
-        assert_eq!(reciprocal(2.0), Some((2.0, 0.5)));
+        assert_eq!(reciprocal(2.0), Some(0.5));
         for b in [0.0f32, -0.0, f32::INFINITY, f32::NAN, 1e-40, 1e38, -1e38] {
             assert_eq!(reciprocal(b), None, "{b}");
         }
@@ -619,7 +620,7 @@ mod tests {
             divisors.push(f32::from_bits(0x3F80_0000 | (state >> 9)) * 1.0e3);
         }
         for b in divisors {
-            let (_, y) = reciprocal(b).unwrap();
+            let y = reciprocal(b).unwrap();
             for bits in 0x3F80_0000u32..0x4000_0000 {
                 let a = f32::from_bits(bits);
                 let (got, want) = (markstein(a, b, y), exact(a, b));
