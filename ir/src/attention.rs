@@ -14,7 +14,11 @@
 //!   (possibly cast) is the output product's left operand, or `p = e` and the product is divided
 //!   by `l` afterwards;
 //! - nothing else reads the scores, the logits, `e` or the row statistics, and every value after
-//!   the output product is elementwise on its shape (a cast, a residual): the first graph output;
+//!   the output product is elementwise on its shape (a cast, a residual), up to the value stored
+//!   as the first graph output, possibly through a *layout tail* ([`OutputLayout`]): a permute
+//!   that keeps the head (last) axis last, then reshapes, so that the kernel stores each output
+//!   row where the permuted, reshaped tensor has it (`o.permute([2, 0, 1, 3]).reshape([S, H*d])`
+//!   before an output projection costs no kernel of its own);
 //! - any further graph output is a *statistic* of the rows: computed elementwise from the row
 //!   maximum and sum alone (the log-sum-exp `row_max + log(row_sum)` that a split-KV combine or a
 //!   backward pass needs), with the domain's shape with the key axis kept as 1 or dropped.
@@ -56,6 +60,29 @@ pub struct Attention {
     /// The graph's further outputs, each a statistic of the rows (see the module docs), in output
     /// order.
     pub statistics: Vec<NodeId>,
+    /// Where the first output's value is stored through a layout tail, if it is.
+    pub layout: Option<OutputLayout>,
+}
+
+/// The layout tail of an attention's first output: `value` (the output product's shape) goes
+/// through a permute that keeps the last axis last, then reshapes (which keep every element's
+/// flat position), to the graph's output. So the element at multi-index `i` of `value` lands at
+/// the flat position of `i` permuted by `perm` in `value`'s dims permuted alike, and consecutive
+/// elements of a head stay consecutive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputLayout {
+    /// The value the tail moves: elementwise from the output product, of its shape.
+    pub value: NodeId,
+    /// The permutation (`perm[k]`: the axis of `value` that is axis `k` of the permuted tensor;
+    /// the identity when the tail only reshapes).
+    pub perm: Vec<usize>,
+}
+
+impl OutputLayout {
+    /// `items` (one per axis of the value) in the permuted order.
+    pub fn permuted<T: Clone>(&self, items: &[T]) -> Vec<T> {
+        self.perm.iter().filter_map(|&p| items.get(p).cloned()).collect()
+    }
 }
 
 /// Where the division by the row sum happens.
@@ -176,6 +203,9 @@ impl Attention {
         let (scores, output) = (NodeId(*s as u32), NodeId(*o as u32));
         let (out, statistics) = g.outputs.split_first()?;
         let users = g.users();
+        let layout = output_layout(g, &users, *out);
+        let in_tail = layout.as_ref().map(|l| g.downstream_of(l.value));
+        let tail = |n: NodeId| layout.as_ref().zip(in_tail.as_ref()).is_some_and(|(l, t)| t[n.index()] && n != l.value);
         let domain = shape(g, scores)?;
         let rank = domain.rank();
         if rank < 2 || shape(g, output)?.rank() != rank {
@@ -204,7 +234,7 @@ impl Attention {
         let stats = row_statistics(g, statistics, (row_max, row_sum), domain)?;
         for (i, node) in g.nodes.iter().enumerate() {
             let n = NodeId(i as u32);
-            if n == scores || n == output || softmax.contains(&n) || stats[i] {
+            if n == scores || n == output || softmax.contains(&n) || stats[i] || tail(n) {
                 continue;
             }
             if from_output[i] {
@@ -250,9 +280,23 @@ impl Attention {
                 }
             }
         }
+        if let Some(l) = &layout
+            && (!(from_output[l.value.index()] || l.value == output) || shape(g, l.value)? != shape(g, output)?)
+        {
+            return None;
+        }
         let mask = mask_of(g, logits, rank);
         let statistics = statistics.to_vec();
-        Some(Attention { scores, logits, row_max, exp, row_sum, output, normalized, mask, statistics })
+        Some(Attention { scores, logits, row_max, exp, row_sum, output, normalized, mask, statistics, layout })
+    }
+
+    /// The value stored as the first output: the output itself, or the value its layout tail
+    /// moves ([`OutputLayout`]), of the output product's shape.
+    pub fn stored_value(&self, g: &Graph) -> Option<NodeId> {
+        match &self.layout {
+            Some(l) => Some(l.value),
+            None => g.outputs.first().copied(),
+        }
     }
 
     /// The node whose value is `softmax(logits) v`: the output product, or the division after it.
@@ -266,6 +310,41 @@ impl Attention {
 
 fn shape(g: &Graph, n: NodeId) -> Option<&Shape> {
     g.ty(n).map(|t| &t.shape)
+}
+
+/// The layout tail ending at `out` ([`OutputLayout`]): reshapes back from `out`, then at most one
+/// permute that keeps the last axis last, each node read only by the next (`out` by nothing).
+/// `None` when `out` is no permute or reshape (or the tail is another chain of them).
+fn output_layout(g: &Graph, users: &[Vec<NodeId>], out: NodeId) -> Option<OutputLayout> {
+    if !users.get(out.index())?.is_empty() {
+        return None;
+    }
+    let mut at = out;
+    let mut perm = None;
+    loop {
+        let node = g.node(at)?;
+        let next = match &node.op {
+            Op::Reshape(a) if perm.is_none() => *a,
+            Op::Permute { input, perm: p } if perm.is_none() => {
+                let r = p.len();
+                if r == 0 || p[r - 1] != r - 1 {
+                    return None;
+                }
+                perm = Some(p.clone());
+                *input
+            }
+            _ => break,
+        };
+        if users.get(next.index())?.as_slice() != [at] {
+            return None;
+        }
+        at = next;
+    }
+    if at == out {
+        return None;
+    }
+    let rank = shape(g, at)?.rank();
+    Some(OutputLayout { value: at, perm: perm.unwrap_or_else(|| (0..rank).collect()) })
 }
 
 /// Which nodes compute the statistic `outputs` (see the module docs) from the row maximum and sum
@@ -833,6 +912,47 @@ mod tests {
         let g = parse_graph(&broadcast_head).unwrap();
         assert!(Attention::find(&g).is_some());
         assert!(GpuAttention::find(&g).is_none());
+    }
+
+    /// The token-major case's output `[2, 8, 16]` moved by `tail` (its last line returns
+    /// values of the types `returns`).
+    fn with_tail(tail: &str, returns: &str) -> String {
+        TOKEN_MAJOR.replace("  return %15\n", tail).replace("-> (f16[2, 8, 16])", &format!("-> ({returns})"))
+    }
+
+    #[test]
+    fn a_permute_keeping_the_head_last_then_a_reshape_is_a_layout_tail() {
+        let tail =
+            "  %16 = permute %15 perm=[1, 0, 2] : f16[8, 2, 16]\n  %17 = reshape %16 : f16[8, 32]\n  return %17\n";
+        let g = parse_graph(&with_tail(tail, "f16[8, 32]")).unwrap();
+        let a = Attention::find(&g).expect("an attention with a layout tail");
+        assert_eq!(a.layout, Some(OutputLayout { value: NodeId(15), perm: vec![1, 0, 2] }));
+        assert_eq!(a.stored_value(&g), Some(NodeId(15)));
+        assert!(GpuAttention::find(&g).is_some());
+        // Reshapes alone keep every element's flat position: the identity permutation.
+        let reshaped = "  %16 = reshape %15 : f16[16, 16]\n  return %16\n";
+        let a = Attention::find(&parse_graph(&with_tail(reshaped, "f16[16, 16]")).unwrap()).expect("an attention");
+        assert_eq!(a.layout.map(|l| l.perm), Some(vec![0, 1, 2]));
+        // Without a tail the output is the stored value.
+        let g = parse_graph(TOKEN_MAJOR).unwrap();
+        let a = Attention::find(&g).expect("an attention");
+        assert_eq!((a.layout.clone(), a.stored_value(&g)), (None, Some(NodeId(15))));
+    }
+
+    #[test]
+    fn layouts_that_move_the_head_axis_or_reshape_before_permuting_are_no_tail() {
+        // The head axis moved: a row's elements would not be consecutive.
+        let head_moved = "  %16 = permute %15 perm=[0, 2, 1] : f16[2, 16, 8]\n  return %16\n";
+        assert!(Attention::find(&parse_graph(&with_tail(head_moved, "f16[2, 16, 8]")).unwrap()).is_none());
+        // A reshape before the permute changes which index is which.
+        let reshape_first = "  %16 = reshape %15 : f16[2, 8, 2, 8]\n  %17 = permute %16 perm=[1, 0, 2, 3] : f16[8, 2, 2, 8]\n  return %17\n";
+        assert!(Attention::find(&parse_graph(&with_tail(reshape_first, "f16[8, 2, 2, 8]")).unwrap()).is_none());
+        // A value the tail moves that something else also reads is no tail.
+        let two_users =
+            "  %16 = permute %15 perm=[1, 0, 2] : f16[8, 2, 16]\n  %17 = neg %15 : f16[2, 8, 16]\n  return %16, %17\n";
+        assert!(
+            Attention::find(&parse_graph(&with_tail(two_users, "f16[8, 2, 16], f16[2, 8, 16]")).unwrap()).is_none()
+        );
     }
 
     #[test]

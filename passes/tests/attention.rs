@@ -102,6 +102,35 @@ fn explain_names_the_attention_rule() {
 }
 
 #[test]
+fn a_token_major_output_is_stored_by_the_attention_kernel_itself() {
+    // The decoder layer's `o.permute(..).reshape([S, H * d])` before the output projection: the
+    // kernel stores each row where the token-major output has it, so no layout kernel remains.
+    let c = AttentionCase {
+        heads: 8,
+        kv_heads: 2,
+        dtype: DType::BF16,
+        token_major_output: true,
+        ..AttentionCase::causal(96, 96, 64)
+    };
+    let g = c.graph().unwrap();
+    assert!(Attention::find(&g).and_then(|a| a.layout).is_some());
+    for target in [TargetModel::cpu_host(), TargetModel::sm_80(), TargetModel::sm_90a()] {
+        let opts = OptimizeOptions { explain: true, ..OptimizeOptions::new(target) };
+        let out = optimize(&g, &opts).unwrap();
+        let [launch] = out.program.launches.as_slice() else {
+            panic!("one kernel expected:\n{}", out.report);
+        };
+        assert_eq!(launch.kernel.class, KernelClass::Attention, "{}", out.report);
+        let k = &out.report.kernels[0];
+        assert!(k.rules.iter().any(|r| r == "fuse-attention-epilogue"), "{}", out.report);
+        let inputs = random_inputs(&g, &Bindings::new(), 7).unwrap();
+        let expected = run_graph(&g, &inputs).unwrap();
+        let actual = run_program(&out.program, &inputs).unwrap();
+        compare_outputs(&expected, &actual, &Tolerance::default()).unwrap();
+    }
+}
+
+#[test]
 fn grouped_query_attention_in_bf16_is_one_kernel_on_the_cpu() {
     // The decoder layer's form: bf16 operands, f32 softmax, P rounded to bf16 before V.
     let c = AttentionCase { heads: 8, kv_heads: 2, dtype: DType::BF16, ..AttentionCase::causal(512, 512, 128) };

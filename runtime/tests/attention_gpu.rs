@@ -2,7 +2,8 @@
 //! every schedule of the tuner's space at head dimensions 64 and 128 (with and without a bias
 //! tensor, whose space is smaller), every score form and mask (causal, sliding window, ALiBi, soft
 //! cap, a bias tensor, a mask tensor) at head dimensions 32, 64, 80 and 128 in f16 and bf16,
-//! grouped-query heads (K and V also token-major, as projections write them, read in place),
+//! grouped-query heads (K and V also token-major, as projections write them, read in place, and
+//! the output stored token-major, as the output projection reads it),
 //! query and key lengths off the blocks and different from each other (more
 //! queries than keys too), one query, and rows whose every key is masked (NaN with a `-inf` fill,
 //! the average of V with a finite one). Each case checks that the kernel really is the
@@ -180,6 +181,18 @@ fn token_major_keys_and_values_are_read_in_place() {
         ..case(DType::BF16, 128, (1, 1000), ScoreForm::Plain, MaskForm::Causal)
     });
     results.push(check(&decode, 14, default(&decode)));
+    // The output stored token-major, `[T, heads * d]`, as the output projection reads it (the
+    // kernel's layout tail): the default (a producer warpgroup at head dim 128), the split form,
+    // the staged epilogue of a schedule without a producer, and decoding.
+    let out = |c: &AttentionCase| AttentionCase { token_major_output: true, ..c.clone() };
+    let (llama_out, f16_out, decode_out) = (out(&llama), out(&f16), out(&decode));
+    results.push(check(&llama_out, 15, default(&llama_out)));
+    results.push(check(&llama_out, 16, GpuAttentionSchedule { splits: 2, ..default(&llama_out) }));
+    if let Some(&plain) = space(&llama_out).iter().find(|s| !s.producer) {
+        results.push(check(&llama_out, 17, plain));
+    }
+    results.push(check(&f16_out, 18, default(&f16_out)));
+    results.push(check(&decode_out, 19, default(&decode_out)));
     all(results);
 }
 

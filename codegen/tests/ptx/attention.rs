@@ -446,3 +446,33 @@ fn emulated_token_major_keys_and_values_match_the_interpreter() {
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
+
+#[test]
+fn emulated_token_major_outputs_are_stored_in_place() {
+    // The output `[.., heads, S, d]` stored as `[.., S, heads * d]` (an output projection's
+    // rows): through the staged epilogue (sm_80), from the accumulators (a producer warpgroup,
+    // sm_90a), and by the split form's combine entry.
+    let mut failures = Vec::new();
+    let out = |c: AttentionCase| AttentionCase { token_major_output: true, ..c };
+    let prefill = out(token_major(DType::BF16, 64, (70, 70), (8, 2)));
+    let batch = out(AttentionCase { dtype: DType::F16, ..AttentionCase::grouped_heads(45, 130, 32) });
+    let decode = out(token_major(DType::BF16, 128, (1, 200), (8, 1)));
+    for (i, c) in [&prefill, &batch, &decode].into_iter().enumerate() {
+        assert!(GpuAttention::find(&c.graph().unwrap()).is_some_and(|g| g.attention.layout.is_some()), "{c:?}");
+        let d = decode_default(c);
+        for (j, s) in [d, GpuAttentionSchedule { splits: 2, ..d }].into_iter().enumerate() {
+            if let Err(e) = emulate(c, s, 70 + 2 * i as u64 + j as u64, |_| {}) {
+                failures.push(e);
+            }
+        }
+    }
+    let wide =
+        out(AttentionCase { dtype: DType::F16, heads: 2, kv_heads: 1, ..AttentionCase::grouped_heads(100, 150, 64) });
+    let producer = warpgroup_space(&wide).iter().find_map(GpuAttentionSchedule::with_producer).expect("a producer");
+    for (k, s) in [producer, warpgroup_space(&wide)[0]].into_iter().enumerate() {
+        if let Err(e) = emulate_on(GpuArch::Sm90a, &wide, s, 80 + k as u64, |_| {}) {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}

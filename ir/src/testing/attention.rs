@@ -73,6 +73,10 @@ pub struct AttentionCase {
     /// through `reshape` to `[.., L, kv_heads, D]` and `permute` to `[.., kv_heads, L, D]` (only
     /// with a head axis).
     pub token_major: bool,
+    /// The output as an output projection reads it, token-major: `[.., S, heads * Dv]`, the
+    /// product's `[.., heads, S, Dv]` permuted to `[.., S, heads, Dv]` and reshaped (only with a
+    /// head axis): the attention kernel's layout tail.
+    pub token_major_output: bool,
 }
 
 impl AttentionCase {
@@ -93,6 +97,7 @@ impl AttentionCase {
             divide_after: false,
             log_sum_exp: false,
             token_major: false,
+            token_major_output: false,
         }
     }
 
@@ -226,6 +231,7 @@ impl AttentionCase {
             let p = if dt == DType::F32 { p } else { cast(&mut g, p, dt)? };
             g.push(Op::MatMul(p, v))?
         };
+        let out = if self.token_major_output && self.has_head_axis() { self.tokens_first(&mut g, out)? } else { out };
         g.outputs.push(out);
         if self.log_sum_exp {
             let log = g.push(Op::Unary(UnaryOp::Log, l))?;
@@ -235,6 +241,18 @@ impl AttentionCase {
             g.outputs.push(lse);
         }
         Ok(g)
+    }
+
+    /// The output `[.., heads, S, Dv]` as `[.., S, heads * Dv]`: permuted to `[.., S, heads, Dv]`,
+    /// then reshaped.
+    fn tokens_first(&self, g: &mut Graph, o: NodeId) -> Result<NodeId, BuildError> {
+        let b = self.batch.len();
+        let mut perm: Vec<usize> = (0..b).collect();
+        perm.extend([b + 1, b, b + 2]);
+        let o = g.push(Op::Permute { input: o, perm })?;
+        let t = g.ty(o).cloned().ok_or(crate::TypeError::UnknownOperand(o))?;
+        let rows = with_dims(&self.batch, &[self.q_len, self.heads * self.value_dim]);
+        g.push_typed(Op::Reshape(o), TensorType { dtype: t.dtype, shape: Shape::from_consts(&rows) })
     }
 
     /// `x` (`[.., kv_heads, L, D]`) read by the query heads of its group: reshaped to
@@ -262,14 +280,18 @@ impl AttentionCase {
     }
 }
 
+fn with_dims(lead: &[u64], rest: &[u64]) -> Vec<u64> {
+    lead.iter().chain(rest).copied().collect()
+}
+
 fn cast(g: &mut Graph, x: NodeId, to: DType) -> Result<NodeId, BuildError> {
     let shape = g.ty(x).map(|t| t.shape.clone()).ok_or(crate::TypeError::UnknownOperand(x))?;
     g.push_typed(Op::Cast(x), TensorType { dtype: to, shape })
 }
 
 /// Random attention cases: shapes that include 1 and lengths off any block, every score form and
-/// mask, grouped heads, K and V stored head-major or token-major, both normalizations, -inf and
-/// finite fills.
+/// mask, grouped heads, K and V stored head-major or token-major, the output head-major or
+/// token-major, both normalizations, -inf and finite fills.
 pub fn arb_attention() -> impl Strategy<Value = AttentionCase> {
     let lens = prop_oneof![Just(1u64), 2u64..24, 24u64..80];
     let dims = prop_oneof![Just(1u64), Just(8u64), 2u64..20];
@@ -289,10 +311,10 @@ pub fn arb_attention() -> impl Strategy<Value = AttentionCase> {
     let batch =
         prop_oneof![Just(vec![]), (1u64..3).prop_map(|b| vec![b]), (1u64..3, 1u64..3).prop_map(|(a, b)| vec![a, b])];
     let heads = prop_oneof![Just((1u64, 1u64)), Just((2, 2)), Just((4, 2)), Just((4, 1)), Just((3, 3))];
-    let flags = (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>());
+    let flags = (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>());
     (batch, heads, lens.clone(), lens, dims.clone(), dims, dtype, score, mask, flags).prop_map(
         |(batch, (heads, kv_heads), q_len, kv_len, head_dim, value_dim, dtype, score, mask, flags)| {
-            let (finite, divide_after, log_sum_exp, token_major) = flags;
+            let (finite, divide_after, log_sum_exp, token_major, token_major_output) = flags;
             // A tensor bias and a tensor mask are both an extra parameter: keep one.
             let mask = if score == ScoreForm::BiasTensor && mask == MaskForm::Tensor { MaskForm::Causal } else { mask };
             AttentionCase {
@@ -310,6 +332,7 @@ pub fn arb_attention() -> impl Strategy<Value = AttentionCase> {
                 divide_after,
                 log_sum_exp,
                 token_major,
+                token_major_output,
             }
         },
     )

@@ -43,6 +43,7 @@ pub fn rules() -> Vec<ClassRule> {
         ClassRule { name: "fuse-reductions", find: fuse_reductions },
         ClassRule { name: "fuse-attention", find: fuse_attention },
         ClassRule { name: "fuse-attention-prologue", find: fuse_attention_prologue },
+        ClassRule { name: "fuse-attention-epilogue", find: fuse_attention_epilogue },
         ClassRule { name: "fuse-shared-operand", find: fuse_shared_operand },
     ]
 }
@@ -192,7 +193,7 @@ fn grow(
     consumer: fn(KernelClass) -> bool,
     producer: fn(KernelClass) -> bool,
 ) -> Vec<(TNode, Term)> {
-    grow_counting(egraph, class, limit, rule, (consumer, producer), Users::All)
+    grow_counting(egraph, class, limit, rule, (consumer, producer), (Users::All, Producers::First))
 }
 
 /// Which users of a producer's value count as its users when a consumer absorbs it.
@@ -208,6 +209,16 @@ enum Users {
 /// The kernel classes a growth step takes as consumers and as producers.
 type Kinds = (fn(KernelClass) -> bool, fn(KernelClass) -> bool);
 
+/// Which legal producer kernels of an input a consumer absorbs in one growth step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Producers {
+    /// The most promising one.
+    First,
+    /// Each one (an attention's variants differ in what the target's kernel runs, which the
+    /// matcher does not know: a layout tail must reach the one the target runs).
+    Every,
+}
+
 /// [`grow`], counting a producer's users as `users` says.
 fn grow_counting(
     egraph: &EG,
@@ -215,7 +226,7 @@ fn grow_counting(
     limit: usize,
     rule: &'static str,
     (consumer, producer): Kinds,
-    users: Users,
+    (users, producers): (Users, Producers),
 ) -> Vec<(TNode, Term)> {
     let candidates: Vec<Ranked<'_>> = unscheduled_kernels(egraph, class).collect();
     // The head of each lineage: the best rank among the kernels of its kernel class.
@@ -229,7 +240,7 @@ fn grow_counting(
     let is_head = |k: &Ranked<'_>| heads.iter().any(|(c, best)| *c == k.body.class && best.2 == k.index);
     let mut out = Vec::new();
     for k in candidates.iter().filter(|k| consumer(k.body.class) && is_head(k)) {
-        for term in grow_kernel(egraph, class, k, limit - out.len(), rule, producer, users) {
+        for term in grow_kernel(egraph, class, k, limit - out.len(), rule, producer, (users, producers)) {
             out.push((k.node.clone(), term));
         }
         if out.len() >= limit {
@@ -248,7 +259,7 @@ fn grow_kernel(
     limit: usize,
     rule: &'static str,
     producer: fn(KernelClass) -> bool,
-    users: Users,
+    (users, producers): (Users, Producers),
 ) -> Vec<Term> {
     let (kb, kbody) = (k.index, k.body);
     let kids: Vec<Id> = k.node.children.iter().map(|&c| egraph.find(c)).collect();
@@ -276,6 +287,7 @@ fn grow_kernel(
                 // The e-graph has it: nothing new from this input for an applier. A searcher
                 // still reports the class (its applier sees what other rules add before it runs).
                 MergeLookup::Added if egraph.analysis.search.applying() => break,
+                MergeLookup::Added if producers == Producers::Every => continue,
                 MergeLookup::Added => {
                     out.push(Term::Class(class));
                     break;
@@ -287,7 +299,9 @@ fn grow_kernel(
                     egraph.analysis.mark_added((kb, &kids), i, (pb, &pkids));
                 }
                 out.push(Term::Kernel(merged, inputs));
-                break;
+                if producers == Producers::First || out.len() >= limit {
+                    break;
+                }
             }
         }
     }
@@ -338,7 +352,7 @@ fn fuse_shared_operand(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term
     if !egraph.analysis.target.as_ref().is_some_and(|t| t.dual_products()) {
         return Vec::new();
     }
-    grow_counting(egraph, class, limit, "fuse-shared-operand", (matmul, matmul), Users::Outside)
+    grow_counting(egraph, class, limit, "fuse-shared-operand", (matmul, matmul), (Users::Outside, Producers::First))
 }
 
 /// A reduction kernel absorbs pointwise producers of the rows it reads.
@@ -533,6 +547,19 @@ fn with_row_statistics(egraph: &EG, partial: (Body, Vec<Id>)) -> Vec<(Body, Vec<
     }
     out.insert(0, partial);
     out
+}
+
+/// A pointwise consumer absorbs the attention it reads: a residual or cast computed as the
+/// output is stored, or a *layout tail* (a permute that keeps the head axis last, then reshapes:
+/// `o.permute([2, 0, 1, 3]).reshape([S, H*d])` before an output projection), which the kernel
+/// folds into where it stores each row ([`tcc_ir::attention::OutputLayout`]), so the layout
+/// change costs no kernel. The attention matcher decides what is legal.
+fn fuse_attention_epilogue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
+    if egraph.analysis.target.as_ref().is_some_and(|t| !t.attention_kernels()) {
+        return Vec::new();
+    }
+    let kinds: Kinds = (pointwise, attention);
+    grow_counting(egraph, class, limit, "fuse-attention-epilogue", kinds, (Users::All, Producers::Every))
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@
 //!    (register tiles again, or a vector loop along the value dimension per key).
 //!
 //! At the end the output is divided by the running sum and the graph's epilogue (a cast, a
-//! residual) applied as it is stored. A row whose every logit is `-inf` ends with `0 / 0`, NaN, as
+//! residual) applied as it is stored, at its permuted place when a layout tail follows
+//! ([`tcc_ir::attention::OutputLayout`]). A row whose every logit is `-inf` ends with `0 / 0`, NaN, as
 //! the written formula gives. Key blocks where the mask ([`tcc_ir::attention::Mask`]) holds
 //! nowhere are skipped (only with a `-inf` fill). The batch loops are outermost, so the row split
 //! runs batch entries (or query blocks, without batch axes) on different threads.
@@ -346,8 +347,16 @@ impl Lowerer<'_> {
         let out_buf = self.mat[out.index()].ok_or_else(|| self.bad("the output has no buffer"))?;
         let mut out_idx = batch.clone();
         out_idx.extend([i.clone(), Index::var(ev)]);
-        let result =
-            if self.views.contains_key(&out) { self.expr_at(out, &out_idx)? } else { self.op_expr(out, &out_idx)? };
+        // Through a layout tail the value is stored at its permuted place.
+        let (value, store_at) = match &a.layout {
+            Some(l) => (l.value, Index::flatten(&l.permuted(&out_idx), &l.permuted(&out_dims))),
+            None => (out, Index::flatten(&out_idx, &out_dims)),
+        };
+        let result = if self.views.contains_key(&value) {
+            self.expr_at(value, &out_idx)?
+        } else {
+            self.op_expr(value, &out_idx)?
+        };
         let mut row_finish = self.statistics(a, (&batch, &i, &queries), (m_buf, l_buf))?;
         row_finish.extend([
             Stmt::Loop {
@@ -358,7 +367,7 @@ impl Lowerer<'_> {
             Stmt::Loop {
                 var: ev,
                 extent: Extent::Const(width),
-                body: vec![Stmt::Store { buf: out_buf, index: Index::flatten(&out_idx, &out_dims), value: result }],
+                body: vec![Stmt::Store { buf: out_buf, index: store_at, value: result }],
             },
         ]);
         let finish = vec![Stmt::Loop { var: queries.inner, extent: queries.inner_extent(), body: row_finish }];

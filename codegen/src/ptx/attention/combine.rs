@@ -85,10 +85,23 @@ pub(crate) fn emit(
     let dtype = em.dtype(node);
     let value = math::round(&mut em.f, cx.caps, dtype, &value)?;
     em.env.insert(node, value);
-    let out0 = Out { node: cx.g.outputs[0], dest: Src::Output(0) };
+    let stored = a.stored_value(cx.g).ok_or_else(|| PtxError::InvalidGraph {
+        kernel: cx.g.name.clone(),
+        reason: "the attention has no output".into(),
+    })?;
+    let out0 = Out { node: stored, dest: Src::Output(0) };
     let v = em.eval_out(&out0, &Ix::flat(lp.i.clone()))?;
     let out_dtype = em.dtype(out0.node);
-    em.store(out0.dest, out_dtype, &lp.i, &v)?;
+    // Through a layout tail the element lands at its permuted place.
+    let dest = match &a.layout {
+        Some(layout) => {
+            let dims = em.dims(node).to_vec();
+            let multi = em.delinearize(&lp.i, &dims);
+            em.linearize(&layout.permuted(&multi), &layout.permuted(&dims))
+        }
+        None => lp.i.clone(),
+    };
+    em.store(out0.dest, out_dtype, &dest, &v)?;
     em.env.remove(&node);
     if !a.statistics.is_empty() {
         let first = em.f.v(format!("icmp eq {ix} {c}, 0"));

@@ -973,8 +973,13 @@ impl<'g> AttnKernel<'g> {
             second: None,
             batch_dims: &geo.batch_dims,
             out_dims: &out_dims,
+            store_perm: a.layout.as_ref().map(|l| l.perm.as_slice()),
         };
-        let outs = [Out { node: em.g.outputs[0], dest: Src::Output(0) }];
+        let stored = a.stored_value(em.g).ok_or_else(|| PtxError::InvalidGraph {
+            kernel: em.g.name.clone(),
+            reason: "the attention has no output".into(),
+        })?;
+        let outs = [Out { node: stored, dest: Src::Output(0) }];
         let at = TileAt { row0: &tile.q0, col0: "0", bidx: &tile.bidx };
         if geo.sched.producer {
             return epilogue::direct(em, &output, &outs, &at, &frag, em.dtype(node));

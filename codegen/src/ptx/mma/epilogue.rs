@@ -43,6 +43,24 @@ pub(crate) struct Output<'a> {
     pub(crate) batch_dims: &'a [u64],
     /// Its dims.
     pub(crate) out_dims: &'a [u64],
+    /// Where its elements are stored, when not at their own flat position: the permutation of
+    /// an attention's layout tail ([`tcc_ir::attention::OutputLayout`]; it keeps the last axis
+    /// last, so a row's consecutive elements stay consecutive).
+    pub(crate) store_perm: Option<&'a [usize]>,
+}
+
+impl Output<'_> {
+    /// The flat position (index type) where the element `multi` (over `out_dims`) is stored.
+    fn store_at(&self, em: &mut Em, multi: &[String]) -> String {
+        match self.store_perm {
+            Some(perm) => {
+                let m: Vec<String> = perm.iter().map(|&k| multi[k].clone()).collect();
+                let d: Vec<u64> = perm.iter().map(|&k| self.out_dims[k]).collect();
+                em.linearize(&m, &d)
+            }
+            None => em.linearize(multi, self.out_dims),
+        }
+    }
 }
 
 impl GemmProduct<'_> {
@@ -55,6 +73,7 @@ impl GemmProduct<'_> {
             second: self.second.map(|s| s.node),
             batch_dims: self.batch_dims,
             out_dims: self.out_dims,
+            store_perm: None,
         }
     }
 }
@@ -287,6 +306,7 @@ fn eval_chunk(
         multi.push(rc.clone());
         multi.push(cc.clone());
         let base = em.linearize(&multi, p.out_dims);
+        let dest = if p.store_perm.is_some() { p.store_at(em, &multi) } else { base.clone() };
         let mut vals: Vec<Vec<String>> = vec![Vec::new(); outs.len()];
         for e in 0..w {
             let x = em.f.v(format!("extractelement {vt} {staged}, i32 {}", j * w + e));
@@ -315,7 +335,7 @@ fn eval_chunk(
                 em.env.remove(&second);
             }
         }
-        out.push((ok, base, vals));
+        out.push((ok, dest, vals));
     }
     Ok(out)
 }
@@ -358,15 +378,16 @@ pub(crate) fn direct(
             multi.push(rc.clone());
             multi.push(cc);
             let flat = em.linearize(&multi, p.out_dims);
+            let dest = if p.store_perm.is_some() { p.store_at(em, &multi) } else { flat.clone() };
             let value = math::round(&mut em.f, em.caps, dtype, acc)?;
             em.env.insert(p.node, value);
-            let at_e = Ix { flat: flat.clone(), multi: Some(multi), vec: None };
+            let at_e = Ix { flat, multi: Some(multi), vec: None };
             let mut outs_at = Vec::with_capacity(outs.len());
             for o in outs {
                 outs_at.push(em.eval_out(o, &at_e)?);
             }
             em.env.remove(&p.node);
-            per_elem.push((ok, flat, outs_at));
+            per_elem.push((ok, dest, outs_at));
         }
         store_pair(em, outs, &per_elem, pairs)?;
         em.restore(saved.clone());
