@@ -3,7 +3,7 @@
 
 use tcc_ir::attention::GpuAttention;
 use tcc_ir::schedule::{GpuAttentionSchedule, is_warpgroup_encoding};
-use tcc_ir::{Bindings, DType, Dim, KernelClass, Schedule, Shape, TensorType, UnaryOp};
+use tcc_ir::{Bindings, DType, Dim, KernelClass, Schedule, Shape, TensorType, UnaryOp, WgmmaSchedule};
 
 use crate::body::{Body, BodyNode};
 use crate::lang::TOp;
@@ -173,7 +173,11 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
         // of twice the columns, whose second half is read in the epilogue, not from memory.
         let n = if crate::classify::is_dual_product(body) { 2.0 * n } else { n };
         flops_mm = 2.0 * batch * m * n * k;
-        let (tm, tn) = (f64::from(schedule.tile_m.max(1)), f64::from(schedule.tile_n.max(1)));
+        // Ping-pong consumers multiply alternate tiles of one block at once, which stream the
+        // same B columns: for operand traffic the block's rows are both tiles'.
+        let turns = is_warpgroup_encoding(schedule) && WgmmaSchedule::decode(schedule).is_ok_and(|w| w.pingpong);
+        let rows = schedule.tile_m.max(1) * if turns { 2 } else { 1 };
+        let (tm, tn) = (f64::from(rows), f64::from(schedule.tile_n.max(1)));
         let elem = body.input_types.first().map_or(4.0, |t| t.dtype.size_bytes() as f64);
         // Operand traffic of a tiled product (with some L2 reuse), at least one read of each.
         let reuse = if schedule.swizzle > 1 { 4.0 } else { 2.0 };

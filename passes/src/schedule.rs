@@ -160,8 +160,10 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         && m > 32
         && has_warpgroup_mma(target)
     {
-        // Hopper: warpgroup MMA (wgmma) when its blocks fill the GPU (`WgmmaSchedule::untuned`).
-        if let Some(s) = warpgroup_schedule(base, (m, n, k.unwrap_or(0), batch), u64::from(target.cores)) {
+        // Hopper: warpgroup MMA (wgmma) when its blocks fill the GPU (`WgmmaSchedule::untuned`;
+        // a dual product's: `tcc_ir::dual::untuned_warpgroup`).
+        let problem = (m, n, k.unwrap_or(0), batch);
+        if let Some(s) = warpgroup_schedule(base, problem, u64::from(target.cores), products == 2) {
             out.push(s);
         }
     }
@@ -201,9 +203,19 @@ pub fn has_warpgroup_mma(target: &TargetModel) -> bool {
 }
 
 /// The untuned warpgroup GEMM schedule ([`WgmmaSchedule::untuned`], the PTX backend's default
-/// too) in the shared knobs, or `None` when no warpgroup tile has enough tiles.
-fn warpgroup_schedule(base: Schedule, (m, n, k, batch): (u64, u64, u64, u64), cores: u64) -> Option<Schedule> {
-    let w = WgmmaSchedule::untuned(m, n, k, batch, cores)?;
+/// too; a `dual` product's [`tcc_ir::dual::untuned_warpgroup`]) in the shared knobs, or `None`
+/// when no warpgroup tile has enough tiles.
+fn warpgroup_schedule(
+    base: Schedule,
+    (m, n, k, batch): (u64, u64, u64, u64),
+    cores: u64,
+    dual: bool,
+) -> Option<Schedule> {
+    let w = if dual {
+        tcc_ir::dual::untuned_warpgroup(m, n, k, batch, cores)?
+    } else {
+        WgmmaSchedule::untuned(m, n, k, batch, cores)?
+    };
     Some(Schedule { tier: base.tier, threads: base.threads, ..w.encode() })
 }
 

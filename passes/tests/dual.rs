@@ -98,6 +98,18 @@ fn a_gated_product_is_one_kernel_on_sm_80_formed_by_the_rule() {
 }
 
 #[test]
+fn the_gated_mlp_at_4096_tokens_is_one_ping_pong_kernel_on_sm_90a() {
+    // Llama-3-8B's MLP at 4096 tokens: large enough for the dual product's measured default,
+    // consumers taking turns on alternate 64-row tiles (`tcc_ir::dual::untuned_warpgroup`).
+    let g = llama_gate(DType::BF16, (4096, 14336, 4096));
+    let out = optimize(&g, &OptimizeOptions::new(TargetModel::sm_90a())).unwrap();
+    assert_eq!(dual_kernels(&out), (1, 1), "{}", out.report);
+    let schedule = &out.program.launches[0].kernel.schedule;
+    let w = tcc_ir::WgmmaSchedule::decode(schedule).unwrap();
+    assert!(w.pingpong && w.producer && w.tma && w.bn == 256, "{w:?}");
+}
+
+#[test]
 fn cpu_targets_and_f32_products_keep_their_products_apart() {
     let f32_gate = dual_gemm_graph(DType::F32, &[], (64, 64, 64), true).unwrap();
     let out = check(&f32_gate, TargetModel::sm_80(), 1).unwrap();
