@@ -680,6 +680,14 @@ fn row_view(g: &Graph, mut n: NodeId, mut row: usize, mut head: usize) -> bool {
                 }
                 (row, head, n) = (row - off, head - off, *a);
             }
+            // A slice keeps every index but its axis's; along the head axis it must start a head
+            // on a 16-byte boundary (8 16-bit elements), rows keep their stride.
+            Op::Slice { input, axis, start, .. } => {
+                if *axis == head && !start.is_multiple_of(8) {
+                    return false;
+                }
+                n = *input;
+            }
             Op::Reshape(a) => {
                 let Some(from) = shape(g, *a) else { return false };
                 let (to, fr) = (node.ty.shape.dims(), from.rank());

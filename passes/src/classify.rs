@@ -1,7 +1,8 @@
 //! Which kernel class a fused body lowers as, or that it is not a legal kernel at all.
 //!
 //! - **MatMul**: exactly one matmul, no reduction; its operands' prologues are elementwise chains,
-//!   transposes or broadcasts of one tensor each (plus scalars); every op downstream of the matmul
+//!   transposes or broadcasts of one tensor each (plus scalars), B also such tensors joined along
+//!   its columns; every op downstream of the matmul
 //!   is elementwise with the matmul's output shape (the epilogue: bias, activation, residual, scale,
 //!   cast).
 //!   A *dual product* ([`tcc_ir::DualProduct`]: two f16/bf16 products of one left operand that
@@ -112,7 +113,7 @@ fn matmul(body: &Body, products: &[usize], after: &[bool]) -> Option<KernelClass
             op.is_elementwise() && body.types.get(i).is_some_and(|t| &t.shape == out_shape)
         } else {
             op.is_elementwise()
-                || matches!(op, TOp::Permute(_) | TOp::Broadcast(_) | TOp::Slice { .. })
+                || matches!(op, TOp::Permute(_) | TOp::Broadcast(_) | TOp::Slice { .. } | TOp::Concat(_))
                 || op.const_value().is_some()
         };
         if !ok {
@@ -122,19 +123,30 @@ fn matmul(body: &Body, products: &[usize], after: &[bool]) -> Option<KernelClass
     if !after.get(body.output).copied().unwrap_or(false) {
         return None;
     }
-    // Each operand's prologue transforms one tensor (plus scalars) as it is loaded.
+    // Each operand's prologue transforms one tensor (plus scalars) as it is loaded; B may also
+    // join such tensors along its columns (a concatenated B, each block tile read from one).
     for m in products {
         if let Some(BodyNode::Op(_, kids)) = body.nodes.get(*m) {
-            for k in kids {
-                let mut inputs = Vec::new();
-                tensor_inputs(body, *k, &mut inputs);
-                if inputs.len() != 1 {
+            for (j, k) in kids.iter().enumerate() {
+                let one = |v: usize| {
+                    let mut inputs = Vec::new();
+                    tensor_inputs(body, v, &mut inputs);
+                    inputs.len() == 1
+                };
+                if !(one(*k) || (j == 1 && is_column_concat(body, *k, &one))) {
                     return None;
                 }
             }
         }
     }
     Some(KernelClass::MatMul)
+}
+
+/// Whether value `v` joins, along its last axis, values that `one` accepts.
+fn is_column_concat(body: &Body, v: usize, one: &dyn Fn(usize) -> bool) -> bool {
+    let rank = body.types.get(v).map_or(0, |t| t.shape.rank());
+    matches!(body.nodes.get(v), Some(BodyNode::Op(TOp::Concat(axis), kids))
+        if rank >= 2 && *axis == rank - 1 && kids.iter().all(|&k| one(k)))
 }
 
 fn reduction(body: &Body, reduces: &[usize], after: &[bool]) -> Option<KernelClass> {

@@ -131,6 +131,47 @@ fn matmul_prologue(body: &Body) -> Vec<bool> {
     feeds
 }
 
+/// Whether a product whose B joins several tensors along its columns (a joined product) reads
+/// them in place under `schedule`: a TMA warpgroup tile whose columns divide every part's; true
+/// for any other product.
+fn reads_joined_b_in_place(body: &Body, schedule: &Schedule, b: &Bindings) -> bool {
+    let parts: Vec<f64> = body
+        .nodes
+        .iter()
+        .filter_map(|n| match n {
+            BodyNode::Op(TOp::Concat(_), kids) => Some(kids),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|k| body.types.get(*k).and_then(|t| t.shape.0.last()).map(|d| dim(d, b)))
+        .collect();
+    if parts.is_empty() {
+        return true;
+    }
+    let tma = is_warpgroup_encoding(schedule) && WgmmaSchedule::decode(schedule).is_ok_and(|w| w.tma);
+    let cols = f64::from(schedule.tile_n.max(1));
+    tma && parts.iter().all(|p| p % cols == 0.0)
+}
+
+/// The bytes a kernel reads of its input `at`: all of it, or where only slices read it (the
+/// columns of a joined product that a consumer reads in place), the slices' bytes (at most all).
+fn input_bytes_read(body: &Body, at: usize, b: &Bindings) -> f64 {
+    let whole = body.input_types.get(at).map_or(0.0, |t| bytes(t, b));
+    let Some(v) = body.nodes.iter().position(|n| *n == BodyNode::Input(at)) else { return whole };
+    let mut sliced = 0.0;
+    for (i, node) in body.nodes.iter().enumerate() {
+        if let BodyNode::Op(op, kids) = node
+            && kids.contains(&v)
+        {
+            match op {
+                TOp::Slice { .. } => sliced += body.types.get(i).map_or(whole, |t| bytes(t, b)),
+                _ => return whole,
+            }
+        }
+    }
+    if sliced > 0.0 { sliced.min(whole) } else { whole }
+}
+
 /// What a GPU attention schedule other than the kernel's default costs more in the estimate.
 const NOT_DEFAULT_FACTOR: f64 = 1.05;
 
@@ -143,7 +184,7 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
     let out_ty = body.output_type();
     let out_bytes: f64 =
         (0..=body.side_outputs.len()).filter_map(|o| body.nth_output_type(o)).map(|t| bytes(t, b)).sum();
-    let in_bytes: f64 = body.input_types.iter().map(|t| bytes(t, b)).sum();
+    let in_bytes: f64 = (0..body.input_types.len()).map(|i| input_bytes_read(body, i, b)).sum();
     let prologue = matmul_prologue(body);
     let (mut flops_prologue, mut flops_other) = (0.0, 0.0);
     for (i, node) in body.nodes.iter().enumerate() {
@@ -164,6 +205,7 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
     let mut moved = in_bytes + out_bytes;
     let mut flops_mm = 0.0;
     let mut efficiency = 1.0;
+    let mut seconds_extra = 0.0;
     if body.class == KernelClass::Attention {
         // Both products; the scores stay on chip, so only the inputs and the output move.
         flops_mm = product_flops(body, b);
@@ -183,6 +225,12 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
         let reuse = if schedule.swizzle > 1 { 4.0 } else { 2.0 };
         let tiled = batch * m * n * k * (1.0 / tm + 1.0 / tn) * elem / reuse;
         moved = moved.max(tiled + out_bytes);
+        // A joined B (sibling products' weights side by side) is read in place only by TMA
+        // warpgroup tiles that never straddle two weights; any other schedule would copy the
+        // weights on every call (the backend's fallback): priced out, the products stay apart.
+        if !reads_joined_b_in_place(body, schedule, b) {
+            seconds_extra += UNRUNNABLE_SECONDS;
+        }
         // Partial sums of split-k go through memory in f32.
         let split = f64::from(schedule.split_k.max(1));
         if split > 1.0 {
@@ -223,7 +271,7 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
     let t_mem = moved / target.bandwidth;
     let flops_other = flops_other + flops_prologue;
     let t_flop = flops_mm / target.matmul_flops(dtype) + flops_other / target.flops_f32;
-    let mut seconds = t_mem.max(t_flop) / efficiency.max(1e-3) + target.launch_overhead;
+    let mut seconds = t_mem.max(t_flop) / efficiency.max(1e-3) + target.launch_overhead + seconds_extra;
     if body.class == KernelClass::Attention && target.gpu() {
         match body.to_graph("attention").ok().and_then(|g| GpuAttention::find(&g)) {
             // The model does not tell the attention kernel's schedules apart: it prefers the

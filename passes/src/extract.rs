@@ -167,6 +167,42 @@ pub fn extract(egraph: &EG, roots: &[Id], cost: &NodeCost<'_>, banned: &BTreeSet
     Some(ex)
 }
 
+/// [`extract`], then for each class of `shared` (a value several classes may read at once,
+/// which the per-class choice cannot see paying for itself: a joined product whose columns
+/// three consumers read in place, each of which alone is cheaper reading its own product), the
+/// extraction as if that class cost (nearly) nothing, costed again by `cost`: the cheaper DAG
+/// wins.
+pub fn extract_sharing(
+    egraph: &EG,
+    roots: &[Id],
+    cost: &NodeCost<'_>,
+    banned: &BTreeSet<(Id, TNode)>,
+    shared: &[Id],
+) -> Option<Extraction> {
+    let mut best = extract(egraph, roots, cost, banned)?;
+    for &class in shared {
+        let class = egraph.find(class);
+        // Nearly free: its nodes keep their order (its best schedule stays its best).
+        let free = |eg: &EG, c: Id, n: &TNode| {
+            let x = cost(eg, c, n);
+            if eg.find(c) == class { x.map(|x| x * 1e-9) } else { x }
+        };
+        let Some(mut trial) = extract(egraph, roots, &free, banned) else { continue };
+        let Some(order) = trial.post_order(egraph, roots) else { continue };
+        let mut total = 0.0;
+        for c in &order {
+            let Some(real) = trial.choice.get(c).and_then(|n| cost(egraph, *c, n)) else { continue };
+            trial.node_cost.insert(*c, real);
+            total += real;
+        }
+        trial.total = total;
+        if trial.total < best.total {
+            best = trial;
+        }
+    }
+    Some(best)
+}
+
 /// Where the chosen DAG computes a tuple (a kernel with side outputs) for one of its outputs, every
 /// other class of the DAG that holds an output of that tuple reads it instead of its own choice:
 /// free, since the tuple's kernel runs anyway. (The per-class choice cannot see this: a tuple

@@ -20,7 +20,7 @@ use crate::analysis::{EG, TensorAnalysis};
 use crate::convert::{to_egraph, to_graph};
 use crate::cost::{kernel_estimate, op_seconds};
 use crate::error::PassError;
-use crate::extract::{Extraction, extract};
+use crate::extract::{Extraction, extract, extract_sharing};
 use crate::lang::{TNode, TOp};
 use crate::options::{Budget, OptimizeOptions};
 use crate::program::{BuiltKernel, build_program};
@@ -317,7 +317,8 @@ pub fn optimize(g: &Graph, opts: &OptimizeOptions) -> Result<Optimized, PassErro
 
     let model = KernelCost { target: &opts.target, bindings: &opts.bindings, memo: RefCell::new(HashMap::new()) };
     let cost = |e: &EG, _: Id, n: &TNode| model.cost(e, n);
-    let best = extract(eg, &roots, &cost, &BTreeSet::new())
+    let joined = fusion::joined_product_classes(eg);
+    let best = extract_sharing(eg, &roots, &cost, &BTreeSet::new(), &joined)
         .ok_or_else(|| PassError::Internal("no kernel covers some output".into()))?;
     let (program, kernels) = build_program(&simplified, eg, &best, &roots, &opts.target)?;
     tcc_ir::verify::verify_program(&program).map_err(|e| PassError::Internal(format!("optimized program: {e}")))?;

@@ -97,6 +97,14 @@ impl TargetModel {
         self.gpu() && !self.mma_shapes.is_empty()
     }
 
+    /// Whether the target's GEMM reads a B concatenated along its columns from several tensors
+    /// in place, each block tile from its own tensor's memory, so that products of one left
+    /// operand may become one (`concat-sibling-products`): the warpgroup GEMM with TMA copies
+    /// (sm_90a). Elsewhere such a B would be copied per call.
+    pub fn grouped_products(&self) -> bool {
+        self.gpu() && crate::schedule::has_warpgroup_mma(self)
+    }
+
     /// The host CPU with the Cranelift tier: this project's 2-core Zen 5 machines, 128-bit vectors.
     pub fn cpu_host() -> TargetModel {
         TargetModel {

@@ -7,6 +7,7 @@ mod cases;
 mod chain;
 mod common;
 mod dual;
+mod joined;
 mod property;
 mod scaling;
 mod transformer;

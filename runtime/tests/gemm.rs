@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use tcc_codegen::ptx::{self, BLayout, GpuArch, MatmulProblem};
 use tcc_ir::interp::{Tensor, run_graph};
 use tcc_ir::testing::{Tolerance, compare_outputs, random_inputs};
-use tcc_ir::{Bindings, DType, Graph, KernelClass, Op, Program, ReduceOp, Schedule, Shape, TensorType};
+use tcc_ir::{Bindings, DType, Graph, KernelClass, Op, Program, ReduceOp, Schedule, Shape, TensorType, WgmmaSchedule};
 use tcc_runtime::HostTensor;
 use tcc_runtime::cuda::{Cublas, CudaDevice, GemmShape, TimingOptions};
 
@@ -160,6 +160,34 @@ fn check_within(g: &Graph, schedule: Option<Schedule>, seed: u64, tol: &Toleranc
     let out = device().run_program(&program(g, schedule), &host).map_err(|e| e.to_string())?;
     let actual: Vec<Tensor> = out.iter().map(HostTensor::to_interp).collect();
     compare_outputs(&expected, &actual, tol).map_err(|m| m.to_string())
+}
+
+/// A joined product (sibling products' weights side by side along the columns): under the
+/// default schedule (B packed), and on sm_90a every TMA warpgroup schedule of the space, which
+/// read each weight in place from its own tensor map where every tile lies in one weight (rows
+/// off the tiles, parts of 256 and 512 columns), else pack it.
+#[test]
+fn joined_products_match_the_interpreter() {
+    let mut failures = Vec::new();
+    let cases: [(u64, u64, &[u64]); 3] =
+        [(300, 512, &[512, 256, 256]), (1000, 128, &[256, 768]), (77, 64, &[256, 256])];
+    for (i, (m, k, parts)) in cases.into_iter().enumerate() {
+        let dtype = if i % 2 == 0 { DType::BF16 } else { DType::F16 };
+        let g = tcc_ir::testing::joined_gemm_graph(dtype, (m, k), parts).unwrap();
+        let n: u64 = parts.iter().sum();
+        let mut schedules = vec![None];
+        if arch() == GpuArch::Sm90a {
+            let p = problem(dtype, m, n, k, true);
+            let space = ptx::wgmma::wgmma_schedule_space(&p, GpuArch::Sm90a);
+            schedules.extend(space.into_iter().filter(|s| WgmmaSchedule::decode(s).is_ok_and(|w| w.tma)).map(Some));
+        }
+        for (j, s) in schedules.iter().enumerate() {
+            if let Err(e) = check(&g, *s, 40 + j as u64) {
+                failures.push(format!("{m}x{n}x{k} parts {parts:?} [{s:?}]: {e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]

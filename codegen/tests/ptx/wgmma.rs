@@ -286,3 +286,33 @@ fn emulated_cp_async_warpgroup_gemms_match_the_interpreter() {
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
+
+#[test]
+fn joined_products_read_each_weight_by_its_own_tensor_map() {
+    // A decoder layer's Q, K and V projections as one product: `x @ [wq; wk; wv].t()`, 300 rows
+    // (off the tiles). Every TMA schedule of the space whose tiles never straddle two weights
+    // reads each weight in place through its own map (no pack entry) and assembles; a tile of
+    // 512 columns would straddle (none is offered), and the default schedule packs the joined B.
+    let parts = [512u64, 256, 256];
+    let g = tcc_ir::testing::joined_gemm_graph(DType::BF16, (300, 512), &parts).unwrap();
+    let p = problem(DType::BF16, 300, 1024, 512, true);
+    let space = wgmma_schedule_space(&p, GpuArch::Sm90a);
+    assert!(!space.is_empty());
+    for (i, s) in space.iter().filter(|s| s.stages == 4).enumerate() {
+        let k = kernel(format!("wg_joined_{i}"), g.clone(), *s);
+        let compiled = ptx::compile_kernel(&k, &Bindings::new(), GpuArch::Sm90a).unwrap();
+        assert_eq!(lowerings(&compiled), ["matmul-wgmma"], "{s:?}");
+        let step = &compiled.ir.steps[0];
+        // A, then one map per weight: [k, its rows] in boxes of 64 k by the tile's columns.
+        let weights: Vec<_> = step.tensor_maps.iter().filter(|m| m.dims.first() == Some(&512)).skip(1).collect();
+        assert_eq!(weights.len(), 3, "{s:?}: {:?}", step.tensor_maps);
+        for (m, (&n, input)) in weights.iter().zip(parts.iter().zip(1..)) {
+            assert_eq!(m.buffer, ptx::TmaBuffer::Input(input));
+            assert_eq!((m.dims.as_slice(), m.box_dims.as_slice()), (&[512, n][..], &[64, s.tile_n][..]), "{s:?}");
+        }
+        check_sm90a(&k, true);
+    }
+    let packed = kernel("wg_joined_default".into(), g, Schedule::default_for(Tier::Ptx));
+    let compiled = ptx::compile_kernel(&packed, &Bindings::new(), GpuArch::Sm90a).unwrap();
+    assert!(lowerings(&compiled).contains(&"matmul-pack"), "{:?}", lowerings(&compiled));
+}

@@ -129,6 +129,10 @@ fn view_offset(g: &Graph, mut n: NodeId, mut multi: Vec<u64>) -> Option<(usize, 
                 let ad = consts(&g.ty(*a)?.shape)?;
                 (n, multi) = (*a, delinearize(linearize(&multi, &dims), &ad));
             }
+            Op::Slice { input, axis, start, .. } => {
+                *multi.get_mut(*axis)? += start;
+                n = *input;
+            }
             _ => return None,
         }
     }

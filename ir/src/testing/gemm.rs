@@ -100,6 +100,22 @@ pub fn dual_gemm_graph(dtype: DType, batch: &[u64], (m, n, k): (u64, u64, u64), 
     Ok(g)
 }
 
+/// A joined product (the optimizer's `join-sibling-products`): `a @ concat([w_1.t(), ..,
+/// w_n.t()], -1)` for weights `w_i` stored `[parts[i], k]`, `a` of `[m, k]`.
+pub fn joined_gemm_graph(dtype: DType, (m, k): (u64, u64), parts: &[u64]) -> Result<Graph, BuildError> {
+    let mut g = Graph::new("joined");
+    let a = g.add_param("a", t(dtype, &[m, k]))?;
+    let mut bs = Vec::new();
+    for (i, &n) in parts.iter().enumerate() {
+        let w = g.add_param(&format!("w{i}"), t(dtype, &[n, k]))?;
+        bs.push(g.push(Op::Permute { input: w, perm: vec![1, 0] })?);
+    }
+    let b = g.push(Op::Concat { inputs: bs, axis: 1 })?;
+    let y = g.push(Op::MatMul(a, b))?;
+    g.outputs.push(y);
+    Ok(g)
+}
+
 /// F32 products with the pointwise epilogues a CPU tier computes in the product's register tiles,
 /// of `batch`-batched operands (B stored `[k, n]`): `relu(a @ b + bias)`; `(a @ b) * 0.5 + r` (a
 /// residual) cast to f16; `x * sigmoid(x)` for `x = a @ b` (the product read twice); and

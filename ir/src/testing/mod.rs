@@ -33,7 +33,7 @@ use crate::shape::Bindings;
 
 pub use compare::{Bound, Mismatch, Tolerance, compare_outputs};
 pub use config::{GenConfig, OpSet};
-pub use gemm::{dual_gemm_graph, gemm_epilogue_graphs, gemm_graph, gemm_two_outputs_graph};
+pub use gemm::{dual_gemm_graph, gemm_epilogue_graphs, gemm_graph, gemm_two_outputs_graph, joined_gemm_graph};
 pub use inputs::{SplitMix64, random_inputs};
 
 /// A generated program: the graph and the values of the shape variables it uses.

@@ -12,7 +12,9 @@
 //! row reduction recomputed inside another row kernel; a matmul is never recomputed.
 //!
 //! Products that share their left operand and meet in an epilogue become one dual-product kernel
-//! ([`fuse_shared_operand`]) on targets that have it.
+//! ([`fuse_shared_operand`]) on targets that have it; products of one left operand that do not
+//! meet may become one product of their Bs joined along the columns, each product's value its
+//! columns of it ([`join_sibling_products`]).
 //!
 //! Attention is formed in one step ([`fuse_attention`]): a product whose left operand is a row
 //! softmax over another product's result absorbs both, when the target has attention kernels.
@@ -45,6 +47,7 @@ pub fn rules() -> Vec<ClassRule> {
         ClassRule { name: "fuse-attention-prologue", find: fuse_attention_prologue },
         ClassRule { name: "fuse-attention-epilogue", find: fuse_attention_epilogue },
         ClassRule { name: "fuse-shared-operand", find: fuse_shared_operand },
+        ClassRule { name: "join-sibling-products", find: join_sibling_products },
     ]
 }
 
@@ -355,6 +358,154 @@ fn fuse_shared_operand(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term
     grow_counting(egraph, class, limit, "fuse-shared-operand", (matmul, matmul), (Users::Outside, Producers::First))
 }
 
+/// Each B's columns must be a multiple of this for [`join_sibling_products`]: every block tile
+/// of the warpgroup GEMM (64, 128 or 256 columns) then lies inside one B.
+pub const GROUPED_COLUMNS: u64 = 256;
+/// Most products [`join_sibling_products`] joins.
+pub const MAX_GROUPED: usize = 4;
+
+/// Products of one left operand, `x @ b_1, .., x @ b_n`, are each their own columns of
+/// `x @ concat([b_1, .., b_n], -1)`: one matmul kernel (its B joined along the columns, each
+/// block tile read from one B in place) that reads `x` once, a decoder layer's Q, K and V
+/// projections of one normalized input. The product's class gains `slice(joined)`, and that
+/// slice its one-op kernel (a later step), which the products' consumers absorb: they read the
+/// joined product's columns in place. Only on targets whose GEMM reads such a B in place
+/// ([`crate::TargetModel::grouped_products`]): unbatched f16/bf16 Bs of one depth and dtype,
+/// each of a multiple of [`GROUPED_COLUMNS`] columns, at most [`MAX_GROUPED`], whose values are
+/// only moved ([`only_moved`]), in the order of their products' classes (each member builds the
+/// same kernel). Exact: each column is the same
+/// sum. Extraction keeps the separate products where joining does not pay.
+fn join_sibling_products(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
+    if limit == 0 || !egraph.analysis.target.as_ref().is_some_and(crate::TargetModel::grouped_products) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for node in &egraph[class].nodes {
+        let term = match (&node.op, node.children.as_slice()) {
+            (TOp::Slice { .. }, [joined]) if has_joined_product(egraph, *joined) => {
+                seed_body(egraph, class, node).map(|(body, inputs)| Term::Kernel(Arc::new(body), inputs))
+            }
+            (TOp::MatMul, [x, _]) => joined_product(egraph, class, *x),
+            _ => None,
+        };
+        if let Some(term) = term {
+            out.push((node.clone(), term));
+            if out.len() >= limit {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The classes holding a joined product ([`join_sibling_products`]), for extraction to try
+/// sharing ([`crate::extract::extract_sharing`]), in id order.
+pub fn joined_product_classes(egraph: &EG) -> Vec<Id> {
+    let mut out: Vec<Id> = egraph.classes().map(|c| c.id).filter(|&c| has_joined_product(egraph, c)).collect();
+    out.sort_unstable();
+    out
+}
+
+/// Whether `class` holds a matmul kernel whose B joins several tensors along its columns.
+fn has_joined_product(egraph: &EG, class: Id) -> bool {
+    kernels(egraph, class).any(|k| {
+        k.body.class == KernelClass::MatMul && k.body.nodes.iter().any(|n| matches!(n, BodyNode::Op(TOp::Concat(_), _)))
+    })
+}
+
+/// Whether every op reading `class` only moves its values (a reshape, permute or slice: a
+/// projection split into heads). Products that are combined (a gated MLP's gate and up meet in
+/// an epilogue: a dual product) are left to the other fusion rules.
+fn only_moved(egraph: &EG, class: Id) -> bool {
+    egraph[class].parents().all(|parent| {
+        egraph[egraph.find(parent)].nodes.iter().all(|n| {
+            let reads = n.children.iter().any(|&c| egraph.find(c) == class);
+            !reads || matches!(n.op, TOp::Kernel { .. } | TOp::Reshape(_) | TOp::Permute(_) | TOp::Slice { .. })
+        })
+    })
+}
+
+/// `slice(x @ concat(b_1, .., b_n))` for the product in `class` of left operand `x` and its
+/// siblings (see [`join_sibling_products`]), or `None`.
+fn joined_product(egraph: &EG, class: Id, x: Id) -> Option<Term> {
+    let x = egraph.find(x);
+    let x_ty = &egraph[x].data.ty;
+    let rank = x_ty.shape.rank();
+    let depth = x_ty.shape.0.last().and_then(tcc_ir::Dim::as_const);
+    let joinable = |b: Id| -> Option<u64> {
+        let t = &egraph[b].data.ty;
+        let [k, n] = t.shape.0.as_slice() else { return None };
+        let n = n.as_const()?;
+        let ok = matches!(t.dtype, tcc_ir::DType::F16 | tcc_ir::DType::BF16)
+            && t.dtype == x_ty.dtype
+            && k.as_const() == depth
+            && n.is_multiple_of(GROUPED_COLUMNS);
+        (ok && n > 0).then_some(n)
+    };
+    // Each class computing a product of x: its first such node with a joinable B.
+    let mut members: Vec<(Id, Id, u64)> = Vec::new();
+    for parent in egraph[x].parents() {
+        let p = egraph.find(parent);
+        if members.iter().any(|m| m.0 == p) {
+            continue;
+        }
+        let found = egraph[p].nodes.iter().find_map(|n| match (&n.op, n.children.as_slice()) {
+            (TOp::MatMul, [a, b]) if egraph.find(*a) == x => joinable(egraph.find(*b)).map(|c| (egraph.find(*b), c)),
+            _ => None,
+        });
+        if let Some((b, cols)) = found
+            && only_moved(egraph, p)
+        {
+            members.push((p, b, cols));
+        }
+    }
+    members.sort_unstable_by_key(|m| m.0);
+    members.truncate(MAX_GROUPED);
+    let at = members.iter().position(|m| m.0 == egraph.find(class))?;
+    if members.len() < 2 || rank < 2 {
+        return None;
+    }
+    let mut b = BodyBuilder::new();
+    let xv = b.input(x, x_ty);
+    // Each B as its tensor's transpose where it is one (a weight `w` read as `w.t()`), so the
+    // kernel reads every B in place; the new kernel's class is not searched again.
+    let bs: Vec<usize> = members
+        .iter()
+        .map(|m| {
+            let ty = &egraph[m.1].data.ty;
+            let transposed = egraph[m.1].nodes.iter().find_map(|n| match (&n.op, n.children.as_slice()) {
+                (TOp::Permute(p), [w]) => Some((p.clone(), egraph.find(*w))),
+                _ => None,
+            });
+            match transposed {
+                Some((perm, w)) => {
+                    let wv = b.input(w, &egraph[w].data.ty);
+                    b.op(TOp::Permute(perm), vec![wv], ty.clone())
+                }
+                None => b.input(m.1, ty),
+            }
+        })
+        .collect();
+    let total: u64 = members.iter().map(|m| m.2).sum();
+    let dims = |last: u64| {
+        let mut d = x_ty.shape.0[..rank - 1].to_vec();
+        d.push(tcc_ir::Dim::Const(last));
+        d
+    };
+    let joined_ty = tcc_ir::TensorType {
+        dtype: x_ty.dtype,
+        shape: tcc_ir::Shape(vec![x_ty.shape.0[rank - 1].clone(), tcc_ir::Dim::Const(total)]),
+    };
+    let joined = b.op(TOp::Concat(1), bs, joined_ty);
+    let product_ty = tcc_ir::TensorType { dtype: x_ty.dtype, shape: tcc_ir::Shape(dims(total)) };
+    let product = b.op(TOp::MatMul, vec![xv, joined], product_ty);
+    let (body, inputs) = b.finish(product, vec!["join-sibling-products"])?;
+    let start: u64 = members[..at].iter().map(|m| m.2).sum();
+    let end = start + members[at].2;
+    let kernel = Term::Kernel(Arc::new(body), inputs);
+    Some(Term::Op(TOp::Slice { axis: rank - 1, start, end }, vec![kernel]))
+}
+
 /// A reduction kernel absorbs pointwise producers of the rows it reads.
 fn fuse_reduction_prologue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
     grow(egraph, class, limit, "fuse-reduction-prologue", is_reduction, pointwise)
@@ -529,9 +680,13 @@ fn attention(c: KernelClass) -> bool {
 }
 
 /// An attention kernel absorbs pointwise producers of its inputs: a reshape or broadcast of K
-/// and V for grouped heads, a rotary embedding, a scale, read as its operands load.
+/// and V for grouped heads, a rotary embedding, a scale, read as its operands load (each legal
+/// producer of an input, not only the most promising).
 fn fuse_attention_prologue(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
-    grow(egraph, class, limit, "fuse-attention-prologue", attention, pointwise)
+    // Every producer: an operand's views may come from a product or from a joined product's
+    // columns, and only extraction knows which of the two is computed.
+    let kinds: Kinds = (attention, pointwise);
+    grow_counting(egraph, class, limit, "fuse-attention-prologue", kinds, (Users::All, Producers::Every))
 }
 
 /// `partial`, and `partial` with the most promising reduction kernel of one of its inputs merged

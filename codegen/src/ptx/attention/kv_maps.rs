@@ -132,6 +132,10 @@ fn const_address(g: &Graph, dims: &[Vec<u64>], mut n: NodeId, mut multi: Vec<u64
                 let flat = linearize(&multi, own);
                 (n, multi) = (*a, delinearize(flat, dims.get(a.index())?));
             }
+            Op::Slice { input, axis, start, .. } => {
+                *multi.get_mut(*axis)? += start;
+                n = *input;
+            }
             _ => return None,
         }
     }

@@ -1,5 +1,5 @@
 //! Where the rows of the queries, keys and values are in memory: each operand is a view of a
-//! parameter (permutes, broadcasts and reshapes of the batch axes, as
+//! parameter (permutes, broadcasts, reshapes of the batch axes and slices, as
 //! [`tcc_ir::attention::GpuAttention`] requires), so the row `r` of batch entry `b` starts at
 //! `base(b) + r * ld` elements of the parameter, with the head dimension contiguous. `base` and
 //! `ld` are computed once per tile by following the views ([`address`]); grouped-query heads thus
@@ -91,6 +91,13 @@ fn address(em: &mut Em, mut n: NodeId, mut multi: Vec<String>) -> Result<(usize,
                 let flat = em.linearize(&multi, &dims);
                 let ad = em.dims(*a).to_vec();
                 (n, multi) = (*a, em.delinearize(&flat, &ad));
+            }
+            Op::Slice { input, axis, start, .. } => {
+                if let Some(at) = multi.get_mut(*axis) {
+                    let ix = em.ix;
+                    *at = em.f.v(format!("add {ix} {at}, {start}"));
+                }
+                n = *input;
             }
             other => {
                 return Err(PtxError::InvalidGraph {

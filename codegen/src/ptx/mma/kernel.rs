@@ -50,6 +50,10 @@ pub(crate) struct GemmProduct<'a> {
     /// A dual product's second product ([`tcc_ir::DualProduct`]; the `mma.sync` and warpgroup
     /// loops run one): each `bn`-column block tile holds `bn / 2` columns of each product.
     pub(crate) second: Option<SecondProduct>,
+    /// A B joined along its columns from several tensors (a joined product of sibling products),
+    /// each block tile's columns inside one of them: the warpgroup loop's TMA variants read each
+    /// from its own tensor map. Empty for one B (`b`); else `b` is the first part.
+    pub(crate) joined: Vec<JoinedPart>,
     /// Batch dims of the output.
     pub(crate) batch_dims: &'a [u64],
     /// Output dims.
@@ -64,6 +68,18 @@ pub(crate) struct SecondProduct {
     pub(crate) b: Operand,
     /// Its matmul node.
     pub(crate) node: tcc_ir::NodeId,
+}
+
+/// One part of a B joined along its columns: `[n, k]` rows in memory (a weight read as its
+/// transpose), the product's columns `start..start + cols`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JoinedPart {
+    /// Its rows in memory.
+    pub(crate) b: Operand,
+    /// Its first column of the product.
+    pub(crate) start: u64,
+    /// Its columns.
+    pub(crate) cols: u64,
 }
 
 impl GemmProduct<'_> {

@@ -40,7 +40,7 @@ use super::module::ModuleText;
 use super::plan::{Out, Src, numel};
 use super::stages::{StageCx, grid_ids, launch};
 use config::MmaConfig;
-use kernel::{Epilogue, Gemm, GemmProduct, SecondProduct};
+use kernel::{Epilogue, Gemm, GemmProduct, JoinedPart, SecondProduct};
 
 use super::wgmma;
 use super::wgmma::config::WgConfig;
@@ -156,6 +156,29 @@ fn transposed_source(cx: &StageCx, b: NodeId) -> Option<NodeId> {
     (swaps && memory_of(cx, *input).is_some()).then_some(*input)
 }
 
+/// The parts of `b` when it joins, along its columns, weights read as their transposes (`[n, k]`
+/// rows in memory, `k` a multiple of 8, unbatched), at least two: `concat([w_1.t(), .., w_n.t()],
+/// -1)`, a joined product's B ([`tcc_passes`'s `join-sibling-products`]).
+fn joined_parts(cx: &StageCx, b: NodeId, k: u64) -> Option<Vec<JoinedPart>> {
+    let Op::Concat { inputs, axis } = &cx.g.nodes[b.index()].op else { return None };
+    if *axis != 1 || inputs.len() < 2 || cx.plan.dims[b.index()].len() != 2 || !k.is_multiple_of(8) {
+        return None;
+    }
+    let mut parts = Vec::with_capacity(inputs.len());
+    let mut start = 0;
+    for &input in inputs {
+        let src = transposed_source(cx, input)?;
+        let dims = &cx.plan.dims[src.index()];
+        let [cols, depth] = dims[..] else { return None };
+        if depth != k || cols == 0 {
+            return None;
+        }
+        parts.push(JoinedPart { b: Operand { mem: memory_of(cx, src)?, ld: k, batch_stride: 0 }, start, cols });
+        start += cols;
+    }
+    Some(parts)
+}
+
 /// Whether the dual product `products` ([`tcc_ir::DualProduct`]) runs as one tensor-core kernel
 /// here: a target with `mma.sync` and `cp.async`, both products of one non-empty problem.
 pub(crate) fn runs_dual(cx: &StageCx, products: [NodeId; 2]) -> bool {
@@ -259,6 +282,20 @@ pub(crate) fn lower(
                 .and_then(|mem| batch_stride(bd, &batch_dims).map(|bs| (mem, n, bs, BLayout::KN))),
         }
     };
+    // A B joined along its columns from weights read as their transposes: each part read in
+    // place by the warpgroup kernel's TMA boxes where its tiles never straddle two parts; any
+    // other schedule packs the joined B (below).
+    let joined = joined_parts(cx, b, k).filter(|parts| {
+        let p = MatmulProblem { b_layout: BLayout::NK, ..problem };
+        second.is_none()
+            && cx.caps.has(Feature::Wgmma)
+            && is_wgmma_schedule(cx.schedule)
+            && wgmma::config::config(&p, cx.schedule, cx.caps)
+                .is_ok_and(|wc| wc.tma && parts.iter().all(|j| j.cols.is_multiple_of(u64::from(wc.bn))))
+    });
+    if joined.is_some() {
+        problem.b_layout = BLayout::NK;
+    }
     let second_b = match second.map(|s| &cx.g.nodes[s.index()].op) {
         Some(Op::MatMul(_, b2)) => Some(*b2),
         _ => None,
@@ -275,7 +312,10 @@ pub(crate) fn lower(
     };
     let shared = std::iter::once(b).chain(second_b).all(|o| one_for_all(&o));
     let mut b_ops = Vec::new();
-    for (i, operand) in std::iter::once(b).chain(second_b).enumerate() {
+    if let Some(parts) = &joined {
+        b_ops.push(parts[0].b);
+    }
+    for (i, operand) in std::iter::once(b).chain(second_b).enumerate().filter(|_| joined.is_none()) {
         let op = match directs[i].filter(|_| alike) {
             Some((mem, ld, bs, _)) => Operand { mem, ld, batch_stride: bs },
             None => {
@@ -303,7 +343,7 @@ pub(crate) fn lower(
         (Some(node), Some(&b)) => Some(SecondProduct { b, node }),
         _ => None,
     };
-    if let Some(d) = directs[0].filter(|_| alike) {
+    if let Some(d) = directs[0].filter(|_| alike && joined.is_none()) {
         problem.b_layout = d.3;
     }
 
@@ -357,6 +397,7 @@ pub(crate) fn lower(
         b_layout: problem.b_layout,
         node,
         second,
+        joined: joined.unwrap_or_default(),
         batch_dims: &batch_dims,
         out_dims: &od,
     };

@@ -21,6 +21,10 @@
 //! the ping-pong variant the two consumers take alternate 64-row tiles from the same ring, so
 //! one stores its tile while the other multiplies.
 //!
+//! A joined B (a joined product of sibling products: several weights side by side along the
+//! columns, each block tile inside one) is read by the TMA variants, each tile's box from the
+//! map of the part holding its columns.
+//!
 //! A dual product (see `super::super::mma`) runs the TMA variants (with a producer only where
 //! its tiles are stored by TMA): each k-tile of B is two boxes
 //! of `bn / 2` rows, from each B's tensor map, and a thread's accumulators of an output column
@@ -73,9 +77,9 @@ pub(crate) const TMAP_B2: usize = 2;
 
 impl WgGemm<'_> {
     /// Tensor-map parameter of the output when the tile is stored by TMA: after the operands'
-    /// (`%tmap2`, or `%tmap3` after a dual product's second B).
+    /// (`%tmap2`, or after a dual product's second B or a joined B's further parts).
     pub(crate) fn tmap_c(&self) -> usize {
-        if self.p.second.is_some() { TMAP_B2 + 1 } else { TMAP_B2 }
+        if self.p.second.is_some() { TMAP_B2 + 1 } else { TMAP_B + self.p.joined.len().max(1) }
     }
 }
 /// Registers per thread of a cp.async producer warpgroup, and of the two consumers beside it
@@ -185,6 +189,11 @@ pub(crate) fn tensor_maps(g: &WgGemm, outs: &[Out], out_dtype: DType) -> Vec<Ten
     if let Some(second) = &g.p.second {
         maps.push(spec(&second.b, g.p.k_real, g.p.n, b_rows));
     }
+    // A joined B: one map per part (`[n, k]`, its own columns), the first at TMAP_B.
+    if let [first, rest @ ..] = g.p.joined.as_slice() {
+        maps[TMAP_B] = spec(&first.b, g.p.k_real, first.cols, b_rows);
+        maps.extend(rest.iter().map(|j| spec(&j.b, g.p.k_real, j.cols, b_rows)));
+    }
     if g.tma_store
         && let Some(out) = outs.first()
     {
@@ -262,6 +271,9 @@ struct WgKernel<'g, 'a> {
     map_c: Option<String>,
     /// TMA: the generic address of a dual product's second B's tensor map.
     map_b2: Option<String>,
+    /// TMA: a joined B's further parts: each one's tensor map and first column (the first part
+    /// is B's map, from column 0).
+    map_parts: Vec<(String, u64)>,
     /// This thread's index among the copying threads.
     ct: String,
     a_copy: CopyPlan,
@@ -320,6 +332,12 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         };
         let map_c = g.tma_store.then(|| em.f.v(format!("ptrtoint ptr %tmap{} to i64", g.tmap_c())));
         let map_b2 = (c.tma && g.p.second.is_some()).then(|| em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_B2)));
+        let map_parts: Vec<(String, u64)> = if c.tma {
+            let parts = g.p.joined.iter().enumerate().skip(1);
+            parts.map(|(i, j)| (em.f.v(format!("ptrtoint ptr %tmap{} to i64", TMAP_B + i)), j.start)).collect()
+        } else {
+            Vec::new()
+        };
         if c.producer || c.tma {
             let first = em.f.v(format!("icmp eq i32 {tid}, 0"));
             let cont = em.f.if_begin(&first);
@@ -405,6 +423,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
             maps,
             map_c,
             map_b2,
+            map_parts,
             ct,
             a_copy,
             b_copy,
@@ -580,11 +599,19 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let bsb = em.f.v(format!("add i32 {sb}, {}", self.a_bytes));
         match self.g.p.b_layout {
             BLayout::NK => {
-                let mut cb = vec![k0, tile.col0.clone()];
+                // A joined B: the part holding the tile's columns, at its own column.
+                let (mut map, mut col) = (mb.clone(), tile.col0.clone());
+                for (part, start) in &self.map_parts {
+                    let inside = em.f.v(format!("icmp uge i32 {}, {start}", tile.col0));
+                    let own = em.f.v(format!("sub i32 {}, {start}", tile.col0));
+                    map = em.f.v(format!("select i1 {inside}, i64 {part}, i64 {map}"));
+                    col = em.f.v(format!("select i1 {inside}, i32 {own}, i32 {col}"));
+                }
+                let mut cb = vec![k0, col];
                 if self.b_batched {
                     cb.push(tile.bidx.clone());
                 }
-                asm::tma_load(&mut em.f, &bsb, mb, &cb, &full);
+                asm::tma_load(&mut em.f, &bsb, &map, &cb, &full);
                 // A dual product: the second B's rows of the same output columns below them.
                 if let Some(mb2) = &self.map_b2 {
                     let dst = em.f.v(format!("add i32 {bsb}, {}", self.bn / 2 * 128));
@@ -708,7 +735,11 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let prologue = if g.persistent { em.f.v(format!("and i1 {lead}, {first_tile}")) } else { lead.clone() };
         let cont = em.f.if_begin(&prologue);
         if let (true, Some((ma, mb))) = (g.persistent, &self.maps) {
-            for m in [Some(ma), Some(mb), self.map_b2.as_ref()].into_iter().flatten() {
+            for m in [Some(ma), Some(mb), self.map_b2.as_ref()]
+                .into_iter()
+                .flatten()
+                .chain(self.map_parts.iter().map(|p| &p.0))
+            {
                 asm::prefetch_tensormap(&mut em.f, m);
             }
         }
@@ -869,7 +900,11 @@ impl<'g, 'a> WgKernel<'g, 'a> {
             let lead = em.f.v(format!("icmp eq i32 {}, 0", self.ct));
             em.f.op(format!("br i1 {lead}, label %{issuer}, label %{done}"));
             em.f.start_block(&issuer);
-            for m in [Some(ma), Some(mb), self.map_b2.as_ref()].into_iter().flatten() {
+            for m in [Some(ma), Some(mb), self.map_b2.as_ref()]
+                .into_iter()
+                .flatten()
+                .chain(self.map_parts.iter().map(|p| &p.0))
+            {
                 asm::prefetch_tensormap(&mut em.f, m);
             }
         }

@@ -1,0 +1,71 @@
+//! Sibling products (`join-sibling-products`): products of one left operand whose values are
+//! only moved (a layer's Q, K and V projections split into heads) become one product of their
+//! weights joined along the columns on sm_90a, where the warpgroup GEMM reads each weight in
+//! place, and their consumers read its columns; the optimized program computes what the original
+//! does. Not on the CPUs or sm_80, not where the GEMM would have to pack the joined weights (a
+//! decode step's few rows), and never for products that meet in an epilogue (a dual product).
+
+use tcc_ir::interp::{run_graph, run_program};
+use tcc_ir::testing::{Tolerance, compare_outputs, random_inputs};
+use tcc_ir::{Bindings, DType, Dim, Graph, KernelClass, Op, Shape, TensorType};
+use tcc_passes::{OptimizeOptions, Optimized, TargetModel, optimize};
+
+/// `x @ w_i.t()` for each weight, reshaped to `[S, heads, 128]` and permuted to heads first.
+fn projections(rows: Dim, hidden: u64, heads: &[u64]) -> Graph {
+    let t = |dims: Vec<Dim>| TensorType { dtype: DType::BF16, shape: Shape(dims) };
+    let c = Dim::Const;
+    let mut g = Graph::new("qkv");
+    let x = g.add_param("x", t(vec![rows.clone(), c(hidden)])).unwrap();
+    for (i, &h) in heads.iter().enumerate() {
+        let w = g.add_param(&format!("w{i}"), t(vec![c(h * 128), c(hidden)])).unwrap();
+        let wt = g.push(Op::Permute { input: w, perm: vec![1, 0] }).unwrap();
+        let y = g.push(Op::MatMul(x, wt)).unwrap();
+        let split = g.push_typed(Op::Reshape(y), t(vec![rows.clone(), c(h), c(128)])).unwrap();
+        let heads_first = g.push(Op::Permute { input: split, perm: vec![1, 0, 2] }).unwrap();
+        g.outputs.push(heads_first);
+    }
+    g
+}
+
+fn optimized(g: &Graph, target: TargetModel, s: u64) -> Optimized {
+    let mut opts = OptimizeOptions::new(target);
+    opts.bindings = [("S".to_string(), s)].into_iter().collect();
+    opts.explain = true;
+    optimize(g, &opts).unwrap()
+}
+
+/// The matmul kernels: how many, and how many join several weights.
+fn products(out: &Optimized) -> (usize, usize) {
+    let matmuls: Vec<_> = out.program.launches.iter().filter(|l| l.kernel.class == KernelClass::MatMul).collect();
+    let joined = matmuls.iter().filter(|l| l.kernel.graph.nodes.iter().any(|n| matches!(n.op, Op::Concat { .. })));
+    (matmuls.len(), joined.count())
+}
+
+#[test]
+fn a_layers_projections_are_one_product_on_sm_90a_and_compute_the_same() {
+    let g = projections(Dim::Var("S".into()), 512, &[4, 2, 2]);
+    let out = optimized(&g, TargetModel::sm_90a(), 4096);
+    assert_eq!(products(&out), (1, 1), "{}", out.report);
+    assert!(out.report.kernels.iter().any(|k| k.rules.iter().any(|r| r == "join-sibling-products")), "{}", out.report);
+    // The program at a size the interpreter runs quickly (the same kernels, S bound at run time).
+    let bindings: Bindings = [("S".to_string(), 40u64)].into_iter().collect();
+    let inputs = random_inputs(&g, &bindings, 3).unwrap();
+    let expected = run_graph(&g, &inputs).unwrap();
+    let actual = run_program(&out.program, &inputs).unwrap();
+    compare_outputs(&expected, &actual, &Tolerance::default()).unwrap();
+}
+
+#[test]
+fn cpus_sm_80_and_decode_steps_keep_their_products() {
+    let g = projections(Dim::Var("S".into()), 512, &[4, 2, 2]);
+    for target in [TargetModel::cpu_host(), TargetModel::cpu_llvm(), TargetModel::sm_80()] {
+        let out = optimized(&g, target, 4096);
+        assert_eq!(products(&out), (3, 0), "{}", out.report);
+    }
+    // 16 rows run on mma.sync tiles, which would copy the joined weights first.
+    let out = optimized(&g, TargetModel::sm_90a(), 16);
+    assert_eq!(products(&out).1, 0, "{}", out.report);
+    // Weights whose rows are no multiple of 256 (a tile could straddle two) are never joined.
+    let odd = projections(Dim::Var("S".into()), 512, &[3, 2]);
+    assert_eq!(products(&optimized(&odd, TargetModel::sm_90a(), 4096)).1, 0);
+}
