@@ -662,7 +662,12 @@ fn row_view(g: &Graph, mut n: NodeId, mut row: usize, mut head: usize) -> bool {
         let Some(node) = g.node(n) else { return false };
         let r = node.ty.shape.rank();
         match &node.op {
-            Op::Input { .. } => return head + 1 == r && row != head,
+            // Rows start 16 bytes apart at least (the parameter's rows are whole 16-bit
+            // vectors of 8): a slice may have cut a head out of rows of any width.
+            Op::Input { .. } => {
+                let width = node.ty.shape.dims().last().and_then(Dim::as_const);
+                return head + 1 == r && row != head && width.is_some_and(|w| w.is_multiple_of(8));
+            }
             Op::Permute { input, perm } => {
                 let (Some(&pr), Some(&ph)) = (perm.get(row), perm.get(head)) else { return false };
                 (row, head, n) = (pr, ph, *input);
@@ -961,6 +966,29 @@ mod tests {
         assert!(
             Attention::find(&parse_graph(&with_tail(two_users, "f16[8, 2, 16], f16[2, 8, 16]")).unwrap()).is_none()
         );
+    }
+
+    /// The token-major case with V's heads sliced out of rows of `width` elements, from `start`.
+    fn sliced_values(width: u64, start: u64) -> String {
+        TOKEN_MAJOR
+            .replace("v: f16[12, 32]", &format!("v: f16[12, 2, {width}]"))
+            .replace("  %2 = input 2 : f16[12, 32]", &format!("  %2 = input 2 : f16[12, 2, {width}]"))
+            .replace(
+                "%13 = reshape %2 : f16[12, 2, 16]",
+                &format!("%13 = slice %2 axis=2 start={start} end={} : f16[12, 2, 16]", start + 16),
+            )
+    }
+
+    #[test]
+    fn sliced_operands_are_rows_when_their_rows_stay_16_byte_aligned() {
+        // A joined product's columns: the head starts on a 16-byte boundary of 16-byte rows.
+        assert!(GpuAttention::find(&parse_graph(&sliced_values(24, 8)).unwrap()).is_some());
+        // Rows of 20 f16 (40 bytes) or a head starting 4 elements in: no 16-byte copies.
+        for (width, start) in [(20, 0), (24, 4)] {
+            let g = parse_graph(&sliced_values(width, start)).unwrap();
+            assert!(Attention::find(&g).is_some());
+            assert!(GpuAttention::find(&g).is_none(), "width {width}, start {start}");
+        }
     }
 
     #[test]

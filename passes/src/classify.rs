@@ -113,8 +113,9 @@ fn matmul(body: &Body, products: &[usize], after: &[bool]) -> Option<KernelClass
             op.is_elementwise() && body.types.get(i).is_some_and(|t| &t.shape == out_shape)
         } else {
             op.is_elementwise()
-                || matches!(op, TOp::Permute(_) | TOp::Broadcast(_) | TOp::Slice { .. } | TOp::Concat(_))
+                || matches!(op, TOp::Permute(_) | TOp::Broadcast(_) | TOp::Slice { .. })
                 || op.const_value().is_some()
+                || (matches!(op, TOp::Concat(_)) && is_b_of(body, products, i))
         };
         if !ok {
             return None;
@@ -140,6 +141,11 @@ fn matmul(body: &Body, products: &[usize], after: &[bool]) -> Option<KernelClass
         }
     }
     Some(KernelClass::MatMul)
+}
+
+/// Whether value `v` is the right operand (B) of one of `products`.
+fn is_b_of(body: &Body, products: &[usize], v: usize) -> bool {
+    products.iter().any(|&m| matches!(body.nodes.get(m), Some(BodyNode::Op(_, kids)) if kids.get(1) == Some(&v)))
 }
 
 /// Whether value `v` joins, along its last axis, values that `one` accepts.

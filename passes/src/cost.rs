@@ -135,22 +135,25 @@ fn matmul_prologue(body: &Body) -> Vec<bool> {
 /// them in place under `schedule`: a TMA warpgroup tile whose columns divide every part's; true
 /// for any other product.
 fn reads_joined_b_in_place(body: &Body, schedule: &Schedule, b: &Bindings) -> bool {
-    let parts: Vec<f64> = body
-        .nodes
-        .iter()
-        .filter_map(|n| match n {
-            BodyNode::Op(TOp::Concat(_), kids) => Some(kids),
-            _ => None,
-        })
-        .flatten()
-        .filter_map(|k| body.types.get(*k).and_then(|t| t.shape.0.last()).map(|d| dim(d, b)))
-        .collect();
-    if parts.is_empty() {
+    let Some(kids) = body.nodes.iter().find_map(|n| match n {
+        BodyNode::Op(TOp::Concat(_), kids) => Some(kids),
+        _ => None,
+    }) else {
         return true;
-    }
-    let tma = is_warpgroup_encoding(schedule) && WgmmaSchedule::decode(schedule).is_ok_and(|w| w.tma);
+    };
+    // As the backend reads them: each part a weight's transpose (`[n, k]` rows in memory) of a
+    // depth that is a multiple of 8, its columns a multiple of the tile's.
     let cols = f64::from(schedule.tile_n.max(1));
-    tma && parts.iter().all(|p| p % cols == 0.0)
+    let part_in_place = |k: &usize| {
+        let transposed = matches!(body.nodes.get(*k), Some(BodyNode::Op(TOp::Permute(p), w))
+            if p.as_slice() == [1, 0] && w.first().is_some_and(|w| matches!(body.nodes.get(*w), Some(BodyNode::Input(_)))));
+        let ty = body.types.get(*k);
+        let n = ty.and_then(|t| t.shape.0.last()).map(|d| dim(d, b));
+        let depth = ty.and_then(|t| t.shape.0.first()).map(|d| dim(d, b));
+        transposed && n.is_some_and(|n| n % cols == 0.0) && depth.is_some_and(|k| k % 8.0 == 0.0)
+    };
+    let tma = is_warpgroup_encoding(schedule) && WgmmaSchedule::decode(schedule).is_ok_and(|w| w.tma);
+    tma && kids.iter().all(part_in_place)
 }
 
 /// The bytes a kernel reads of its input `at`: all of it, or where only slices read it (the
@@ -216,7 +219,8 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
         let n = if crate::classify::is_dual_product(body) { 2.0 * n } else { n };
         flops_mm = 2.0 * batch * m * n * k;
         // Ping-pong consumers multiply alternate tiles of one block at once, which stream the
-        // same B columns: for operand traffic the block's rows are both tiles'.
+        // same B columns: for operand traffic the block's rows are both tiles' (for every
+        // product; measured only on the dual product, whose default it is, session 15).
         let turns = is_warpgroup_encoding(schedule) && WgmmaSchedule::decode(schedule).is_ok_and(|w| w.pingpong);
         let rows = schedule.tile_m.max(1) * if turns { 2 } else { 1 };
         let (tm, tn) = (f64::from(rows), f64::from(schedule.tile_n.max(1)));

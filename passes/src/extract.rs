@@ -167,11 +167,11 @@ pub fn extract(egraph: &EG, roots: &[Id], cost: &NodeCost<'_>, banned: &BTreeSet
     Some(ex)
 }
 
-/// [`extract`], then for each class of `shared` (a value several classes may read at once,
-/// which the per-class choice cannot see paying for itself: a joined product whose columns
+/// [`extract`], then for each class of `shared` in turn (a value several classes may read at
+/// once, which the per-class choice cannot see paying for itself: a joined product whose columns
 /// three consumers read in place, each of which alone is cheaper reading its own product), the
-/// extraction as if that class cost (nearly) nothing, costed again by `cost`: the cheaper DAG
-/// wins.
+/// extraction as if that class and the ones kept before it cost (nearly) nothing, costed again by
+/// `cost`: where it is cheaper, it is kept (and so is that class's freedom).
 pub fn extract_sharing(
     egraph: &EG,
     roots: &[Id],
@@ -180,12 +180,15 @@ pub fn extract_sharing(
     shared: &[Id],
 ) -> Option<Extraction> {
     let mut best = extract(egraph, roots, cost, banned)?;
+    // The classes kept free so far: each that paid for itself stays free in the later trials.
+    let mut free_classes: BTreeSet<Id> = BTreeSet::new();
     for &class in shared {
-        let class = egraph.find(class);
-        // Nearly free: its nodes keep their order (its best schedule stays its best).
+        let mut trying = free_classes.clone();
+        trying.insert(egraph.find(class));
+        // Nearly free: their nodes keep their order (a best schedule stays the best).
         let free = |eg: &EG, c: Id, n: &TNode| {
             let x = cost(eg, c, n);
-            if eg.find(c) == class { x.map(|x| x * 1e-9) } else { x }
+            if trying.contains(&eg.find(c)) { x.map(|x| x * 1e-9) } else { x }
         };
         let Some(mut trial) = extract(egraph, roots, &free, banned) else { continue };
         let Some(order) = trial.post_order(egraph, roots) else { continue };
@@ -198,6 +201,7 @@ pub fn extract_sharing(
         trial.total = total;
         if trial.total < best.total {
             best = trial;
+            free_classes = trying;
         }
     }
     Some(best)

@@ -99,7 +99,7 @@ impl TargetModel {
 
     /// Whether the target's GEMM reads a B concatenated along its columns from several tensors
     /// in place, each block tile from its own tensor's memory, so that products of one left
-    /// operand may become one (`concat-sibling-products`): the warpgroup GEMM with TMA copies
+    /// operand may become one (`join-sibling-products`): the warpgroup GEMM with TMA copies
     /// (sm_90a). Elsewhere such a B would be copied per call.
     pub fn grouped_products(&self) -> bool {
         self.gpu() && crate::schedule::has_warpgroup_mma(self)

@@ -73,9 +73,10 @@ pub struct AttentionCase {
     /// through `reshape` to `[.., L, kv_heads, D]` and `permute` to `[.., kv_heads, L, D]` (only
     /// with a head axis).
     pub token_major: bool,
-    /// The output as an output projection reads it, token-major: `[.., S, heads * Dv]`, the
-    /// product's `[.., heads, S, Dv]` permuted to `[.., S, heads, Dv]` and reshaped (only with a
-    /// head axis): the attention kernel's layout tail.
+    /// The output as an output projection reads it, token-major: `[S, .., heads * Dv]`, the
+    /// product's `[.., heads, S, Dv]` permuted to `[S, .., heads, Dv]` (a cycle of three or more
+    /// axes with batch axes, not its own inverse) and reshaped (only with a head axis): the
+    /// attention kernel's layout tail.
     pub token_major_output: bool,
 }
 
@@ -243,15 +244,17 @@ impl AttentionCase {
         Ok(g)
     }
 
-    /// The output `[.., heads, S, Dv]` as `[.., S, heads * Dv]`: permuted to `[.., S, heads, Dv]`,
-    /// then reshaped.
+    /// The output `[.., heads, S, Dv]` as `[S, .., heads * Dv]`: permuted to `[S, .., heads, Dv]`
+    /// (the decoder layer's `o.permute([2, 0, 1, 3])` with one batch axis), then reshaped.
     fn tokens_first(&self, g: &mut Graph, o: NodeId) -> Result<NodeId, BuildError> {
         let b = self.batch.len();
-        let mut perm: Vec<usize> = (0..b).collect();
-        perm.extend([b + 1, b, b + 2]);
+        let mut perm = vec![b + 1];
+        perm.extend(0..b);
+        perm.extend([b, b + 2]);
         let o = g.push(Op::Permute { input: o, perm })?;
         let t = g.ty(o).cloned().ok_or(crate::TypeError::UnknownOperand(o))?;
-        let rows = with_dims(&self.batch, &[self.q_len, self.heads * self.value_dim]);
+        let mut rows = vec![self.q_len];
+        rows.extend(with_dims(&self.batch, &[self.heads * self.value_dim]));
         g.push_typed(Op::Reshape(o), TensorType { dtype: t.dtype, shape: Shape::from_consts(&rows) })
     }
 

@@ -289,8 +289,8 @@ fn grow_kernel(
             let merged = match merged {
                 // The e-graph has it: nothing new from this input for an applier. A searcher
                 // still reports the class (its applier sees what other rules add before it runs).
-                MergeLookup::Added if egraph.analysis.search.applying() => break,
                 MergeLookup::Added if producers == Producers::Every => continue,
+                MergeLookup::Added if egraph.analysis.search.applying() => break,
                 MergeLookup::Added => {
                     out.push(Term::Class(class));
                     break;
@@ -370,8 +370,9 @@ pub const MAX_GROUPED: usize = 4;
 /// projections of one normalized input. The product's class gains `slice(joined)`, and that
 /// slice its one-op kernel (a later step), which the products' consumers absorb: they read the
 /// joined product's columns in place. Only on targets whose GEMM reads such a B in place
-/// ([`crate::TargetModel::grouped_products`]): unbatched f16/bf16 Bs of one depth and dtype,
-/// each of a multiple of [`GROUPED_COLUMNS`] columns, at most [`MAX_GROUPED`], whose values are
+/// ([`crate::TargetModel::grouped_products`]): unbatched f16/bf16 Bs of one depth (a multiple of
+/// 8) and dtype, each the transpose of a weight stored `[n, k]` ([`transposed`]) of a multiple of
+/// [`GROUPED_COLUMNS`] columns, at most [`MAX_GROUPED`], whose values are
 /// only moved ([`only_moved`]), in the order of their products' classes (each member builds the
 /// same kernel). Exact: each column is the same
 /// sum. Extraction keeps the separate products where joining does not pay.
@@ -413,6 +414,15 @@ fn has_joined_product(egraph: &EG, class: Id) -> bool {
     })
 }
 
+/// The class of `w` where `b`'s class holds `w.t()` (a 2-D transpose): a weight stored `[n, k]`,
+/// as the joined product's kernel reads each part in place.
+fn transposed(egraph: &EG, b: Id) -> Option<Id> {
+    egraph[b].nodes.iter().find_map(|n| match (&n.op, n.children.as_slice()) {
+        (TOp::Permute(p), [w]) if p.as_slice() == [1, 0] => Some(egraph.find(*w)),
+        _ => None,
+    })
+}
+
 /// Whether every op reading `class` only moves its values (a reshape, permute or slice: a
 /// projection split into heads). Products that are combined (a gated MLP's gate and up meet in
 /// an epilogue: a dual product) are left to the other fusion rules.
@@ -439,7 +449,9 @@ fn joined_product(egraph: &EG, class: Id, x: Id) -> Option<Term> {
         let ok = matches!(t.dtype, tcc_ir::DType::F16 | tcc_ir::DType::BF16)
             && t.dtype == x_ty.dtype
             && k.as_const() == depth
-            && n.is_multiple_of(GROUPED_COLUMNS);
+            && depth.is_some_and(|k| k.is_multiple_of(8))
+            && n.is_multiple_of(GROUPED_COLUMNS)
+            && transposed(egraph, b).is_some();
         (ok && n > 0).then_some(n)
     };
     // Each class computing a product of x: its first such node with a joinable B.
@@ -467,25 +479,14 @@ fn joined_product(egraph: &EG, class: Id, x: Id) -> Option<Term> {
     }
     let mut b = BodyBuilder::new();
     let xv = b.input(x, x_ty);
-    // Each B as its tensor's transpose where it is one (a weight `w` read as `w.t()`), so the
-    // kernel reads every B in place; the new kernel's class is not searched again.
-    let bs: Vec<usize> = members
-        .iter()
-        .map(|m| {
-            let ty = &egraph[m.1].data.ty;
-            let transposed = egraph[m.1].nodes.iter().find_map(|n| match (&n.op, n.children.as_slice()) {
-                (TOp::Permute(p), [w]) => Some((p.clone(), egraph.find(*w))),
-                _ => None,
-            });
-            match transposed {
-                Some((perm, w)) => {
-                    let wv = b.input(w, &egraph[w].data.ty);
-                    b.op(TOp::Permute(perm), vec![wv], ty.clone())
-                }
-                None => b.input(m.1, ty),
-            }
-        })
-        .collect();
+    // Each B as its weight's transpose (`w.t()`), so the kernel reads every weight in place (the
+    // new kernel's class is not searched again, so no later step would absorb the transposes).
+    let mut bs = Vec::with_capacity(members.len());
+    for m in &members {
+        let w = transposed(egraph, m.1)?;
+        let wv = b.input(w, &egraph[w].data.ty);
+        bs.push(b.op(TOp::Permute(vec![1, 0]), vec![wv], egraph[m.1].data.ty.clone()));
+    }
     let total: u64 = members.iter().map(|m| m.2).sum();
     let dims = |last: u64| {
         let mut d = x_ty.shape.0[..rank - 1].to_vec();
