@@ -17,7 +17,7 @@ fn projections(rows: Dim, hidden: u64, heads: &[u64]) -> Graph {
     let mut g = Graph::new("qkv");
     let x = g.add_param("x", t(vec![rows.clone(), c(hidden)])).unwrap();
     for (i, &h) in heads.iter().enumerate() {
-        let w = g.add_param(&format!("w{i}"), t(vec![c(h * 128), c(hidden)])).unwrap();
+        let w = g.add_param(format!("w{i}"), t(vec![c(h * 128), c(hidden)])).unwrap();
         let wt = g.push(Op::Permute { input: w, perm: vec![1, 0] }).unwrap();
         let y = g.push(Op::MatMul(x, wt)).unwrap();
         let split = g.push_typed(Op::Reshape(y), t(vec![rows.clone(), c(h), c(128)])).unwrap();

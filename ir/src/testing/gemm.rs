@@ -107,7 +107,7 @@ pub fn joined_gemm_graph(dtype: DType, (m, k): (u64, u64), parts: &[u64]) -> Res
     let a = g.add_param("a", t(dtype, &[m, k]))?;
     let mut bs = Vec::new();
     for (i, &n) in parts.iter().enumerate() {
-        let w = g.add_param(&format!("w{i}"), t(dtype, &[n, k]))?;
+        let w = g.add_param(format!("w{i}"), t(dtype, &[n, k]))?;
         bs.push(g.push(Op::Permute { input: w, perm: vec![1, 0] })?);
     }
     let b = g.push(Op::Concat { inputs: bs, axis: 1 })?;
