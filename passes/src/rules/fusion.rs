@@ -217,8 +217,9 @@ type Kinds = (fn(KernelClass) -> bool, fn(KernelClass) -> bool);
 enum Producers {
     /// The most promising one.
     First,
-    /// Each one (an attention's variants differ in what the target's kernel runs, which the
-    /// matcher does not know: a layout tail must reach the one the target runs).
+    /// Each one, where the kernels of one value differ in what a target runs, which the matcher
+    /// does not know: an attention's variants (a layout tail must reach the one the target
+    /// runs), an operand's views of a product or of a joined product's columns.
     Every,
 }
 
@@ -371,11 +372,11 @@ pub const MAX_GROUPED: usize = 4;
 /// slice its one-op kernel (a later step), which the products' consumers absorb: they read the
 /// joined product's columns in place. Only on targets whose GEMM reads such a B in place
 /// ([`crate::TargetModel::grouped_products`]): unbatched f16/bf16 Bs of one depth (a multiple of
-/// 8) and dtype, each the transpose of a weight stored `[n, k]` ([`transposed`]) of a multiple of
-/// [`GROUPED_COLUMNS`] columns, at most [`MAX_GROUPED`], whose values are
-/// only moved ([`only_moved`]), in the order of their products' classes (each member builds the
-/// same kernel). Exact: each column is the same
-/// sum. Extraction keeps the separate products where joining does not pay.
+/// 8) and dtype, each the transpose of a weight stored `[n, k]` ([`transposed`]) of a multiple
+/// of [`GROUPED_COLUMNS`] columns, at most [`MAX_GROUPED`], whose values are only moved
+/// ([`only_moved`]), in the order of their products' classes (each member builds the same
+/// kernel). Exact: each column is the same sum. Extraction keeps the separate products where
+/// joining does not pay.
 fn join_sibling_products(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term)> {
     if limit == 0 || !egraph.analysis.target.as_ref().is_some_and(crate::TargetModel::grouped_products) {
         return Vec::new();
