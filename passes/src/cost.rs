@@ -132,8 +132,8 @@ fn matmul_prologue(body: &Body) -> Vec<bool> {
 }
 
 /// Whether a product whose B joins several tensors along its columns (a joined product) reads
-/// them in place under `schedule`: a TMA warpgroup tile whose columns divide every part's; true
-/// for any other product.
+/// them in place under `schedule`: an `mma.sync` tiling (chunk by chunk), or a TMA warpgroup tile
+/// whose columns divide every part's; true for any other product.
 fn reads_joined_b_in_place(body: &Body, schedule: &Schedule, b: &Bindings) -> bool {
     let Some(kids) = body.nodes.iter().find_map(|n| match n {
         BodyNode::Op(TOp::Concat(_), kids) => Some(kids),
@@ -142,8 +142,8 @@ fn reads_joined_b_in_place(body: &Body, schedule: &Schedule, b: &Bindings) -> bo
         return true;
     };
     // As the backend reads them: each part a weight's transpose (`[n, k]` rows in memory) of a
-    // depth that is a multiple of 8, its columns a multiple of the tile's.
-    let cols = f64::from(schedule.tile_n.max(1));
+    // depth that is a multiple of 8, its columns a multiple of a warpgroup tile's.
+    let cols = if is_warpgroup_encoding(schedule) { f64::from(schedule.tile_n.max(1)) } else { 1.0 };
     let part_in_place = |k: &usize| {
         let transposed = matches!(body.nodes.get(*k), Some(BodyNode::Op(TOp::Permute(p), w))
             if p.as_slice() == [1, 0] && w.first().is_some_and(|w| matches!(body.nodes.get(*w), Some(BodyNode::Input(_)))));
@@ -152,8 +152,10 @@ fn reads_joined_b_in_place(body: &Body, schedule: &Schedule, b: &Bindings) -> bo
         let depth = ty.and_then(|t| t.shape.0.first()).map(|d| dim(d, b));
         transposed && n.is_some_and(|n| n % cols == 0.0) && depth.is_some_and(|k| k % 8.0 == 0.0)
     };
-    let tma = is_warpgroup_encoding(schedule) && WgmmaSchedule::decode(schedule).is_ok_and(|w| w.tma);
-    tma && kids.iter().all(part_in_place)
+    let warpgroup = is_warpgroup_encoding(schedule);
+    let tma = warpgroup && WgmmaSchedule::decode(schedule).is_ok_and(|w| w.tma);
+    let in_place = |k: &usize| if warpgroup { tma && part_in_place(k) } else { part_in_place(k) };
+    kids.iter().all(in_place)
 }
 
 /// The bytes a kernel reads of its input `at`: all of it, or where only slices read it (the

@@ -98,11 +98,11 @@ impl TargetModel {
     }
 
     /// Whether the target's GEMM reads a B concatenated along its columns from several tensors
-    /// in place, each block tile from its own tensor's memory, so that products of one left
-    /// operand may become one (`join-sibling-products`): the warpgroup GEMM with TMA copies
-    /// (sm_90a). Elsewhere such a B would be copied per call.
+    /// in place, so that products of one left operand may become one (`join-sibling-products`):
+    /// the GPUs' tensor-core GEMMs (`mma.sync` chunk by chunk, the warpgroup GEMM by a TMA map per
+    /// tensor). A CPU would copy such a B per call.
     pub fn grouped_products(&self) -> bool {
-        self.gpu() && crate::schedule::has_warpgroup_mma(self)
+        self.gpu() && !self.mma_shapes.is_empty()
     }
 
     /// The host CPU with the Cranelift tier: this project's 2-core Zen 5 machines, 128-bit vectors.

@@ -1,9 +1,9 @@
 //! Sibling products (`join-sibling-products`): products of one left operand whose values are
 //! only moved (a layer's Q, K and V projections split into heads) become one product of their
-//! weights joined along the columns on sm_90a, where the warpgroup GEMM reads each weight in
-//! place, and their consumers read its columns; the optimized program computes what the original
-//! does. Not on the CPUs or sm_80, not where the GEMM would have to pack the joined weights (a
-//! decode step's few rows), and never for products that meet in an epilogue (a dual product).
+//! weights joined along the columns on the GPUs, whose GEMMs read each weight in place, and
+//! their consumers read its columns; the optimized program computes what the original
+//! does, on both GPU targets and at a decode step's few rows. Never on the CPUs, and never for
+//! products that meet in an epilogue (a dual product).
 
 use tcc_ir::interp::{run_graph, run_program};
 use tcc_ir::testing::{Tolerance, compare_outputs, random_inputs};
@@ -56,16 +56,23 @@ fn a_layers_projections_are_one_product_on_sm_90a_and_compute_the_same() {
 }
 
 #[test]
-fn cpus_sm_80_and_decode_steps_keep_their_products() {
+fn the_gpus_join_at_every_size_and_the_cpus_never() {
     let g = projections(Dim::Var("S".into()), 512, &[4, 2, 2]);
-    for target in [TargetModel::cpu_host(), TargetModel::cpu_llvm(), TargetModel::sm_80()] {
+    for target in [TargetModel::cpu_host(), TargetModel::cpu_llvm()] {
         let out = optimized(&g, target, 4096);
         assert_eq!(products(&out), (3, 0), "{}", out.report);
     }
-    // 16 rows run on mma.sync tiles, which would copy the joined weights first.
-    let out = optimized(&g, TargetModel::sm_90a(), 16);
-    assert_eq!(products(&out).1, 0, "{}", out.report);
-    // Weights whose rows are no multiple of 256 (a tile could straddle two) are never joined.
+    // sm_80's mma.sync tiles and a decode step's skinny tiles read each weight chunk by chunk.
+    for (target, s) in [(TargetModel::sm_80(), 4096), (TargetModel::sm_90a(), 16), (TargetModel::sm_80(), 16)] {
+        let out = optimized(&g, target, s);
+        assert_eq!(products(&out), (1, 1), "S={s}: {}", out.report);
+        let bindings: Bindings = [("S".to_string(), 16u64)].into_iter().collect();
+        let inputs = random_inputs(&g, &bindings, 5).unwrap();
+        let expected = run_graph(&g, &inputs).unwrap();
+        compare_outputs(&expected, &run_program(&out.program, &inputs).unwrap(), &Tolerance::default()).unwrap();
+    }
+    // Weights whose rows are no multiple of 256 (a warpgroup tile could straddle two) are never
+    // joined.
     let odd = projections(Dim::Var("S".into()), 512, &[3, 2]);
     assert_eq!(products(&optimized(&odd, TargetModel::sm_90a(), 4096)).1, 0);
 }

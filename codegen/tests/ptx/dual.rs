@@ -209,3 +209,31 @@ fn emulated_dual_products_of_one_shared_and_one_batched_b_match_the_interpreter(
     assert_eq!(l, ["matmul-pack", "matmul-pack", "matmul-mma"]);
     check_kernel(&kernel(g, None), &Bindings::new());
 }
+
+#[test]
+fn emulated_joined_products_read_each_weight_in_place_chunk_by_chunk() {
+    // A joined product's B (weights side by side along the columns, each read as its transpose)
+    // on mma.sync tiles: every chunk from the weight holding its row, so tiles may straddle two
+    // weights (parts of 24, 40 and 8 columns under 32- and 64-wide tiles), rows off the tiles, one
+    // row, and the skinny tiles whose warps split k. No pack entry.
+    let cases: [(u64, u64, &[u64]); 4] =
+        [(33, 40, &[24, 40, 8]), (1, 16, &[8, 8]), (16, 128, &[32, 64]), (70, 24, &[64, 16])];
+    let mut failures = Vec::new();
+    for (i, (m, k, parts)) in cases.into_iter().enumerate() {
+        let dtype = if i % 2 == 0 { DType::F16 } else { DType::BF16 };
+        let g = tcc_ir::testing::joined_gemm_graph(dtype, (m, k), parts).unwrap();
+        let n: u64 = parts.iter().sum();
+        let p = MatmulProblem { m, n, k, batch: 1, dtype, b_layout: BLayout::NK };
+        let mut schedules = vec![None, Some(ptx::default_matmul_schedule(&p, GpuArch::Sm80))];
+        let space = ptx::matmul_schedule_space(&p, GpuArch::Sm80);
+        schedules.extend(space.iter().step_by(space.len().div_ceil(4).max(1)).map(|s| Some(*s)));
+        for (j, s) in schedules.into_iter().enumerate() {
+            match emulate(&kernel(g.clone(), s), 60 + (4 * i + j) as u64) {
+                Ok(l) if l == ["matmul-mma"] || l == ["matmul-mma", "matmul-reduce"] => {}
+                Ok(l) => failures.push(format!("{m}x{n}x{k} {parts:?} [{s:?}]: lowered as {l:?}")),
+                Err(e) => failures.push(format!("{m}x{n}x{k} {parts:?} [{s:?}]: {e}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}

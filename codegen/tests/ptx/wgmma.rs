@@ -292,7 +292,7 @@ fn joined_products_read_each_weight_by_its_own_tensor_map() {
     // A decoder layer's Q, K and V projections as one product: `x @ [wq; wk; wv].t()`, 300 rows
     // (off the tiles). Every TMA schedule of the space whose tiles never straddle two weights
     // reads each weight in place through its own map (no pack entry) and assembles; a tile of
-    // 512 columns would straddle (none is offered), and the default schedule packs the joined B.
+    // 512 columns would straddle (none is offered).
     let parts = [512u64, 256, 256];
     let g = tcc_ir::testing::joined_gemm_graph(DType::BF16, (300, 512), &parts).unwrap();
     let p = problem(DType::BF16, 300, 1024, 512, true);
@@ -312,7 +312,14 @@ fn joined_products_read_each_weight_by_its_own_tensor_map() {
         }
         check_sm90a(&k, true);
     }
-    let packed = kernel("wg_joined_default".into(), g, Schedule::default_for(Tier::Ptx));
+    // The default (mma.sync) reads each weight in place too, chunk by chunk; a warpgroup tiling
+    // copying by cp.async packs the joined B first.
+    let default = kernel("wg_joined_default".into(), g.clone(), Schedule::default_for(Tier::Ptx));
+    let compiled = ptx::compile_kernel(&default, &Bindings::new(), GpuArch::Sm90a).unwrap();
+    assert_eq!(lowerings(&compiled), ["matmul-mma"]);
+    let cp_async = Schedule { vector_width: 8, ..space[0] };
+    assert!(validate_wgmma_schedule(&p, &cp_async, GpuArch::Sm90a).is_ok());
+    let packed = kernel("wg_joined_cp_async".into(), g, cp_async);
     let compiled = ptx::compile_kernel(&packed, &Bindings::new(), GpuArch::Sm90a).unwrap();
-    assert!(lowerings(&compiled).contains(&"matmul-pack"), "{:?}", lowerings(&compiled));
+    assert_eq!(lowerings(&compiled), ["matmul-pack", "matmul-wgmma"]);
 }

@@ -360,14 +360,15 @@ fn fuse_shared_operand(egraph: &EG, class: Id, limit: usize) -> Vec<(TNode, Term
 }
 
 /// Each B's columns must be a multiple of this for [`join_sibling_products`]: every block tile
-/// of the warpgroup GEMM (64, 128 or 256 columns) then lies inside one B.
+/// of the warpgroup GEMM (64, 128 or 256 columns) then lies inside one B (the `mma.sync` GEMM
+/// reads each chunk from its own B and needs no such bound).
 pub const GROUPED_COLUMNS: u64 = 256;
 /// Most products [`join_sibling_products`] joins.
 pub const MAX_GROUPED: usize = 4;
 
 /// Products of one left operand, `x @ b_1, .., x @ b_n`, are each their own columns of
 /// `x @ concat([b_1, .., b_n], -1)`: one matmul kernel (its B joined along the columns, each
-/// block tile read from one B in place) that reads `x` once, a decoder layer's Q, K and V
+/// weight read in place) that reads `x` once, a decoder layer's Q, K and V
 /// projections of one normalized input. The product's class gains `slice(joined)`, and that
 /// slice its one-op kernel (a later step), which the products' consumers absorb: they read the
 /// joined product's columns in place. Only on targets whose GEMM reads such a B in place

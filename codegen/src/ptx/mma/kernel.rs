@@ -50,9 +50,10 @@ pub(crate) struct GemmProduct<'a> {
     /// A dual product's second product ([`tcc_ir::DualProduct`]; the `mma.sync` and warpgroup
     /// loops run one): each `bn`-column block tile holds `bn / 2` columns of each product.
     pub(crate) second: Option<SecondProduct>,
-    /// A B joined along its columns from several tensors (a joined product of sibling products),
-    /// each block tile's columns inside one of them: the warpgroup loop's TMA variants read each
-    /// from its own tensor map. Empty for one B (`b`); else `b` is the first part.
+    /// A B joined along its columns from several tensors (a joined product of sibling products):
+    /// the `mma.sync` loop reads each 16-byte chunk from the part holding its row, the warpgroup
+    /// loop's TMA variants each tile (inside one part) from that part's tensor map. Empty for
+    /// one B (`b`); else `b` is the first part.
     pub(crate) joined: Vec<JoinedPart>,
     /// Batch dims of the output.
     pub(crate) batch_dims: &'a [u64],
@@ -265,6 +266,9 @@ struct MmaKernel<'g, 'a> {
     b_base: String,
     /// A dual product's second B.
     b2_base: Option<String>,
+    /// A joined B's further parts: each one's base and first column (the first part is `b_base`,
+    /// from column 0).
+    part_bases: Vec<(String, u64)>,
     a_copy: CopyPlan,
     b_copy: CopyPlan,
     /// Byte offsets within a stage of this lane's A fragments, per k16 step.
@@ -329,6 +333,8 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
         let a_base = base_ptr(em, g.p.a.mem);
         let b_base = base_ptr(em, g.p.b.mem);
         let b2_base = g.p.second.map(|s| base_ptr(em, s.b.mem));
+        let part_bases: Vec<(String, u64)> =
+            g.p.joined.iter().skip(1).map(|j| (base_ptr(em, j.b.mem), j.start)).collect();
 
         // Copy plans (per thread, loop invariant).
         let a_chunks = c.bk / 8;
@@ -424,6 +430,7 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
             a_base,
             b_base,
             b2_base,
+            part_bases,
             a_copy,
             b_copy,
             a_frag_off,
@@ -511,10 +518,19 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
                     b_src.push((off, ok, row.clone(), base));
                 }
                 BLayout::NK => {
-                    let (rown, base) = pick(em, row);
+                    let (rown, mut base) = pick(em, row);
                     let r = em.f.v(format!("add i32 {col0}, {rown}"));
                     let ok = em.f.v(format!("icmp ult i32 {r}, {}", g.p.n));
-                    let r64 = ext64(em, &r);
+                    // A joined B: the row of the part that holds column r (per chunk, so a tile
+                    // may straddle two parts).
+                    let mut local = r.clone();
+                    for (part, start) in &self.part_bases {
+                        let inside = em.f.v(format!("icmp uge i32 {r}, {start}"));
+                        let own = em.f.v(format!("sub i32 {r}, {start}"));
+                        local = em.f.v(format!("select i1 {inside}, i32 {own}, i32 {local}"));
+                        base = em.f.v(format!("select i1 {inside}, ptr addrspace(1) {part}, ptr addrspace(1) {base}"));
+                    }
+                    let r64 = ext64(em, &local);
                     let ro = em.f.v(format!("mul i64 {r64}, {}", g.p.b.ld));
                     let ro = em.f.v(format!("add i64 {ro}, {b_bo}"));
                     let c64 = ext64(em, &c8);

@@ -283,15 +283,17 @@ pub(crate) fn lower(
         }
     };
     // A B joined along its columns from weights read as their transposes: each part read in
-    // place by the warpgroup kernel's TMA boxes where its tiles never straddle two parts; any
-    // other schedule packs the joined B (below).
+    // place by the `mma.sync` kernel (chunk by chunk) or by the warpgroup kernel's TMA boxes
+    // where its tiles never straddle two parts; a warpgroup schedule copying by cp.async packs
+    // the joined B (below).
     let joined = joined_parts(cx, b, k).filter(|parts| {
         let p = MatmulProblem { b_layout: BLayout::NK, ..problem };
-        second.is_none()
-            && cx.caps.has(Feature::Wgmma)
-            && is_wgmma_schedule(cx.schedule)
-            && wgmma::config::config(&p, cx.schedule, cx.caps)
-                .is_ok_and(|wc| wc.tma && parts.iter().all(|j| j.cols.is_multiple_of(u64::from(wc.bn))))
+        let warpgroup = cx.caps.has(Feature::Wgmma) && is_wgmma_schedule(cx.schedule);
+        let in_place = match wgmma::config::config(&p, cx.schedule, cx.caps) {
+            Ok(wc) if warpgroup => wc.tma && parts.iter().all(|j| j.cols.is_multiple_of(u64::from(wc.bn))),
+            _ => true,
+        };
+        second.is_none() && in_place
     });
     if joined.is_some() {
         problem.b_layout = BLayout::NK;
