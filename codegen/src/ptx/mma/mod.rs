@@ -158,7 +158,7 @@ fn transposed_source(cx: &StageCx, b: NodeId) -> Option<NodeId> {
 
 /// The parts of `b` when it joins, along its columns, weights read as their transposes (`[n, k]`
 /// rows in memory, `k` a multiple of 8, unbatched), at least two: `concat([w_1.t(), .., w_n.t()],
-/// -1)`, a joined product's B ([`tcc_passes`'s `join-sibling-products`]).
+/// -1)`, a joined product's B (the optimizer's `join-sibling-products`).
 fn joined_parts(cx: &StageCx, b: NodeId, k: u64) -> Option<Vec<JoinedPart>> {
     let Op::Concat { inputs, axis } = &cx.g.nodes[b.index()].op else { return None };
     if *axis != 1 || inputs.len() < 2 || cx.plan.dims[b.index()].len() != 2 || !k.is_multiple_of(8) {
