@@ -973,7 +973,7 @@ impl<'g> AttnKernel<'g> {
             second: None,
             batch_dims: &geo.batch_dims,
             out_dims: &out_dims,
-            store_perm: a.layout.as_ref().map(|l| l.perm.as_slice()),
+            layout: a.layout.as_ref(),
         };
         let stored = a.stored_value(em.g).ok_or_else(|| PtxError::InvalidGraph {
             kernel: em.g.name.clone(),

@@ -43,23 +43,17 @@ pub(crate) struct Output<'a> {
     pub(crate) batch_dims: &'a [u64],
     /// Its dims.
     pub(crate) out_dims: &'a [u64],
-    /// Where its elements are stored, when not at their own flat position: the permutation of
-    /// an attention's layout tail ([`tcc_ir::attention::OutputLayout`]; it keeps the last axis
-    /// last, so a row's consecutive elements stay consecutive).
-    pub(crate) store_perm: Option<&'a [usize]>,
+    /// Where its elements are stored when not at their own flat position: an attention's layout
+    /// tail (it keeps the last axis last, so a row's consecutive elements stay consecutive).
+    pub(crate) layout: Option<&'a tcc_ir::attention::OutputLayout>,
 }
 
 impl Output<'_> {
-    /// The flat position (index type) where the element `multi` (over `out_dims`) is stored.
-    fn store_at(&self, em: &mut Em, multi: &[String]) -> String {
-        match self.store_perm {
-            Some(perm) => {
-                let m: Vec<String> = perm.iter().map(|&k| multi[k].clone()).collect();
-                let d: Vec<u64> = perm.iter().map(|&k| self.out_dims[k]).collect();
-                em.linearize(&m, &d)
-            }
-            None => em.linearize(multi, self.out_dims),
-        }
+    /// Through [`Output::layout`], the flat position (index type) where the element `multi`
+    /// (over `out_dims`) is stored; `None` without a layout (it is stored at its own).
+    fn permuted_at(&self, em: &mut Em, multi: &[String]) -> Option<String> {
+        let l = self.layout?;
+        Some(em.linearize(&l.permuted(multi), &l.permuted(self.out_dims)))
     }
 }
 
@@ -73,7 +67,7 @@ impl GemmProduct<'_> {
             second: self.second.map(|s| s.node),
             batch_dims: self.batch_dims,
             out_dims: self.out_dims,
-            store_perm: None,
+            layout: None,
         }
     }
 }
@@ -306,7 +300,7 @@ fn eval_chunk(
         multi.push(rc.clone());
         multi.push(cc.clone());
         let base = em.linearize(&multi, p.out_dims);
-        let dest = if p.store_perm.is_some() { p.store_at(em, &multi) } else { base.clone() };
+        let dest = p.permuted_at(em, &multi).unwrap_or_else(|| base.clone());
         let mut vals: Vec<Vec<String>> = vec![Vec::new(); outs.len()];
         for e in 0..w {
             let x = em.f.v(format!("extractelement {vt} {staged}, i32 {}", j * w + e));
@@ -378,7 +372,7 @@ pub(crate) fn direct(
             multi.push(rc.clone());
             multi.push(cc);
             let flat = em.linearize(&multi, p.out_dims);
-            let dest = if p.store_perm.is_some() { p.store_at(em, &multi) } else { flat.clone() };
+            let dest = p.permuted_at(em, &multi).unwrap_or_else(|| flat.clone());
             let value = math::round(&mut em.f, em.caps, dtype, acc)?;
             em.env.insert(p.node, value);
             let at_e = Ix { flat, multi: Some(multi), vec: None };
