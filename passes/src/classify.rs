@@ -58,6 +58,18 @@ pub fn is_dual_product(body: &Body) -> bool {
         && body.nodes.iter().filter(|n| matches!(n, BodyNode::Op(TOp::MatMul, _))).count() == 2
 }
 
+/// The parts of a MatMul kernel's joined B (the values a column concat as B's top node joins:
+/// [`matmul`] allows a concat nowhere else), or `None` when its B is one tensor.
+pub fn joined_b_parts(body: &Body) -> Option<&[usize]> {
+    if body.class != KernelClass::MatMul {
+        return None;
+    }
+    body.nodes.iter().find_map(|n| match n {
+        BodyNode::Op(TOp::Concat(_), kids) => Some(kids.as_ref()),
+        _ => None,
+    })
+}
+
 fn ops(body: &Body) -> impl Iterator<Item = (usize, &TOp, &[usize])> {
     body.nodes.iter().enumerate().filter_map(|(i, n)| match n {
         BodyNode::Op(op, kids) => Some((i, op, kids.as_slice())),

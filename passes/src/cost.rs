@@ -135,12 +135,7 @@ fn matmul_prologue(body: &Body) -> Vec<bool> {
 /// them in place under `schedule`: an `mma.sync` tiling (chunk by chunk), or a TMA warpgroup tile
 /// whose columns divide every part's; true for any other product.
 fn reads_joined_b_in_place(body: &Body, schedule: &Schedule, b: &Bindings) -> bool {
-    let Some(kids) = body.nodes.iter().find_map(|n| match n {
-        BodyNode::Op(TOp::Concat(_), kids) => Some(kids),
-        _ => None,
-    }) else {
-        return true;
-    };
+    let Some(kids) = crate::classify::joined_b_parts(body) else { return true };
     // As the backend reads them: each part a weight's transpose (`[n, k]` rows in memory) of a
     // depth that is a multiple of 8, its columns a multiple of a warpgroup tile's.
     let cols = if is_warpgroup_encoding(schedule) { f64::from(schedule.tile_n.max(1)) } else { 1.0 };

@@ -411,9 +411,7 @@ pub fn joined_product_classes(egraph: &EG) -> Vec<Id> {
 
 /// Whether `class` holds a matmul kernel whose B joins several tensors along its columns.
 fn has_joined_product(egraph: &EG, class: Id) -> bool {
-    kernels(egraph, class).any(|k| {
-        k.body.class == KernelClass::MatMul && k.body.nodes.iter().any(|n| matches!(n, BodyNode::Op(TOp::Concat(_), _)))
-    })
+    kernels(egraph, class).any(|k| crate::classify::joined_b_parts(k.body).is_some())
 }
 
 /// The class of `w` where `b`'s class holds `w.t()` (a 2-D transpose): a weight stored `[n, k]`,
