@@ -321,6 +321,7 @@ fn a_lockfile_decides_gpu_schedules_without_the_gpu() {
         stages: 4,
         swizzle: 8,
         tma: true,
+        splits: 1,
     };
     let elsewhere = tcc_autotune::tuning::DeviceKey {
         name: "NVIDIA H100 80GB HBM3".into(),

@@ -91,6 +91,7 @@ pub fn untuned_warpgroup(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Opti
             stages: 4,
             swizzle: 8,
             tma: true,
+            splits: 1,
         });
     }
     WgmmaSchedule::untuned(m, n, k, batch, cores)
@@ -106,7 +107,7 @@ pub fn untuned_warpgroup(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Opti
 /// one; the optimizer offers only these.
 pub fn runs_schedule(schedule: &Schedule) -> bool {
     if is_warpgroup_encoding(schedule) {
-        return WgmmaSchedule::decode(schedule).is_ok_and(|w| w.tma);
+        return WgmmaSchedule::decode(schedule).is_ok_and(|w| w.tma && w.splits == 1);
     }
     let warp_tiles = (schedule.tile_m / schedule.micro_m.max(1)) * (schedule.tile_n / schedule.micro_n.max(1));
     schedule.split_k == 1 && schedule.warps == warp_tiles && schedule.tile_n >= 16 && schedule.tile_n.is_multiple_of(16)

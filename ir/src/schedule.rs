@@ -51,7 +51,19 @@ pub struct WgmmaSchedule {
     pub swizzle: u32,
     /// Tiles arrive by TMA (else by `cp.async`).
     pub tma: bool,
+    /// k splits across blocks (1 = none): each block of a split multiplies `k_tiles / splits`
+    /// consecutive k-tiles and writes f32 partial sums that a second entry adds up in split
+    /// order before the fused epilogue. The splits must divide the k-tiles evenly.
+    pub splits: u32,
 }
+
+/// The most k splits of a warpgroup schedule.
+pub const MAX_WARPGROUP_SPLITS: u32 = 64;
+
+/// The fewest k-tiles of one split of the untuned split warpgroup schedule
+/// ([`WgmmaSchedule::untuned_split`]): 32 (2048 deep), so that the ring's fill and the partial
+/// sums stay small beside the main loop.
+pub const MIN_WARPGROUP_SPLIT_K_TILES: u64 = 32;
 
 /// The longest k for which the untuned one-consumer warpgroup tile also runs products that fill
 /// only half the SMs (a longer k there splits across blocks on `mma.sync` instead).
@@ -102,7 +114,56 @@ impl WgmmaSchedule {
                 producer && 2 * tiles >= cores && k <= WARPGROUP_HALF_FILL_MAX_K && m >= WARPGROUP_HALF_FILL_MIN_M;
             if fills || half_fills {
                 let stages = WgmmaSchedule::default_stages(tiles, cores, producer);
-                return Some(WgmmaSchedule { consumers, producer, pingpong: false, bn, stages, swizzle: 8, tma: true });
+                return Some(WgmmaSchedule {
+                    consumers,
+                    producer,
+                    pingpong: false,
+                    bn,
+                    stages,
+                    swizzle: 8,
+                    tma: true,
+                    splits: 1,
+                });
+            }
+        }
+        None
+    }
+
+    /// The untuned warpgroup schedule of a product whose tiles are too few for
+    /// [`WgmmaSchedule::untuned`] but whose k is long: the largest of the same tiles (no taller
+    /// than the product) whose blocks fill 7/8 of the SMs, up to one wave, once k is split
+    /// into a power of two of even parts of at least [`MIN_WARPGROUP_SPLIT_K_TILES`] k-tiles
+    /// each; `None` when no tile gets there. Without it such products split k on `mma.sync`
+    /// tiles (512 x 512 x 32768: 0.61x cuBLAS on an H100, session 19).
+    pub fn untuned_split(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Option<WgmmaSchedule> {
+        let k_tiles = k.div_ceil(u64::from(WGMMA_K));
+        for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
+            let bm = u64::from(WGMMA_M * consumers);
+            if bm > m.max(u64::from(WGMMA_M)) {
+                continue;
+            }
+            let tiles = m.div_ceil(bm) * n.div_ceil(u64::from(bn)) * batch;
+            let mut splits = 1u64;
+            while tiles * splits * 2 <= cores
+                && k_tiles.is_multiple_of(splits * 2)
+                && k_tiles / (splits * 2) >= MIN_WARPGROUP_SPLIT_K_TILES
+                && splits * 2 <= u64::from(MAX_WARPGROUP_SPLITS)
+            {
+                splits *= 2;
+            }
+            if splits > 1 && 8 * tiles * splits >= 7 * cores {
+                let stages = WgmmaSchedule::default_stages(tiles * splits, cores, producer);
+                let splits = u32::try_from(splits).ok()?;
+                return Some(WgmmaSchedule {
+                    consumers,
+                    producer,
+                    pingpong: false,
+                    bn,
+                    stages,
+                    swizzle: 1,
+                    tma: true,
+                    splits,
+                });
             }
         }
         None
@@ -145,7 +206,7 @@ impl WgmmaSchedule {
             vector_width: if self.tma { WGMMA_TMA_WIDTH } else { WGMMA_CP_ASYNC_WIDTH },
             stages: self.stages,
             warps: self.warps(),
-            split_k: 1,
+            split_k: self.splits,
             swizzle: self.swizzle,
             threads: 0,
         }
@@ -174,15 +235,24 @@ impl WgmmaSchedule {
             w if w == 4 * consumers + 4 => true,
             _ => return Err("warps must be 4 per consumer warpgroup, plus 4 for a producer".into()),
         };
-        if s.split_k != 1 {
-            return Err("split_k must be 1".into());
+        if s.split_k == 0 || s.split_k > MAX_WARPGROUP_SPLITS {
+            return Err(format!("split_k must be 1 to {MAX_WARPGROUP_SPLITS}"));
         }
         let tma = match s.vector_width {
             WGMMA_CP_ASYNC_WIDTH => false,
             WGMMA_TMA_WIDTH => true,
             _ => return Err("vector_width must be 8 (cp.async) or 64 (TMA)".into()),
         };
-        Ok(WgmmaSchedule { consumers, producer, pingpong, bn: s.tile_n, stages: s.stages, swizzle: s.swizzle, tma })
+        Ok(WgmmaSchedule {
+            consumers,
+            producer,
+            pingpong,
+            bn: s.tile_n,
+            stages: s.stages,
+            swizzle: s.swizzle,
+            tma,
+            splits: s.split_k,
+        })
     }
 }
 
@@ -800,7 +870,7 @@ impl fmt::Display for ScheduleKind {
             ),
             ScheduleKind::Wgmma(w) => write!(
                 f,
-                "wgmma block={}x{}x{WGMMA_K} consumers={}{}{} stages={} load={} swizzle={}",
+                "wgmma block={}x{}x{WGMMA_K} consumers={}{}{} stages={} load={} swizzle={}{}",
                 w.bm(),
                 w.bn,
                 w.consumers,
@@ -808,7 +878,8 @@ impl fmt::Display for ScheduleKind {
                 if w.pingpong { " ping-pong" } else { "" },
                 w.stages,
                 if w.tma { "tma" } else { "cp.async" },
-                w.swizzle
+                w.swizzle,
+                if w.splits > 1 { format!(" split_k={}", w.splits) } else { String::new() }
             ),
             ScheduleKind::GpuAttention(a) => {
                 let splits = if a.splits == 0 { "auto".to_string() } else { a.splits.to_string() };
@@ -842,6 +913,27 @@ mod tests {
     }
 
     #[test]
+    fn long_k_products_of_few_tiles_split_k_evenly_up_to_one_wave() {
+        let split = |m, n, k| {
+            WgmmaSchedule::untuned_split(m, n, k, 1, 132).map(|w| (w.bm(), w.bn, w.producer, w.splits, w.stages))
+        };
+        assert_eq!(split(512, 512, 32768), Some((128, 256, false, 16, 4)));
+        assert_eq!(split(1024, 1024, 16384), Some((128, 256, false, 4, 4)));
+        // No taller than the product: 64 rows take the one-consumer tile.
+        assert_eq!(split(64, 2048, 65536), Some((64, 128, true, 8, 6)));
+        // Too short a k for 32 k-tiles per split, too few tiles for any split, or k-tiles that no
+        // power of two divides: none (the mma.sync splits stay).
+        assert_eq!(split(512, 512, 4096), None);
+        assert_eq!(split(64, 64, 131072), None);
+        assert_eq!(split(512, 512, 32768 + 64), None);
+        for (m, n, k) in [(512, 512, 32768), (1024, 1024, 16384), (64, 2048, 65536)] {
+            let w = WgmmaSchedule::untuned_split(m, n, k, 1, 132).unwrap();
+            assert_eq!(WgmmaSchedule::decode(&w.encode()), Ok(w));
+            assert_eq!(k.div_ceil(64) % u64::from(w.splits), 0);
+        }
+    }
+
+    #[test]
     fn the_untuned_warpgroup_tile_is_the_largest_that_fills_the_gpu() {
         let tile = |m, n, k| WgmmaSchedule::untuned(m, n, k, 1, 132).map(|w| (w.bm(), w.bn, w.producer, w.stages));
         assert_eq!(tile(4096, 4096, 4096), Some((128, 256, false, 4)));
@@ -867,7 +959,8 @@ mod tests {
                 }
                 for bn in [64, 128, 256] {
                     for tma in [false, true] {
-                        let w = WgmmaSchedule { consumers, producer, pingpong, bn, stages: 4, swizzle: 8, tma };
+                        let w =
+                            WgmmaSchedule { consumers, producer, pingpong, bn, stages: 4, swizzle: 8, tma, splits: 1 };
                         let s = w.encode();
                         assert!(is_warpgroup_encoding(&s));
                         assert_eq!(WgmmaSchedule::decode(&s), Ok(w));
@@ -910,8 +1003,16 @@ mod tests {
 
     #[test]
     fn kernels_decode_by_family_dtype_and_target() {
-        let w =
-            WgmmaSchedule { consumers: 2, producer: false, pingpong: false, bn: 128, stages: 4, swizzle: 8, tma: true };
+        let w = WgmmaSchedule {
+            consumers: 2,
+            producer: false,
+            pingpong: false,
+            bn: 128,
+            stages: 4,
+            swizzle: 8,
+            tma: true,
+            splits: 1,
+        };
         let f16 = product(DType::F16, w.encode());
         assert_eq!(f16.schedule_kind(Target::Gpu(GpuArch::Sm90a)), ScheduleKind::Wgmma(w));
         // sm_80 has no wgmma: the same knobs are an mma.sync schedule there.
@@ -1034,8 +1135,16 @@ mod tests {
 
     #[test]
     fn the_canonical_text_names_the_family_and_its_knobs() {
-        let w =
-            WgmmaSchedule { consumers: 2, producer: true, pingpong: true, bn: 128, stages: 4, swizzle: 8, tma: true };
+        let w = WgmmaSchedule {
+            consumers: 2,
+            producer: true,
+            pingpong: true,
+            bn: 128,
+            stages: 4,
+            swizzle: 8,
+            tma: true,
+            splits: 1,
+        };
         let kind = ScheduleKind::Wgmma(w);
         assert_eq!(
             kind.to_string(),

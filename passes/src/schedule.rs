@@ -160,8 +160,9 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         && m > 32
         && has_warpgroup_mma(target)
     {
-        // Hopper: warpgroup MMA (wgmma) when its blocks fill the GPU (`WgmmaSchedule::untuned`;
-        // a dual product's: `tcc_ir::dual::untuned_warpgroup`).
+        // Hopper: warpgroup MMA (wgmma) when its blocks fill the GPU, with k split for few tiles
+        // over a long k (`WgmmaSchedule::untuned` and `untuned_split`; a dual product's:
+        // `tcc_ir::dual::untuned_warpgroup`).
         let problem = (m, n, k.unwrap_or(0), batch);
         if let Some(s) = warpgroup_schedule(base, problem, u64::from(target.cores), products == 2) {
             out.push(s);
@@ -202,9 +203,10 @@ pub fn has_warpgroup_mma(target: &TargetModel) -> bool {
     target.mma_shapes.iter().any(|s| s.m == 64)
 }
 
-/// The untuned warpgroup GEMM schedule ([`WgmmaSchedule::untuned`], the PTX backend's default
-/// too; a `dual` product's [`tcc_ir::dual::untuned_warpgroup`]) in the shared knobs, or `None`
-/// when no warpgroup tile has enough tiles.
+/// The untuned warpgroup GEMM schedule ([`WgmmaSchedule::untuned`], else for a long k
+/// [`WgmmaSchedule::untuned_split`]: the PTX backend's default too; a `dual` product's
+/// [`tcc_ir::dual::untuned_warpgroup`]) in the shared knobs, or `None` when no warpgroup tile
+/// has enough blocks.
 fn warpgroup_schedule(
     base: Schedule,
     (m, n, k, batch): (u64, u64, u64, u64),
@@ -214,7 +216,7 @@ fn warpgroup_schedule(
     let w = if dual {
         tcc_ir::dual::untuned_warpgroup(m, n, k, batch, cores)?
     } else {
-        WgmmaSchedule::untuned(m, n, k, batch, cores)?
+        WgmmaSchedule::untuned(m, n, k, batch, cores).or_else(|| WgmmaSchedule::untuned_split(m, n, k, batch, cores))?
     };
     Some(Schedule { tier: base.tier, threads: base.threads, ..w.encode() })
 }
@@ -374,6 +376,24 @@ mod tests {
         let best = cands.iter().min_by(|a, b| cost(a).total_cmp(&cost(b))).unwrap();
         assert_eq!((best.tile_m, best.tile_n, best.tile_k, best.stages, best.split_k), (64, 64, 64, 5, 128), "{best}");
         assert!(u64::from(best.split_k) <= u64::from(target.cores), "one wave at most");
+    }
+
+    #[test]
+    fn long_k_products_of_a_few_dozen_tiles_split_k_on_the_warpgroup_gemm() {
+        // 512x512x32768 (0.61x cuBLAS on mma.sync split tiles, session 19): its 8 warpgroup
+        // tiles, split 16 ways in k, fill a wave of an H100.
+        let target = TargetModel::sm_90a();
+        for (m, k, n, splits) in [(512u64, 32768u64, 512u64, 16u32), (256, 32768, 1024, 16)] {
+            let body = matmul_body("f16", m, k, n);
+            let cost = |s: &Schedule| crate::cost::kernel_estimate(&body, s, &target, &Bindings::new()).seconds;
+            let cands = candidates(&body, &target, &Bindings::new());
+            let best = cands.iter().min_by(|a, b| cost(a).total_cmp(&cost(b))).unwrap();
+            let w = WgmmaSchedule::decode(best).unwrap_or_else(|e| panic!("{best}: {e}"));
+            assert_eq!((w.bm(), w.bn, w.splits), (128, 256, splits), "{best}");
+        }
+        // Sm80 has no warpgroup MMA: its long-k products keep the mma.sync splits.
+        let body = matmul_body("f16", 512, 32768, 512);
+        assert!(candidates(&body, &TargetModel::sm_80(), &Bindings::new()).iter().all(|s| !is_warpgroup_encoding(s)));
     }
 
     #[test]

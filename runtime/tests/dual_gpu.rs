@@ -33,8 +33,16 @@ fn dual_products_match_the_interpreter() {
                 if stages != 4 && bn == 64 {
                     continue;
                 }
-                let w =
-                    WgmmaSchedule { consumers, producer: false, pingpong: false, bn, stages, swizzle: 8, tma: true };
+                let w = WgmmaSchedule {
+                    consumers,
+                    producer: false,
+                    pingpong: false,
+                    bn,
+                    stages,
+                    swizzle: 8,
+                    tma: true,
+                    splits: 1,
+                };
                 schedules.push(Some(Schedule { threads: 0, ..w.encode() }));
             }
         }
@@ -43,7 +51,8 @@ fn dual_products_match_the_interpreter() {
         for (consumers, bn, pingpong) in
             [(2, 256, false), (2, 128, false), (1, 128, false), (2, 64, false), (2, 256, true)]
         {
-            let w = WgmmaSchedule { consumers, producer: true, pingpong, bn, stages: 4, swizzle: 8, tma: true };
+            let w =
+                WgmmaSchedule { consumers, producer: true, pingpong, bn, stages: 4, swizzle: 8, tma: true, splits: 1 };
             schedules.push(Some(Schedule { threads: 0, ..w.encode() }));
         }
     }
@@ -83,7 +92,7 @@ fn persistent_warpgroup_dual_products_match_the_interpreter() {
         (2, 3, true, true, &[][..]),
     ];
     for (case, (consumers, stages, producer, pingpong, batch)) in cases.into_iter().enumerate() {
-        let w = WgmmaSchedule { consumers, producer, pingpong, bn: 128, stages, swizzle: 8, tma: true };
+        let w = WgmmaSchedule { consumers, producer, pingpong, bn: 128, stages, swizzle: 8, tma: true, splits: 1 };
         let s = Schedule { threads: 0, ..w.encode() };
         let (m, n, k) = (640, 1088, 392);
         let dtype = if case % 2 == 0 { DType::BF16 } else { DType::F16 };

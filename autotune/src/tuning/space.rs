@@ -449,6 +449,7 @@ mod tests {
             (2048, 2048, 2048),
             (1536, 1536, 512),
             (1024, 1024, 1024),
+            (512, 512, 32768),
         ] {
             let g = gemm(m, n, k, DType::F16).graph;
             let opts = tcc_passes::OptimizeOptions::new(tcc_passes::TargetModel::sm_90a());

@@ -126,7 +126,16 @@ fn assemble_sm90a_strictly(k: &Kernel, compiled: &ptx::PtxKernel) {
 fn warpgroup_dual_products_load_both_bs_by_tma_and_assemble() {
     use tcc_ir::WgmmaSchedule;
     for (bn, consumers) in [(256, 2), (128, 2), (128, 1), (64, 1)] {
-        let w = WgmmaSchedule { consumers, producer: false, pingpong: false, bn, stages: 4, swizzle: 8, tma: true };
+        let w = WgmmaSchedule {
+            consumers,
+            producer: false,
+            pingpong: false,
+            bn,
+            stages: 4,
+            swizzle: 8,
+            tma: true,
+            splits: 1,
+        };
         let s = Schedule { threads: 0, ..w.encode() };
         assert!(tcc_ir::dual::runs_schedule(&s));
         for (m, n, k) in [(512, 512, 512), (300, 200, 136), (128, 64, 64)] {
@@ -148,8 +157,16 @@ fn warpgroup_dual_products_load_both_bs_by_tma_and_assemble() {
     // the warpgroup kernel, storing by TMA where the output columns of a tile are whole 64-column
     // subtiles, else the same tile without the producer. cp.async copies or a `[k, n]` B: the
     // dual mma.sync kernel instead.
-    let producer =
-        WgmmaSchedule { consumers: 2, producer: true, pingpong: false, bn: 128, stages: 4, swizzle: 8, tma: true };
+    let producer = WgmmaSchedule {
+        consumers: 2,
+        producer: true,
+        pingpong: false,
+        bn: 128,
+        stages: 4,
+        swizzle: 8,
+        tma: true,
+        splits: 1,
+    };
     let pingpong = WgmmaSchedule { pingpong: true, bn: 256, ..producer };
     for w in [producer, pingpong, WgmmaSchedule { bn: 64, ..producer }] {
         let s = Schedule { threads: 0, ..w.encode() };

@@ -323,3 +323,71 @@ fn joined_products_read_each_weight_by_its_own_tensor_map() {
     let compiled = ptx::compile_kernel(&packed, &Bindings::new(), GpuArch::Sm90a).unwrap();
     assert_eq!(lowerings(&compiled), ["matmul-pack", "matmul-wgmma"]);
 }
+
+/// k splits on the warpgroup kernel (issue 26): every `cp.async` variant split in two (each
+/// split longer than the ring's prefetch: the persistent loops) and in four (shorter: a block
+/// per work item) runs on the emulator, its blocks' f32 partial sums added up by the reduce
+/// entry that then evaluates the fused epilogue, and matches the interpreter; ragged rows,
+/// columns and a ragged last k-tile, both B layouts.
+#[test]
+fn emulated_split_warpgroup_gemms_match_the_interpreter() {
+    // Every kind of block (one or two consumers, a producer, ping-pong) at its narrowest tile.
+    let twins: Vec<Schedule> = variants(&problem(DType::F16, 4096, 4096, 4096, false))
+        .into_iter()
+        .filter(|s| s.vector_width == 8 && s.tile_n == 64)
+        .collect();
+    assert!(twins.len() >= 4, "{twins:?}");
+    let mut failures = Vec::new();
+    for (j, s) in twins.iter().enumerate() {
+        for (split_k, dtype, nk, epilogue) in [(2u32, DType::BF16, false, true), (4, DType::F16, true, false)] {
+            let (m, n, k) = (130, 72, 504);
+            let s = Schedule { split_k, ..*s };
+            let p = problem(dtype, m, n, k, nk);
+            validate_wgmma_schedule(&p, &s, GpuArch::Sm90a).unwrap_or_else(|e| panic!("{s}: {e}"));
+            let g = gemm_graph(dtype, &[], m, n, k, nk, epilogue);
+            let kern = kernel(format!("wg_split_sim_{j}_{split_k}"), g, s);
+            let bindings = Bindings::new();
+            let inputs = random_inputs(&kern.graph, &bindings, 70 + j as u64).unwrap();
+            let expected = tcc_ir::interp::run_graph(&kern.graph, &inputs).unwrap();
+            let ir = ptx::emit_llvm_ir(&kern, &bindings, GpuArch::Sm90a).unwrap();
+            let lowered: Vec<&str> = ir.steps.iter().map(|st| st.lowering).collect();
+            assert_eq!(lowered, ["matmul-wgmma", "matmul-reduce"], "{s}");
+            let types: Vec<TensorType> =
+                kern.graph.outputs.iter().map(|o| kern.graph.nodes[o.index()].ty.clone()).collect();
+            let actual = sim::run(&ir, &inputs, &types, &bindings, 2);
+            let tol = sim_tolerance().with_accumulation(k);
+            if let Err(e) = compare_outputs(&expected, &actual, &tol) {
+                failures.push(format!("{s} {dtype} {m}x{n}x{k} nk={nk}: {e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// The split TMA variants a long-k product's space lists (one per tiling) assemble without
+/// spills or serialized wgmmas, as a warpgroup entry writing partial sums and a reduce entry
+/// that stores the output; splits that do not divide the k-tiles are refused with the reason.
+#[test]
+fn split_warpgroup_variants_assemble_with_a_reduce_entry() {
+    let p = problem(DType::F16, 512, 512, 32768, true);
+    let space = wgmma_schedule_space(&p, GpuArch::Sm90a);
+    let mut seen = Vec::new();
+    for s in space.iter().filter(|s| s.split_k > 1 && s.stages == 4) {
+        let key = (s.tile_m, s.tile_n, s.warps);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let g = gemm_graph(DType::F16, &[], 512, 512, 32768, true, true);
+        let k = kernel(format!("wg_split_{}x{}_w{}_s{}", s.tile_m, s.tile_n, s.warps, s.split_k), g, *s);
+        let compiled = ptx::compile_kernel(&k, &Bindings::new(), GpuArch::Sm90a).unwrap();
+        assert_eq!(lowerings(&compiled), ["matmul-wgmma", "matmul-reduce"], "{s}");
+        check_sm90a(&k, true);
+    }
+    assert!(seen.len() >= 4, "{seen:?}");
+    let default = default_wgmma_schedule(&p, GpuArch::Sm90a).expect("a split default");
+    assert!(default.split_k > 1, "{default}");
+    let uneven = Schedule { split_k: 3, ..default };
+    let err = validate_wgmma_schedule(&p, &uneven, GpuArch::Sm90a).unwrap_err().to_string();
+    assert!(err.contains("divide the k-tiles"), "{err}");
+}

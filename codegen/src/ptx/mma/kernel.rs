@@ -731,7 +731,7 @@ impl<'g, 'a> MmaKernel<'g, 'a> {
                 for (dr, dc, vals) in &frag.pairs {
                     let row = em.f.v(format!("add i32 {r}, {dr}"));
                     let col = em.f.v(format!("add i32 {cl}, {dc}"));
-                    partial_store(em, g, *off, &tile.split, &tile.bidx, &row, &col, vals);
+                    partial_store(em, &g.p, *off, &tile.split, &tile.bidx, &row, &col, vals);
                     em.restore(tile_saved.clone());
                 }
                 if let Some(cont) = only_warp0 {
@@ -856,23 +856,32 @@ pub(crate) fn mma(em: &mut Em, dtype: DType, a: &[String], b: &[String; 2], c: &
 /// Stores two adjacent f32 partial sums (row, col) and (row, col+1) of split `split`.
 // Reason: the IR value names of one store site (split, batch, row, col, values); a struct would be rebuilt per store.
 #[allow(clippy::too_many_arguments)]
-fn partial_store(em: &mut Em, g: &Gemm, off: u64, split: &str, bidx: &str, row: &str, col: &str, vals: &[String; 2]) {
-    let per = g.p.batch * g.p.m * g.p.n;
+pub(crate) fn partial_store(
+    em: &mut Em,
+    product: &GemmProduct,
+    off: u64,
+    split: &str,
+    bidx: &str,
+    row: &str,
+    col: &str,
+    vals: &[String; 2],
+) {
+    let per = product.batch * product.m * product.n;
     let s64 = ext64(em, split);
     let b64 = ext64(em, bidx);
     let r64 = ext64(em, row);
     let c64 = ext64(em, col);
     let a = em.f.v(format!("mul i64 {s64}, {per}"));
-    let b = em.f.v(format!("mul i64 {b64}, {}", g.p.m * g.p.n));
-    let r = em.f.v(format!("mul i64 {r64}, {}", g.p.n));
+    let b = em.f.v(format!("mul i64 {b64}, {}", product.m * product.n));
+    let r = em.f.v(format!("mul i64 {r64}, {}", product.n));
     let f = em.f.v(format!("add i64 {a}, {b}"));
     let f = em.f.v(format!("add i64 {f}, {r}"));
     let f = em.f.v(format!("add i64 {f}, {c64}"));
     let base = em.f.v(format!("getelementptr inbounds i8, ptr addrspace(1) %scratch, i64 {off}"));
     let p = em.f.v(format!("getelementptr inbounds float, ptr addrspace(1) {base}, i64 {f}"));
-    let rok = em.f.v(format!("icmp ult i32 {row}, {}", g.p.m));
-    if g.p.n.is_multiple_of(2) {
-        let cok = em.f.v(format!("icmp ult i32 {col}, {}", g.p.n));
+    let rok = em.f.v(format!("icmp ult i32 {row}, {}", product.m));
+    if product.n.is_multiple_of(2) {
+        let cok = em.f.v(format!("icmp ult i32 {col}, {}", product.n));
         let ok = em.f.v(format!("and i1 {rok}, {cok}"));
         let v = em.f.v(format!("insertelement <2 x float> poison, float {}, i32 0", vals[0]));
         let v = em.f.v(format!("insertelement <2 x float> {v}, float {}, i32 1", vals[1]));
@@ -882,7 +891,7 @@ fn partial_store(em: &mut Em, g: &Gemm, off: u64, split: &str, bidx: &str, row: 
     } else {
         for (e, v) in vals.iter().enumerate() {
             let ce = em.f.v(format!("add i32 {col}, {e}"));
-            let cok = em.f.v(format!("icmp ult i32 {ce}, {}", g.p.n));
+            let cok = em.f.v(format!("icmp ult i32 {ce}, {}", product.n));
             let ok = em.f.v(format!("and i1 {rok}, {cok}"));
             let pe = em.f.v(format!("getelementptr inbounds float, ptr addrspace(1) {p}, i64 {e}"));
             let cont = em.f.if_begin(&ok);

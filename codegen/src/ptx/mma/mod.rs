@@ -475,10 +475,21 @@ fn lower_wgmma(
     if !dual_ok && wc.producer {
         wc = WgConfig { consumers: wc.bm() / wgmma::config::WG_M, producer: false, pingpong: false, ..wc };
     }
-    let persistent =
-        wc.producer || ((plain || storable) && dual_ok && product.k.div_ceil(64) >= u64::from(wc.prefetch()));
-    let tma_store = storable && persistent;
-    let g = WgGemm { c: wc, p: product, persistent, tma_store };
+    // k splits: the blocks write f32 partial sums (no arithmetic, no TMA store) and a reduce
+    // entry adds them up and runs the fused epilogue.
+    let splits = u64::from(wc.splits.max(1));
+    let mut scratch_end = scratch_end;
+    let partial = (splits > 1).then(|| {
+        let off = scratch_end;
+        scratch_end = (off + splits * product.batch * product.m * product.n * 4).div_ceil(ALIGN) * ALIGN;
+        off
+    });
+    let plain = plain || partial.is_some();
+    let k_tiles = product.k.div_ceil(64) / splits;
+    let persistent = wc.producer || ((plain || storable) && dual_ok && k_tiles >= u64::from(wc.prefetch()));
+    let tma_store = storable && persistent && partial.is_none();
+    let (node, count) = (product.node, product.batch * product.m * product.n);
+    let g = WgGemm { c: wc, p: product, persistent, tma_store, partial };
     let entry = format!("{name}_mma");
     let smem_sym = format!("{entry}_smem");
     module.add_extern_shared(&smem_sym);
@@ -489,7 +500,8 @@ fn lower_wgmma(
     let grid_constants: Vec<usize> = (0..tensor_maps.len()).map(|j| params.len() + j).collect();
     params.extend((0..tensor_maps.len()).map(crate::ptx::tma::param));
     module.add_kernel_with_grid_constants(&entry, &params, em.f, wc.threads(), &grid_constants);
-    let tiles = g.p.m.div_ceil(u64::from(wc.bm())) * g.p.n.div_ceil(u64::from(g.p.out_cols(wc.bn))) * g.p.batch;
+    let tiles =
+        g.p.m.div_ceil(u64::from(wc.bm())) * g.p.n.div_ceil(u64::from(g.p.out_cols(wc.bn))) * g.p.batch * splits;
     let launch = LaunchConfig {
         block_threads: wc.threads(),
         max_blocks: tiles.max(1),
@@ -500,6 +512,11 @@ fn lower_wgmma(
         dynamic_shared_bytes: wc.shared_bytes(),
     };
     entries.push(Entry { suffix: "_mma", lowering: "matmul-wgmma", launch, tensor_maps });
+    if let Some(off) = partial {
+        let entry = format!("{name}_reduce");
+        let launch = reduce(cx, module, &entry, node, outs, off, wc.splits, count)?;
+        entries.push(Entry { suffix: "_reduce", lowering: "matmul-reduce", launch, tensor_maps: Vec::new() });
+    }
     Ok(Lowered { entries, scratch_end })
 }
 

@@ -10,7 +10,9 @@
 //!   warpgroup copies, the consumers multiply); `tile_m = 64` with 12 warps is the ping-pong
 //!   variant: a producer and two consumer warpgroups that take alternate 64-row tiles, so one
 //!   stores its tile while the other multiplies;
-//! - `stages` 3 to 8 shared-memory stages; `split_k = 1`; `swizzle` the block-order group;
+//! - `stages` 3 to 8 shared-memory stages; `swizzle` the block-order group;
+//! - `split_k` k splits across blocks (1 = none), dividing the k-tiles evenly: f32 partial sums
+//!   that the matmul's reduce entry adds up before the fused epilogue;
 //! - `vector_width` how tiles reach shared memory: 8 for 16-byte `cp.async` copies by every
 //!   copying thread, 64 for TMA (`cp.async.bulk.tensor`, one 128-byte swizzle row of 64
 //!   elements per box row, issued by one thread, completing on an mbarrier per stage).
@@ -49,6 +51,8 @@ pub(crate) struct WgConfig {
     pub(crate) swizzle: u32,
     /// Tiles arrive by TMA (else by `cp.async`).
     pub(crate) tma: bool,
+    /// k splits across blocks (1 = none; they divide the k-tiles evenly).
+    pub(crate) splits: u32,
 }
 
 impl WgConfig {
@@ -95,6 +99,7 @@ impl WgConfig {
             stages: self.stages,
             swizzle: self.swizzle,
             tma: self.tma,
+            splits: self.splits,
         }
     }
 
@@ -145,7 +150,8 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
     if tma && (problem.m > u64::from(u32::MAX) || problem.n > u64::from(u32::MAX) || problem.k > u64::from(u32::MAX)) {
         return Err(reject(caps, s, "TMA tensor dims must stay below 2^32"));
     }
-    let c = WgConfig { consumers, bn: s.tile_n, stages: s.stages, producer, pingpong, swizzle: s.swizzle, tma };
+    let splits = w.splits;
+    let c = WgConfig { consumers, bn: s.tile_n, stages: s.stages, producer, pingpong, swizzle: s.swizzle, tma, splits };
     if c.shared_bytes() > caps.max_shared_optin_bytes {
         return Err(reject(caps, s, &format!("needs {} bytes of shared memory", c.shared_bytes())));
     }
@@ -154,8 +160,11 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
     if c.bn == 256 && consumers == 1 && !producer && !tma {
         return Err(reject(caps, s, "a 64x256 tile needs a second warpgroup to share the copies"));
     }
+    if !problem.k.div_ceil(u64::from(BK)).is_multiple_of(u64::from(splits)) {
+        return Err(reject(caps, s, "split_k must divide the k-tiles (of 64) evenly"));
+    }
     let tiles = problem.m.div_ceil(u64::from(c.bm())) * problem.n.div_ceil(u64::from(c.bn));
-    if tiles.saturating_mul(problem.batch) >= (1 << 31) {
+    if tiles.saturating_mul(problem.batch).saturating_mul(u64::from(splits)) >= (1 << 31) {
         return Err(reject(caps, s, "too many tiles"));
     }
     Ok(c)
@@ -164,19 +173,30 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
 /// Every warpgroup schedule worth measuring for `problem` on `arch` (empty without wgmma or for
 /// other dtypes), each valid. Deterministic. On targets with TMA only TMA variants are listed:
 /// their `cp.async` twins (`vector_width` 8) stay valid but measured 1-2% slower with the same
-/// epilogue, and persistent ones cannot store by TMA (H100, BENCHMARKS.md).
+/// epilogue, and persistent ones cannot store by TMA (H100, BENCHMARKS.md). Where a tiling's
+/// tiles cannot fill the SMs, its k splits that divide the k-tiles evenly, keep at least as
+/// many k-tiles per split as stages and make at most two waves of blocks are listed too (block
+/// order unswizzled).
 pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Schedule> {
     let caps = arch.caps();
+    let sms = u64::from(caps.typical_sm_count);
+    let k_tiles = problem.k.div_ceil(u64::from(BK));
     let mut out = Vec::new();
     // (consumers, producer, ping-pong)
     let kinds = [(1u32, false, false), (1, true, false), (2, false, false), (2, true, false), (2, true, true)];
     for (consumers, producer, pingpong) in kinds {
         for bn in [64u32, 128, 256] {
-            {
-                for stages in 3u32..=6 {
-                    for swizzle in [1u32, 8] {
+            let bm = if pingpong { WG_M } else { consumers * WG_M };
+            let tiles = problem.m.div_ceil(u64::from(bm)) * problem.n.div_ceil(u64::from(bn)) * problem.batch;
+            for stages in 3u32..=6 {
+                let splits = (0..=6).map(|e| 1u32 << e).filter(|&sp| {
+                    let sp64 = u64::from(sp);
+                    sp == 1 || (tiles < sms && tiles * sp64 <= 2 * sms && k_tiles / sp64 >= u64::from(stages))
+                });
+                for splits in splits {
+                    for swizzle in [1u32, 8].into_iter().filter(|&z| splits == 1 || z == 1) {
                         let tma = caps.has(Feature::Tma);
-                        let c = WgConfig { consumers, bn, stages, producer, pingpong, swizzle, tma };
+                        let c = WgConfig { consumers, bn, stages, producer, pingpong, swizzle, tma, splits };
                         let s = c.schedule();
                         if config(problem, &s, &caps).is_ok() {
                             out.push(s);
@@ -190,9 +210,10 @@ pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sched
 }
 
 /// A good warpgroup schedule for `problem` on `arch` without tuning
-/// ([`tcc_ir::WgmmaSchedule::untuned`], the optimizer's choice too for one product; a dual
-/// product's is [`tcc_ir::dual::untuned_warpgroup`]), or `None` when the target has
-/// no wgmma, the product is too small to fill the GPU with it, or the schedule does not fit it.
+/// ([`tcc_ir::WgmmaSchedule::untuned`], else for a long k [`tcc_ir::WgmmaSchedule::untuned_split`]:
+/// the optimizer's choice too for one product; a dual product's is
+/// [`tcc_ir::dual::untuned_warpgroup`]), or `None` when the target has no wgmma, the product is
+/// too small to fill the GPU with it, or the schedule does not fit it.
 ///
 /// Measured on an H100 (same process as cuBLAS): 3 stages beat 4 by 0.8% on 8192^3 and 0.3% on
 /// 8192 x 14336 x 4096, 4 beat 3 by 0.7% on 4096^3 (session 4); TMA beat every-thread cp.async
@@ -203,6 +224,9 @@ pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sched
 pub fn default_wgmma_schedule(problem: &MatmulProblem, arch: GpuArch) -> Option<Schedule> {
     let caps = arch.caps();
     let sms = u64::from(caps.typical_sm_count);
-    let s = tcc_ir::WgmmaSchedule::untuned(problem.m, problem.n, problem.k, problem.batch, sms)?.encode();
+    let (m, n, k, batch) = (problem.m, problem.n, problem.k, problem.batch);
+    let w = tcc_ir::WgmmaSchedule::untuned(m, n, k, batch, sms)
+        .or_else(|| tcc_ir::WgmmaSchedule::untuned_split(m, n, k, batch, sms))?;
+    let s = w.encode();
     config(problem, &s, &caps).is_ok().then_some(s)
 }

@@ -49,7 +49,7 @@ use crate::ptx::error::PtxError;
 use crate::ptx::expr::{Em, Ix};
 use crate::ptx::math;
 use crate::ptx::mma::kernel::GemmProduct;
-use crate::ptx::mma::kernel::{base_ptr, cp_async, ext64, swizzled_tile};
+use crate::ptx::mma::kernel::{base_ptr, cp_async, ext64, partial_store, swizzled_tile};
 use crate::ptx::mma::{BLayout, MemRef, Operand, epilogue};
 use crate::ptx::plan::{Out, Src};
 use crate::ptx::{TensorMapSpec, TmaBuffer};
@@ -66,6 +66,9 @@ pub(crate) struct WgGemm<'a> {
     /// Persistent TMA blocks store the tile by TMA through staged subtiles (one 16-bit output,
     /// rows 16-byte aligned; its map after the operands', [`WgGemm::tmap_c`]); else pair by pair.
     pub(crate) tma_store: bool,
+    /// With k splits (`c.splits > 1`): the scratch byte offset where each block writes its f32
+    /// partial sums, `[split][batch][m][n]`, for the matmul's reduce entry (no epilogue here).
+    pub(crate) partial: Option<u64>,
 }
 
 /// Tensor-map parameter of A (`%tmap0`) and of B (`%tmap1`) in TMA variants.
@@ -140,9 +143,11 @@ fn copy_plan(em: &mut Em, ct: &str, rows: u32, row_chunks: u32, threads: u32) ->
     CopyPlan { row, chunk, chunks }
 }
 
-/// Per tile: one global element offset (without k) and validity per chunk of a copy plan.
+/// Per tile: one global element offset (without k) and validity per chunk of a copy plan, and
+/// the tile's first k-tile (its split's).
 struct TileSrc {
     offs: Vec<(String, String)>,
+    kt0: String,
 }
 
 /// Geometry of the tile being computed.
@@ -153,6 +158,10 @@ pub(super) struct Tile {
     pub(super) col0: String,
     /// Batch index (i32).
     pub(super) bidx: String,
+    /// The k split (i32; "0" without splits).
+    pub(super) split: String,
+    /// The split's first k-tile (i32; "0" without splits): the tile's k-tiles are `kt0 + j`.
+    pub(super) kt0: String,
 }
 
 /// The tensor maps a TMA variant of `g` takes (A at [`TMAP_A`], B at [`TMAP_B`]), matching the
@@ -247,7 +256,11 @@ struct WgKernel<'g, 'a> {
     tiles_m: u64,
     tiles_n: u64,
     tiles: u64,
+    /// k splits across blocks (1 = none).
+    splits: u64,
+    /// Work items: tiles x batch entries x splits.
     total: u64,
+    /// k-tiles per work item (per split).
     k_tiles: u64,
     /// `k_tiles` as an IR constant.
     ntiles: String,
@@ -304,7 +317,8 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let tiles_m = g.p.m.div_ceil(u64::from(bm));
         let tiles_n = g.p.n.div_ceil(u64::from(g.p.out_cols(bn)));
         let tiles = tiles_m * tiles_n;
-        let k_tiles = g.p.k.div_ceil(u64::from(BK));
+        let splits = u64::from(c.splits.max(1));
+        let k_tiles = g.p.k.div_ceil(u64::from(BK)) / splits;
 
         let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
         let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
@@ -407,7 +421,8 @@ impl<'g, 'a> WgKernel<'g, 'a> {
             tiles_m,
             tiles_n,
             tiles,
-            total: tiles * g.p.batch,
+            splits,
+            total: tiles * g.p.batch * splits,
             k_tiles,
             ntiles: k_tiles.to_string(),
             tid,
@@ -467,10 +482,19 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let (tiles, tiles_m, tiles_n, bm) = (self.tiles, self.tiles_m, self.tiles_n, self.bm);
         let bn = self.g.p.out_cols(self.bn);
         let tile_lin = em.f.v(format!("urem i32 {t}, {tiles}"));
-        let bidx = em.f.v(format!("udiv i32 {t}, {tiles}"));
+        let rest = em.f.v(format!("udiv i32 {t}, {tiles}"));
+        // With k splits the work item runs over (tile, split, batch), the tile fastest.
+        let (split, bidx, kt0) = if self.splits > 1 {
+            let split = em.f.v(format!("urem i32 {rest}, {}", self.splits));
+            let bidx = em.f.v(format!("udiv i32 {rest}, {}", self.splits));
+            let kt0 = em.f.v(format!("mul i32 {split}, {}", self.k_tiles));
+            (split, bidx, kt0)
+        } else {
+            ("0".to_string(), rest, "0".to_string())
+        };
         let dims = (u64::from(bm), u64::from(bn));
         let (row0, col0) = swizzled_tile(em, &tile_lin, (tiles_m, tiles_n), self.c.swizzle, dims);
-        Tile { row0, col0, bidx }
+        Tile { row0, col0, bidx, split, kt0 }
     }
 
     /// Opens the loop over the block's tiles from `start` with the loop-carried `iters`.
@@ -532,7 +556,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
                 }
             }
         }
-        (TileSrc { offs: a }, TileSrc { offs: b })
+        (TileSrc { offs: a, kt0: tile.kt0.clone() }, TileSrc { offs: b, kt0: tile.kt0.clone() })
     }
 
     /// Copies k-tile `kt` into stage `stage` (both i32 registers or constants) by cp.async.
@@ -541,6 +565,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let (smem, st) = (&self.smem, self.st);
         let sb = em.f.v(format!("mul i32 {stage}, {}", self.stage_bytes));
         let sb = em.f.v(format!("add i32 {sb}, {}", self.pad));
+        let kt = k_tile(em, &srcs.0.kt0, kt);
         let k0 = em.f.v(format!("shl i32 {kt}, 6"));
         let k064 = ext64(em, &k0);
         let ac = em.f.v(format!("shl i32 {}, 3", a_copy.chunk));
@@ -590,6 +615,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let sb = em.f.v(format!("add i32 {}, {sb}", self.al));
         let full = self.full_bar(em, stage);
         asm::mbar_arrive_expect_tx(&mut em.f, &full, stage_bytes);
+        let kt = k_tile(em, &tile.kt0, kt);
         let k0 = em.f.v(format!("shl i32 {kt}, 6"));
         let mut ca = vec![k0.clone(), tile.row0.clone()];
         if self.a_batched {
@@ -785,7 +811,13 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         em.f.loop_end(&kl, "1", &next);
         let acc = asm::wait_acc(&mut em.f, 0, &kl.accs);
         // The epilogue.
-        if let (Some((addr, off)), Some(map)) = (self.store_staging(em, wg), &self.map_c) {
+        if let Some(off) = g.partial {
+            partial_epilogue(em, g, off, &tile, tid, wg, &acc);
+            if !g.persistent {
+                // Every warpgroup is done reading the ring before the next tile's copies.
+                em.f.call_void("llvm.nvvm.barrier0", &[]);
+            }
+        } else if let (Some((addr, off)), Some(map)) = (self.store_staging(em, wg), &self.map_c) {
             let st = StoreStaging { addr, off, map, smem };
             tma_store_epilogue(em, g, outs, &tile, (tid, wg, wg), &acc, &st)?;
         } else if g.persistent {
@@ -836,7 +868,10 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let has_next = em.f.v(format!("icmp ult i32 {nt}, {total}"));
         let ring = [tl.accs[0].clone(), tl.accs[1].clone()];
         let (ring, acc) = self.cp_async_k_loop(em, &srcs, ring, Some((&nt, &has_next)));
-        epilogue(em, g, outs, &tile, tid, wg, &acc)?;
+        match g.partial {
+            Some(off) => partial_epilogue(em, g, off, &tile, tid, wg, &acc),
+            None => epilogue(em, g, outs, &tile, tid, wg, &acc)?,
+        }
         em.f.loop_end(&tl, nctaid, &ring);
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
         Ok(())
@@ -860,9 +895,14 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         em.f.call_void("llvm.nvvm.cp.async.wait.group", &[("i32", "0")]);
         // Every warpgroup is done reading the ring: the staged tile reuses it.
         em.f.call_void("llvm.nvvm.barrier0", &[]);
-        staged_epilogue(em, g, outs, &tile, tid, wg, &acc, smem)?;
-        // Every thread has read the staged tile before the next tile refills the ring.
-        em.f.call_void("llvm.nvvm.barrier0", &[]);
+        match g.partial {
+            Some(off) => partial_epilogue(em, g, off, &tile, tid, wg, &acc),
+            None => {
+                staged_epilogue(em, g, outs, &tile, tid, wg, &acc, smem)?;
+                // Every thread has read the staged tile before the next tile refills the ring.
+                em.f.call_void("llvm.nvvm.barrier0", &[]);
+            }
+        }
         em.f.loop_end(&tl, nctaid, &[]);
         Ok(())
     }
@@ -1009,7 +1049,9 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         asm::mbar_arrive(&mut em.f, &le);
         // The epilogue.
         let rows_wg = if c.pingpong { "0".to_string() } else { wg.clone() };
-        if let (Some((addr, off)), Some(map)) = (self.store_staging(em, wg), &self.map_c) {
+        if let Some(off) = g.partial {
+            partial_epilogue(em, g, off, &tile, tid, &rows_wg, &acc);
+        } else if let (Some((addr, off)), Some(map)) = (self.store_staging(em, wg), &self.map_c) {
             let st = StoreStaging { addr, off, map, smem };
             tma_store_epilogue(em, g, outs, &tile, (tid, wg, &rows_wg), &acc, &st)?;
         } else {
@@ -1033,6 +1075,36 @@ pub(crate) fn descriptor(em: &mut Em, addr: &str, bits: u64) -> String {
     let a4 = em.f.v(format!("lshr i32 {low}, 4"));
     let a64 = ext64(em, &a4);
     em.f.v(format!("or i64 {a64}, {bits}"))
+}
+
+/// The k-tile `kt` of a work item whose split starts at k-tile `kt0` (i32 values; no
+/// instruction without splits).
+fn k_tile(em: &mut Em, kt0: &str, kt: &str) -> String {
+    if kt0 == "0" { kt.to_string() } else { em.f.v(format!("add i32 {kt0}, {kt}")) }
+}
+
+/// Writes a work item's accumulators as f32 partial sums of its split at scratch byte `off`
+/// (`[split][batch][m][n]`, what the matmul's reduce entry adds up): per warp 16 rows
+/// (`mma.sync`'s C layout per 8 columns), in pairs, only inside the product.
+fn partial_epilogue(em: &mut Em, g: &WgGemm, off: u64, tile: &Tile, tid: &str, wg: &str, acc: &[String]) {
+    let FragLane { wiw, gq, t2, .. } = FragLane::new(em, tid);
+    let wr = em.f.v(format!("mul i32 {wg}, {WG_M}"));
+    let w16 = em.f.v(format!("shl i32 {wiw}, 4"));
+    let r = em.f.v(format!("add i32 {}, {wr}", tile.row0));
+    let r = em.f.v(format!("add i32 {r}, {w16}"));
+    let r_base = em.f.v(format!("add i32 {r}, {gq}"));
+    let c_base = em.f.v(format!("add i32 {}, {t2}", tile.col0));
+    let saved = em.save();
+    for j in 0..(g.c.bn / 8) as usize {
+        for h in 0..2usize {
+            let row = em.f.v(format!("add i32 {r_base}, {}", h * 8));
+            let col = em.f.v(format!("add i32 {c_base}, {}", j * 8));
+            let a = 4 * j + 2 * h;
+            let vals = [acc[a].clone(), acc[a + 1].clone()];
+            partial_store(em, &g.p, off, &tile.split, &tile.bidx, &row, &col, &vals);
+            em.restore(saved.clone());
+        }
+    }
 }
 
 /// Stores a block tile through shared memory (see [`epilogue::staged`]): every thread writes its
