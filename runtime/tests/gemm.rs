@@ -190,6 +190,45 @@ fn joined_products_match_the_interpreter() {
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
+/// k splits on the warpgroup kernel (issue 26): every split TMA schedule of the space at four
+/// stages (each tiling, every split it lists) computes long-k products with a fused epilogue
+/// (bias + gelu, run by the reduce entry) and without, rows and columns off the tiles, both B
+/// layouts, within the interpreter's bound plus the f32 accumulation allowance of their depth.
+#[test]
+fn split_warpgroup_gemms_match_the_interpreter() {
+    if arch() != GpuArch::Sm90a {
+        return;
+    }
+    let base = Tolerance { outlier_fraction: 0.0, ..Tolerance::default() }.scaled(4.0);
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for (i, (m, n, k, nk, epilogue)) in
+        [(300u64, 264u64, 16384u64, true, true), (130, 512, 8192, false, false)].into_iter().enumerate()
+    {
+        let dtype = if i == 0 { DType::BF16 } else { DType::F16 };
+        let g = gemm_graph(dtype, &[], m, n, k, nk, epilogue);
+        let inputs = random_inputs(&g, &Bindings::new(), 60 + i as u64).unwrap();
+        let expected = run_graph(&g, &inputs).unwrap();
+        let host: Vec<HostTensor> = inputs.iter().map(|t| HostTensor::from_interp(t).unwrap()).collect();
+        let tol = base.with_accumulation(k);
+        let p = problem(dtype, m, n, k, nk);
+        let space = ptx::wgmma::wgmma_schedule_space(&p, GpuArch::Sm90a);
+        for s in space.into_iter().filter(|s| s.split_k > 1 && s.stages == 4) {
+            count += 1;
+            let outcome =
+                device().run_program(&program(&g, Some(s)), &host).map_err(|e| e.to_string()).and_then(|out| {
+                    let actual: Vec<Tensor> = out.iter().map(HostTensor::to_interp).collect();
+                    compare_outputs(&expected, &actual, &tol).map_err(|e| e.to_string())
+                });
+            if let Err(e) = outcome {
+                failures.push(format!("{dtype} {m}x{n}x{k} nk={nk} epi={epilogue} {s}: {e}"));
+            }
+        }
+    }
+    assert!(count >= 20, "{count} split schedules");
+    assert!(failures.is_empty(), "{} failures of {count}:\n{}", failures.len(), failures.join("\n"));
+}
+
 #[test]
 fn tensor_core_gemms_match_the_interpreter() {
     let shapes: [(u64, u64, u64); 7] =
@@ -387,8 +426,27 @@ fn gemm_sweep_against_cublas() {
         ("gemm_f16_llm_up", DType::F16, 8192, 14336, 4096, false, false),
         ("gemm_f32_4096", DType::F32, 4096, 4096, 4096, false, false),
     ];
+    // TCC_SWEEP_SHAPES="name,m,n,k,nk;..." adds f16 products (nk 1: B transposed).
+    let extra: Vec<(String, DType, u64, u64, u64, bool, bool)> = std::env::var("TCC_SWEEP_SHAPES")
+        .ok()
+        .into_iter()
+        .flat_map(|list| {
+            list.split(';')
+                .filter_map(|item| {
+                    let f: Vec<&str> = item.split(',').map(str::trim).collect();
+                    let num = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok());
+                    Some((f.first()?.to_string(), DType::F16, num(1)?, num(2)?, num(3)?, num(4)? == 1, false))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let shapes: Vec<(&str, DType, u64, u64, u64, bool, bool)> = shapes
+        .iter()
+        .copied()
+        .chain(extra.iter().map(|(name, d, m, n, k, nk, e)| (name.as_str(), *d, *m, *n, *k, *nk, *e)))
+        .collect();
     let only = std::env::var("TCC_SWEEP_ONLY").ok();
-    for &(name, dtype, m, n, k, nk, epi) in shapes {
+    for &(name, dtype, m, n, k, nk, epi) in &shapes {
         if only.as_ref().is_some_and(|o| !o.split(',').any(|x| x == name)) {
             continue;
         }
@@ -446,18 +504,20 @@ fn gemm_sweep_against_cublas() {
                 }
             }
         }
-        // TCC_SWEEP_SCHEDULES="bm,bn,bk,wm,wn,stages,split_k,warps;..." times these tensor-core
-        // schedules on every selected shape, fused epilogues included (the same schedule on a
-        // plain and a fused GEMM shows what the epilogue costs).
+        // TCC_SWEEP_SCHEDULES="bm,bn,bk,wm,wn,stages,split_k,warps[,vector_width];..." times
+        // these tensor-core schedules on every selected shape, fused epilogues included (the
+        // same schedule on a plain and a fused GEMM shows what the epilogue costs); a vector
+        // width of 64 asks for a warpgroup schedule's TMA copies.
         if let Some(list) = std::env::var("TCC_SWEEP_SCHEDULES").ok().filter(|_| dtype != DType::F32) {
             let p = problem(dtype, m, n, k, nk);
             let base = ptx::default_matmul_schedule(&p, arch());
             for item in list.split(';').filter(|x| !x.trim().is_empty()) {
                 let v: Vec<u32> = item.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-                let [bm, bn, bk, wm, wn, stages, split_k, warps] = v[..] else {
-                    println!("SWEEP {name} skipped: `{item}` is not 8 numbers");
+                let (&[bm, bn, bk, wm, wn, stages, split_k, warps], rest) = v.split_at(v.len().min(8)) else {
+                    println!("SWEEP {name} skipped: `{item}` is not 8 or 9 numbers");
                     continue;
                 };
+                let vector_width = rest.first().copied().unwrap_or(base.vector_width);
                 let s = Schedule {
                     tile_m: bm,
                     tile_n: bn,
@@ -467,9 +527,15 @@ fn gemm_sweep_against_cublas() {
                     stages,
                     split_k,
                     warps,
+                    vector_width,
                     ..base
                 };
-                match ptx::validate_matmul_schedule(&p, &s, arch()) {
+                let valid = if ptx::wgmma::is_wgmma_schedule(&s) && arch() == GpuArch::Sm90a {
+                    ptx::wgmma::validate_wgmma_schedule(&p, &s, arch())
+                } else {
+                    ptx::validate_matmul_schedule(&p, &s, arch())
+                };
+                match valid {
                     Ok(()) => schedules.push((format!("{s}"), Some(s))),
                     Err(e) => println!("SWEEP {name} skipped: {e}"),
                 }
