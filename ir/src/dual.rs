@@ -77,7 +77,7 @@ impl DualProduct {
 /// least eight waves on `cores` SMs, a producer warpgroup and two consumers taking turns on
 /// alternate 64-row tiles in four stages, so that one consumer's epilogue (both accumulators
 /// rounded, the gate's sigmoid, the products) runs while the other multiplies; else the plain
-/// product's ([`WgmmaSchedule::untuned`]). Measured on an H100 (BENCHMARKS.md, session 15: the
+/// product's without k splits ([`WgmmaSchedule::untuned_unsplit`]). Measured on an H100 (BENCHMARKS.md, session 15: the
 /// gated MLP's 4096 x 14336 x 4096 pair): 1.355-1.363 ms against 1.45-1.54 ms for the shared
 /// 128 x 256 tile, 1.12x the plain GEMM of both products' columns (the shared tile: 1.20x).
 pub fn untuned_warpgroup(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Option<WgmmaSchedule> {
@@ -94,7 +94,7 @@ pub fn untuned_warpgroup(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Opti
             splits: 1,
         });
     }
-    WgmmaSchedule::untuned(m, n, k, batch, cores)
+    WgmmaSchedule::untuned_unsplit(m, n, k, batch, cores)
 }
 
 /// Whether the dual-product kernel runs `schedule` as it is. Each block tile of `tile_n` columns
@@ -141,7 +141,10 @@ mod tests {
         assert!(w.pingpong && w.producer && w.tma && (w.bm(), w.bn, w.stages) == (64, 256, 4), "{w:?}");
         assert!(runs_schedule(&w.encode()));
         // Fewer than eight waves: the plain product's tile.
-        assert_eq!(untuned_warpgroup(512, 2 * 1024, 4096, 1, 132), WgmmaSchedule::untuned(512, 2048, 4096, 1, 132));
+        assert_eq!(
+            untuned_warpgroup(512, 2 * 1024, 4096, 1, 132),
+            WgmmaSchedule::untuned_unsplit(512, 2048, 4096, 1, 132)
+        );
     }
 
     #[test]

@@ -60,8 +60,8 @@ pub struct WgmmaSchedule {
 /// The most k splits of a warpgroup schedule.
 pub const MAX_WARPGROUP_SPLITS: u32 = 64;
 
-/// The fewest k-tiles of one split of the untuned split warpgroup schedule
-/// ([`WgmmaSchedule::untuned_split`]): 32 (2048 deep), so that the ring's fill and the partial
+/// The fewest k-tiles of one split of an untuned warpgroup schedule
+/// ([`WgmmaSchedule::untuned`]): 32 (2048 deep), so that the ring's fill and the partial
 /// sums stay small beside the main loop.
 pub const MIN_WARPGROUP_SPLIT_K_TILES: u64 = 32;
 
@@ -96,73 +96,62 @@ pub fn is_warpgroup_encoding(s: &Schedule) -> bool {
 impl WgmmaSchedule {
     /// The untuned warpgroup schedule of `batch` products of `m x n x k` on a GPU of `cores` SMs
     /// (the optimizer's candidate and the PTX backend's default), or `None` when no warpgroup tile
-    /// has enough of them. The block is the largest of 128 x 256 and 128 x 128 (two consumer
-    /// warpgroups) and 64 x 128 (one consumer beside a producer warpgroup) whose tiles reach 7/8
-    /// of the SMs; the 64 x 128 tile also takes a product that fills half of them when k is at most
+    /// has enough blocks. In order, 128 x 256 and 128 x 128 (two consumer warpgroups) and 64 x 128
+    /// (one consumer beside a producer warpgroup): the first whose tiles reach 7/8 of the SMs, or
+    /// (no taller than the product) whose tiles, with k split into a power of two of even parts
+    /// of at least [`MIN_WARPGROUP_SPLIT_K_TILES`] k-tiles, reach 7/8 of them within one wave; the
+    /// 64 x 128 tile also takes a product that fills half of them when k is at most
     /// [`WARPGROUP_HALF_FILL_MAX_K`]. Tiles arrive by TMA into the stages
-    /// [`WgmmaSchedule::default_stages`] gives; block swizzle 8. The caller checks that the
-    /// schedule fits the problem and the device.
+    /// [`WgmmaSchedule::default_stages`] gives; block swizzle 8 (1 with splits). The caller checks
+    /// that the schedule fits the problem and the device.
     ///
     /// Measured on an H100 (BENCHMARKS.md): 1.00-1.02 of cuBLAS on the suite's large f16/bf16
     /// GEMMs; on 768^3 (72 tiles of 64 x 128, 0.55 of the SMs) the 64 x 128 tile in six stages
     /// took 7.8 us against 9.5 for the best `mma.sync` schedule (session 13's exhaustive study).
+    /// Split in k (session 20): 512 x 512 x 32768 on 128 x 256 tiles in 16 splits 0.0470 ms
+    /// against 0.0616 on `mma.sync` splits; 1024 x 1024 x 16384 on 128 x 256 tiles in 4 splits
+    /// 0.0596 against 0.0686 on the unsplit 64 x 128 tile.
     pub fn untuned(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Option<WgmmaSchedule> {
-        for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
-            let tiles = m.div_ceil(u64::from(WGMMA_M * consumers)) * n.div_ceil(u64::from(bn)) * batch;
-            let fills = 8 * tiles >= 7 * cores;
-            let half_fills =
-                producer && 2 * tiles >= cores && k <= WARPGROUP_HALF_FILL_MAX_K && m >= WARPGROUP_HALF_FILL_MIN_M;
-            if fills || half_fills {
-                let stages = WgmmaSchedule::default_stages(tiles, cores, producer);
-                return Some(WgmmaSchedule {
-                    consumers,
-                    producer,
-                    pingpong: false,
-                    bn,
-                    stages,
-                    swizzle: 8,
-                    tma: true,
-                    splits: 1,
-                });
-            }
-        }
-        None
+        WgmmaSchedule::untuned_tiles(m, n, k, batch, cores, true)
     }
 
-    /// The untuned warpgroup schedule of a product whose tiles are too few for
-    /// [`WgmmaSchedule::untuned`] but whose k is long: the largest of the same tiles (no taller
-    /// than the product) whose blocks fill 7/8 of the SMs, up to one wave, once k is split
-    /// into a power of two of even parts of at least [`MIN_WARPGROUP_SPLIT_K_TILES`] k-tiles
-    /// each; `None` when no tile gets there. Without it such products split k on `mma.sync`
-    /// tiles (512 x 512 x 32768: 0.61x cuBLAS on an H100, session 19).
-    pub fn untuned_split(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Option<WgmmaSchedule> {
+    /// [`WgmmaSchedule::untuned`] without k splits (a dual product's kernel has none).
+    pub fn untuned_unsplit(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Option<WgmmaSchedule> {
+        WgmmaSchedule::untuned_tiles(m, n, k, batch, cores, false)
+    }
+
+    fn untuned_tiles(m: u64, n: u64, k: u64, batch: u64, cores: u64, split: bool) -> Option<WgmmaSchedule> {
         let k_tiles = k.div_ceil(u64::from(WGMMA_K));
         for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
             let bm = u64::from(WGMMA_M * consumers);
-            if bm > m.max(u64::from(WGMMA_M)) {
-                continue;
-            }
             let tiles = m.div_ceil(bm) * n.div_ceil(u64::from(bn)) * batch;
-            let mut splits = 1u64;
-            while tiles * splits * 2 <= cores
-                && k_tiles.is_multiple_of(splits * 2)
-                && k_tiles / (splits * 2) >= MIN_WARPGROUP_SPLIT_K_TILES
-                && splits * 2 <= u64::from(MAX_WARPGROUP_SPLITS)
-            {
-                splits *= 2;
-            }
-            if splits > 1 && 8 * tiles * splits >= 7 * cores {
+            let fills = 8 * tiles >= 7 * cores;
+            let half_fills =
+                producer && 2 * tiles >= cores && k <= WARPGROUP_HALF_FILL_MAX_K && m >= WARPGROUP_HALF_FILL_MIN_M;
+            let splits = if fills || half_fills || !split || bm > m.max(u64::from(WGMMA_M)) {
+                1
+            } else {
+                let mut splits = 1u64;
+                while tiles * splits * 2 <= cores
+                    && k_tiles.is_multiple_of(splits * 2)
+                    && k_tiles / (splits * 2) >= MIN_WARPGROUP_SPLIT_K_TILES
+                    && splits * 2 <= u64::from(MAX_WARPGROUP_SPLITS)
+                {
+                    splits *= 2;
+                }
+                splits
+            };
+            if fills || half_fills || (splits > 1 && 8 * tiles * splits >= 7 * cores) {
                 let stages = WgmmaSchedule::default_stages(tiles * splits, cores, producer);
-                let splits = u32::try_from(splits).ok()?;
                 return Some(WgmmaSchedule {
                     consumers,
                     producer,
                     pingpong: false,
                     bn,
                     stages,
-                    swizzle: 1,
+                    swizzle: if splits > 1 { 1 } else { 8 },
                     tma: true,
-                    splits,
+                    splits: u32::try_from(splits).ok()?,
                 });
             }
         }
@@ -914,20 +903,25 @@ mod tests {
 
     #[test]
     fn long_k_products_of_few_tiles_split_k_evenly_up_to_one_wave() {
-        let split = |m, n, k| {
-            WgmmaSchedule::untuned_split(m, n, k, 1, 132).map(|w| (w.bm(), w.bn, w.producer, w.splits, w.stages))
-        };
+        let split =
+            |m, n, k| WgmmaSchedule::untuned(m, n, k, 1, 132).map(|w| (w.bm(), w.bn, w.producer, w.splits, w.stages));
         assert_eq!(split(512, 512, 32768), Some((128, 256, false, 16, 4)));
+        // The two-consumer tile split before the one-consumer tile unsplit.
         assert_eq!(split(1024, 1024, 16384), Some((128, 256, false, 4, 4)));
+        assert_eq!(
+            WgmmaSchedule::untuned_unsplit(1024, 1024, 16384, 1, 132).map(|w| (w.bm(), w.splits)),
+            Some((64, 1))
+        );
         // No taller than the product: 64 rows take the one-consumer tile.
         assert_eq!(split(64, 2048, 65536), Some((64, 128, true, 8, 6)));
         // Too short a k for 32 k-tiles per split, too few tiles for any split, or k-tiles that no
         // power of two divides: none (the mma.sync splits stay).
         assert_eq!(split(512, 512, 4096), None);
+        assert_eq!(split(2048, 2048, 16384).map(|w| w.3), Some(1));
         assert_eq!(split(64, 64, 131072), None);
         assert_eq!(split(512, 512, 32768 + 64), None);
         for (m, n, k) in [(512, 512, 32768), (1024, 1024, 16384), (64, 2048, 65536)] {
-            let w = WgmmaSchedule::untuned_split(m, n, k, 1, 132).unwrap();
+            let w = WgmmaSchedule::untuned(m, n, k, 1, 132).unwrap();
             assert_eq!(WgmmaSchedule::decode(&w.encode()), Ok(w));
             assert_eq!(k.div_ceil(64) % u64::from(w.splits), 0);
         }

@@ -161,7 +161,7 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         && has_warpgroup_mma(target)
     {
         // Hopper: warpgroup MMA (wgmma) when its blocks fill the GPU, with k split for few tiles
-        // over a long k (`WgmmaSchedule::untuned` and `untuned_split`; a dual product's:
+        // over a long k (`WgmmaSchedule::untuned`; a dual product's:
         // `tcc_ir::dual::untuned_warpgroup`).
         let problem = (m, n, k.unwrap_or(0), batch);
         if let Some(s) = warpgroup_schedule(base, problem, u64::from(target.cores), products == 2) {
@@ -203,8 +203,8 @@ pub fn has_warpgroup_mma(target: &TargetModel) -> bool {
     target.mma_shapes.iter().any(|s| s.m == 64)
 }
 
-/// The untuned warpgroup GEMM schedule ([`WgmmaSchedule::untuned`], else for a long k
-/// [`WgmmaSchedule::untuned_split`]: the PTX backend's default too; a `dual` product's
+/// The untuned warpgroup GEMM schedule ([`WgmmaSchedule::untuned`], k split for few tiles over
+/// a long k: the PTX backend's default too; a `dual` product's
 /// [`tcc_ir::dual::untuned_warpgroup`]) in the shared knobs, or `None` when no warpgroup tile
 /// has enough blocks.
 fn warpgroup_schedule(
@@ -216,7 +216,7 @@ fn warpgroup_schedule(
     let w = if dual {
         tcc_ir::dual::untuned_warpgroup(m, n, k, batch, cores)?
     } else {
-        WgmmaSchedule::untuned(m, n, k, batch, cores).or_else(|| WgmmaSchedule::untuned_split(m, n, k, batch, cores))?
+        WgmmaSchedule::untuned(m, n, k, batch, cores)?
     };
     Some(Schedule { tier: base.tier, threads: base.threads, ..w.encode() })
 }

@@ -210,10 +210,10 @@ pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sched
 }
 
 /// A good warpgroup schedule for `problem` on `arch` without tuning
-/// ([`tcc_ir::WgmmaSchedule::untuned`], else for a long k [`tcc_ir::WgmmaSchedule::untuned_split`]:
-/// the optimizer's choice too for one product; a dual product's is
-/// [`tcc_ir::dual::untuned_warpgroup`]), or `None` when the target has no wgmma, the product is
-/// too small to fill the GPU with it, or the schedule does not fit it.
+/// ([`tcc_ir::WgmmaSchedule::untuned`], k split for few tiles over a long k: the optimizer's
+/// choice too for one product; a dual product's is [`tcc_ir::dual::untuned_warpgroup`]), or
+/// `None` when the target has no wgmma, the product is too small to fill the GPU with it, or the
+/// schedule does not fit it.
 ///
 /// Measured on an H100 (same process as cuBLAS): 3 stages beat 4 by 0.8% on 8192^3 and 0.3% on
 /// 8192 x 14336 x 4096, 4 beat 3 by 0.7% on 4096^3 (session 4); TMA beat every-thread cp.async
@@ -225,8 +225,7 @@ pub fn default_wgmma_schedule(problem: &MatmulProblem, arch: GpuArch) -> Option<
     let caps = arch.caps();
     let sms = u64::from(caps.typical_sm_count);
     let (m, n, k, batch) = (problem.m, problem.n, problem.k, problem.batch);
-    let w = tcc_ir::WgmmaSchedule::untuned(m, n, k, batch, sms)
-        .or_else(|| tcc_ir::WgmmaSchedule::untuned_split(m, n, k, batch, sms))?;
+    let w = tcc_ir::WgmmaSchedule::untuned(m, n, k, batch, sms)?;
     let s = w.encode();
     config(problem, &s, &caps).is_ok().then_some(s)
 }
