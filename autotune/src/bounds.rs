@@ -14,8 +14,8 @@ pub const MAX_VECTOR: u32 = 64;
 pub const MAX_STAGES: u32 = 8;
 /// Most warps per block.
 pub const MAX_WARPS: u32 = 32;
-/// Most k-splits.
-pub const MAX_SPLIT_K: u32 = 64;
+/// Most k-splits (the `mma.sync` lowering's limit; warpgroup schedules take at most 64).
+pub const MAX_SPLIT_K: u32 = 128;
 /// Largest block swizzle group.
 pub const MAX_SWIZZLE: u32 = 256;
 /// Most host threads.
@@ -59,6 +59,16 @@ fn pow2_in(field: &'static str, value: u32, max: u32) -> Result<(), BoundsError>
     Ok(())
 }
 
+/// A block tile edge: a power of two, or a multiple of 64 (the warpgroup GEMM's 192-wide tile).
+fn tile_in(field: &'static str, value: u32, max: u32) -> Result<(), BoundsError> {
+    if value.is_multiple_of(64) && (64..=max).contains(&value) {
+        return Ok(());
+    }
+    pow2_in(field, value, max).map_err(|_| {
+        BoundsError::new(field, format!("{value} is neither a power of two nor a multiple of 64 in 1..={max}"))
+    })
+}
+
 fn in_range(field: &'static str, value: u32, min: u32, max: u32) -> Result<(), BoundsError> {
     if value < min || value > max {
         return Err(BoundsError::new(field, format!("{value} is not in {min}..={max}")));
@@ -68,8 +78,8 @@ fn in_range(field: &'static str, value: u32, min: u32, max: u32) -> Result<(), B
 
 /// Checks every knob of a schedule against the limits above.
 pub fn check_schedule(s: &Schedule) -> Result<(), BoundsError> {
-    pow2_in("tile_m", s.tile_m, MAX_TILE)?;
-    pow2_in("tile_n", s.tile_n, MAX_TILE)?;
+    tile_in("tile_m", s.tile_m, MAX_TILE)?;
+    tile_in("tile_n", s.tile_n, MAX_TILE)?;
     pow2_in("tile_k", s.tile_k, MAX_TILE)?;
     // Micro-kernels are often not powers of two (6x16 on AVX-512), so only a range.
     in_range("micro_m", s.micro_m, 1, MAX_MICRO)?;
@@ -128,6 +138,13 @@ mod tests {
     }
 
     #[test]
+    fn warpgroup_tiles_192_wide_and_128_splits_pass() {
+        let base = Schedule::default_for(Tier::Ptx);
+        assert_eq!(check_schedule(&Schedule { tile_n: 192, micro_n: 192, ..base }), Ok(()));
+        assert_eq!(check_schedule(&Schedule { split_k: 128, ..base }), Ok(()));
+    }
+
+    #[test]
     fn absurd_knobs_fail() {
         let base = Schedule::default_for(Tier::Ptx);
         let cases: [(&str, Schedule); 8] = [
@@ -136,7 +153,7 @@ mod tests {
             ("tile_k", Schedule { tile_k: 0, ..base }),
             ("stages", Schedule { stages: 9, ..base }),
             ("warps", Schedule { warps: 33, ..base }),
-            ("split_k", Schedule { split_k: 65, ..base }),
+            ("split_k", Schedule { split_k: 129, ..base }),
             ("split_k", Schedule { split_k: 0, ..base }),
             ("threads", Schedule { threads: 5000, ..base }),
         ];

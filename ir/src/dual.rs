@@ -100,14 +100,15 @@ pub fn untuned_warpgroup(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Opti
 /// Whether the dual-product kernel runs `schedule` as it is. Each block tile of `tile_n` columns
 /// holds `tile_n / 2` columns of each product. It runs an `mma.sync` tiling with one k split
 /// (`split_k = 1`, and no k split among a block's warps: `warps` is the number of warp tiles),
-/// and a warpgroup (wgmma) tiling whose tiles arrive by TMA, with or without a producer
+/// and a warpgroup (wgmma) tiling whose tiles arrive by TMA (without k splits, not 192 wide),
+/// with or without a producer
 /// warpgroup (where both Bs are stored `[n, k]`: each k-tile of B is two boxes of `tile_n / 2`
 /// rows, one per B; a producer's tiling runs as written where its tiles are stored by TMA, else
 /// as the same tile without the producer). The GPU backend runs any other schedule as a default
 /// one; the optimizer offers only these.
 pub fn runs_schedule(schedule: &Schedule) -> bool {
     if is_warpgroup_encoding(schedule) {
-        return WgmmaSchedule::decode(schedule).is_ok_and(|w| w.tma && w.splits == 1);
+        return WgmmaSchedule::decode(schedule).is_ok_and(|w| w.tma && w.splits == 1 && w.bn != 192);
     }
     let warp_tiles = (schedule.tile_m / schedule.micro_m.max(1)) * (schedule.tile_n / schedule.micro_n.max(1));
     schedule.split_k == 1 && schedule.warps == warp_tiles && schedule.tile_n >= 16 && schedule.tile_n.is_multiple_of(16)

@@ -43,7 +43,7 @@ pub struct WgmmaSchedule {
     pub producer: bool,
     /// The two consumers take alternate 64-row tiles (else they share one tile).
     pub pingpong: bool,
-    /// Block tile columns (the wgmma N: 64, 128 or 256).
+    /// Block tile columns (the wgmma N: 64, 128, 192 or 256).
     pub bn: u32,
     /// Shared-memory stages.
     pub stages: u32,
@@ -59,6 +59,11 @@ pub struct WgmmaSchedule {
 
 /// The most k splits of a warpgroup schedule.
 pub const MAX_WARPGROUP_SPLITS: u32 = 64;
+
+/// The work per block of the untuned 128 x 192 warpgroup tile against the wider tiles' (its
+/// operand bytes per product are higher), as a fraction of theirs per output element: the
+/// untuned schedule takes it where its rounds of blocks take a tenth less even so.
+pub const NARROW_TILE_EFFICIENCY: f64 = 0.97;
 
 /// The fewest k-tiles of one split of an untuned warpgroup schedule
 /// ([`WgmmaSchedule::untuned`]): 32 (2048 deep), so that the ring's fill and the partial
@@ -101,7 +106,9 @@ impl WgmmaSchedule {
     /// (no taller than the product) whose tiles, with k split into a power of two of even parts
     /// of at least [`MIN_WARPGROUP_SPLIT_K_TILES`] k-tiles, reach 7/8 of them within one wave; the
     /// 64 x 128 tile also takes a product that fills half of them when k is at most
-    /// [`WARPGROUP_HALF_FILL_MAX_K`]. Tiles arrive by TMA into the stages
+    /// [`WARPGROUP_HALF_FILL_MAX_K`]. A two-consumer tile becomes 128 x 192 where its rounds of
+    /// blocks on the SMs take a tenth less even at [`NARROW_TILE_EFFICIENCY`] (wave quantization:
+    /// 1536^3, 3072^3). Tiles arrive by TMA into the stages
     /// [`WgmmaSchedule::default_stages`] gives; block swizzle 8 (1 with splits). The caller checks
     /// that the schedule fits the problem and the device.
     ///
@@ -115,12 +122,15 @@ impl WgmmaSchedule {
         WgmmaSchedule::untuned_tiles(m, n, k, batch, cores, true)
     }
 
-    /// [`WgmmaSchedule::untuned`] without k splits (a dual product's kernel has none).
+    /// [`WgmmaSchedule::untuned`] of a dual product: without k splits (its kernel has none) or
+    /// the 192-wide tile.
     pub fn untuned_unsplit(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Option<WgmmaSchedule> {
         WgmmaSchedule::untuned_tiles(m, n, k, batch, cores, false)
     }
 
-    fn untuned_tiles(m: u64, n: u64, k: u64, batch: u64, cores: u64, split: bool) -> Option<WgmmaSchedule> {
+    /// [`WgmmaSchedule::untuned`]; only a `plain` product (not a dual one) splits k or takes the
+    /// 192-wide tile.
+    fn untuned_tiles(m: u64, n: u64, k: u64, batch: u64, cores: u64, plain: bool) -> Option<WgmmaSchedule> {
         let k_tiles = k.div_ceil(u64::from(WGMMA_K));
         for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
             let bm = u64::from(WGMMA_M * consumers);
@@ -128,7 +138,7 @@ impl WgmmaSchedule {
             let fills = 8 * tiles >= 7 * cores;
             let half_fills =
                 producer && 2 * tiles >= cores && k <= WARPGROUP_HALF_FILL_MAX_K && m >= WARPGROUP_HALF_FILL_MIN_M;
-            let splits = if fills || half_fills || !split || bm > m.max(u64::from(WGMMA_M)) {
+            let splits = if fills || half_fills || !plain || bm > m.max(u64::from(WGMMA_M)) {
                 1
             } else {
                 let mut splits = 1u64;
@@ -142,6 +152,15 @@ impl WgmmaSchedule {
                 splits
             };
             if fills || half_fills || (splits > 1 && 8 * tiles * splits >= 7 * cores) {
+                // A two-consumer tile 192 wide where its rounds of blocks take a tenth less
+                // (1536^3: 96 tiles in one round against 144 of 128 x 128 in two).
+                let narrow = m.div_ceil(bm) * n.div_ceil(192) * batch;
+                let rounds = |t: u64| t.div_ceil(cores) as f64;
+                let take_192 = plain
+                    && consumers == 2
+                    && splits == 1
+                    && rounds(narrow) * 192.0 / NARROW_TILE_EFFICIENCY < 0.9 * rounds(tiles) * f64::from(bn);
+                let (bn, tiles) = if take_192 { (192, narrow) } else { (bn, tiles) };
                 let stages = WgmmaSchedule::default_stages(tiles * splits, cores, producer);
                 return Some(WgmmaSchedule {
                     consumers,
@@ -213,8 +232,8 @@ impl WgmmaSchedule {
         if !matches!(s.tile_m, 64 | 128) {
             return Err("tile_m must be 64 or 128 (one or two consumer warpgroups)".into());
         }
-        if !matches!(s.tile_n, 64 | 128 | 256) {
-            return Err("tile_n must be 64, 128 or 256".into());
+        if !matches!(s.tile_n, 64 | 128 | 192 | 256) {
+            return Err("tile_n must be 64, 128, 192 or 256".into());
         }
         let pingpong = s.tile_m == WGMMA_M && s.warps == 12;
         let consumers = if pingpong { 2 } else { s.tile_m / WGMMA_M };
@@ -932,7 +951,11 @@ mod tests {
         let tile = |m, n, k| WgmmaSchedule::untuned(m, n, k, 1, 132).map(|w| (w.bm(), w.bn, w.producer, w.stages));
         assert_eq!(tile(4096, 4096, 4096), Some((128, 256, false, 4)));
         assert_eq!(tile(8192, 8192, 8192), Some((128, 256, false, 3)));
-        assert_eq!(tile(1536, 1536, 1536), Some((128, 128, false, 4)));
+        // 144 tiles of 128 x 128 take two rounds on 132 SMs, 96 of 128 x 192 one; 288 of 128 x 256
+        // three, 384 of 128 x 192 three of less work; 4096^3 keeps 128 x 256.
+        assert_eq!(tile(1536, 1536, 1536), Some((128, 192, false, 4)));
+        assert_eq!(tile(3072, 3072, 3072), Some((128, 192, false, 4)));
+        assert_eq!(WgmmaSchedule::untuned_unsplit(1536, 1536, 1536, 1, 132).map(|w| w.bn), Some(128));
         assert_eq!(tile(1024, 1024, 1024), Some((64, 128, true, 6)));
         // Half the SMs: the one-consumer tile while k is short, else none (k splits on mma.sync).
         assert_eq!(tile(768, 768, 768), Some((64, 128, true, 6)));

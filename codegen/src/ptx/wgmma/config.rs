@@ -4,7 +4,7 @@
 //! problem and a target and lists the space:
 //!
 //! - `micro_m = 64`, `micro_n = tile_n`: each consumer warpgroup owns 64 rows and the whole width;
-//! - `tile_m` = 64 x consumer warpgroups (1 or 2), `tile_n` = 64, 128 or 256 (the wgmma N),
+//! - `tile_m` = 64 x consumer warpgroups (1 or 2), `tile_n` = 64, 128, 192 or 256 (the wgmma N),
 //!   `tile_k = 64` (one 128-byte swizzle row of 16-bit elements);
 //! - `warps` = 4 x consumers (every warp copies and multiplies) or 4 x consumers + 4 (a producer
 //!   warpgroup copies, the consumers multiply); `tile_m = 64` with 12 warps is the ping-pong
@@ -25,7 +25,7 @@ use tcc_ir::{DType, Schedule};
 
 use crate::ptx::arch::{CapsExt, Feature, GpuArch, GpuCaps};
 use crate::ptx::error::PtxError;
-use crate::ptx::mma::MatmulProblem;
+use crate::ptx::mma::{BLayout, MatmulProblem};
 
 /// Rows of one wgmma (and of one consumer warpgroup's tile).
 pub(crate) const WG_M: u32 = tcc_ir::schedule::WGMMA_M;
@@ -157,8 +157,13 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
     }
     // Accumulators (bn / 2 f32 per thread) plus addressing: 256-wide tiles with two consumers
     // and every thread copying leave too few registers.
-    if c.bn == 256 && consumers == 1 && !producer && !tma {
-        return Err(reject(caps, s, "a 64x256 tile needs a second warpgroup to share the copies"));
+    // Every-thread cp.async copies of a `[k, n]` B tile need the copying threads to be a multiple
+    // of its 16-byte chunks per row (`bn / 8`): a 192-wide one comes by TMA or from `[n, k]`.
+    if c.bn == 192 && !tma && problem.b_layout == BLayout::KN {
+        return Err(reject(caps, s, "a 192-wide tile of a [k, n] B must arrive by TMA"));
+    }
+    if c.bn >= 192 && consumers == 1 && !producer && !tma {
+        return Err(reject(caps, s, "a 64x192 or 64x256 tile needs a second warpgroup to share the copies"));
     }
     if !problem.k.div_ceil(u64::from(BK)).is_multiple_of(u64::from(splits)) {
         return Err(reject(caps, s, "split_k must divide the k-tiles (of 64) evenly"));
@@ -185,7 +190,7 @@ pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sched
     // (consumers, producer, ping-pong)
     let kinds = [(1u32, false, false), (1, true, false), (2, false, false), (2, true, false), (2, true, true)];
     for (consumers, producer, pingpong) in kinds {
-        for bn in [64u32, 128, 256] {
+        for bn in [64u32, 128, 192, 256] {
             let bm = if pingpong { WG_M } else { consumers * WG_M };
             let tiles = problem.m.div_ceil(u64::from(bm)) * problem.n.div_ceil(u64::from(bn)) * problem.batch;
             for stages in 3u32..=6 {
