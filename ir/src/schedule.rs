@@ -51,9 +51,10 @@ pub struct WgmmaSchedule {
     pub swizzle: u32,
     /// Tiles arrive by TMA (else by `cp.async`).
     pub tma: bool,
-    /// k splits across blocks (1 = none): each block of a split multiplies `k_tiles / splits`
-    /// consecutive k-tiles and writes f32 partial sums that a second entry adds up in split
-    /// order before the fused epilogue. The splits must divide the k-tiles evenly.
+    /// k splits across blocks (1 = none): each block of a split multiplies
+    /// [`WgmmaSchedule::split_k_tiles`] consecutive k-tiles (the last split's past the end read
+    /// as zeros) and writes f32 partial sums that a second entry adds up in split order before
+    /// the fused epilogue. No split may be empty.
     pub splits: u32,
 }
 
@@ -66,9 +67,9 @@ pub const MAX_WARPGROUP_SPLITS: u32 = 64;
 pub const NARROW_TILE_EFFICIENCY: f64 = 0.97;
 
 /// The fewest k-tiles of one split of an untuned warpgroup schedule
-/// ([`WgmmaSchedule::untuned`]): 32 (2048 deep), so that the ring's fill and the partial
+/// ([`WgmmaSchedule::untuned`]): 16 (1024 deep), so that the ring's fill and the partial
 /// sums stay small beside the main loop.
-pub const MIN_WARPGROUP_SPLIT_K_TILES: u64 = 32;
+pub const MIN_WARPGROUP_SPLIT_K_TILES: u64 = 16;
 
 /// The longest k for which the untuned one-consumer warpgroup tile also runs products that fill
 /// only half the SMs (a longer k there splits across blocks on `mma.sync` instead).
@@ -131,7 +132,6 @@ impl WgmmaSchedule {
     /// [`WgmmaSchedule::untuned`]; only a `plain` product (not a dual one) splits k or takes the
     /// 192-wide tile.
     fn untuned_tiles(m: u64, n: u64, k: u64, batch: u64, cores: u64, plain: bool) -> Option<WgmmaSchedule> {
-        let k_tiles = k.div_ceil(u64::from(WGMMA_K));
         for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
             let bm = u64::from(WGMMA_M * consumers);
             let tiles = m.div_ceil(bm) * n.div_ceil(u64::from(bn)) * batch;
@@ -141,15 +141,15 @@ impl WgmmaSchedule {
             let splits = if fills || half_fills || !plain || bm > m.max(u64::from(WGMMA_M)) {
                 1
             } else {
-                let mut splits = 1u64;
-                while tiles * splits * 2 <= cores
-                    && k_tiles.is_multiple_of(splits * 2)
-                    && k_tiles / (splits * 2) >= MIN_WARPGROUP_SPLIT_K_TILES
-                    && splits * 2 <= u64::from(MAX_WARPGROUP_SPLITS)
+                let mut splits = 1u32;
+                while tiles * u64::from(splits) * 2 <= cores
+                    && WgmmaSchedule::split_k_tiles(k, splits * 2) >= MIN_WARPGROUP_SPLIT_K_TILES
+                    && WgmmaSchedule::splits_fit(k, splits * 2)
+                    && splits * 2 <= MAX_WARPGROUP_SPLITS
                 {
                     splits *= 2;
                 }
-                splits
+                u64::from(splits)
             };
             if fills || half_fills || (splits > 1 && 8 * tiles * splits >= 7 * cores) {
                 // A two-consumer tile 192 wide where its rounds of blocks take a tenth less
@@ -190,6 +190,18 @@ impl WgmmaSchedule {
         } else {
             4
         }
+    }
+
+    /// The k-tiles each of `splits` splits multiplies for a depth of `k`: the k-tiles divided
+    /// evenly, rounded up.
+    pub fn split_k_tiles(k: u64, splits: u32) -> u64 {
+        k.div_ceil(u64::from(WGMMA_K)).div_ceil(u64::from(splits.max(1)))
+    }
+
+    /// True when every one of `splits` splits of a depth of `k` has a k-tile of its own.
+    pub fn splits_fit(k: u64, splits: u32) -> bool {
+        let k_tiles = k.div_ceil(u64::from(WGMMA_K));
+        splits >= 1 && (u64::from(splits) - 1) * WgmmaSchedule::split_k_tiles(k, splits) < k_tiles
     }
 
     /// Block tile rows: 64 for ping-pong, else 64 per consumer.
@@ -921,7 +933,7 @@ mod tests {
     }
 
     #[test]
-    fn long_k_products_of_few_tiles_split_k_evenly_up_to_one_wave() {
+    fn long_k_products_of_few_tiles_split_k_up_to_one_wave() {
         let split =
             |m, n, k| WgmmaSchedule::untuned(m, n, k, 1, 132).map(|w| (w.bm(), w.bn, w.producer, w.splits, w.stages));
         assert_eq!(split(512, 512, 32768), Some((128, 256, false, 16, 4)));
@@ -933,16 +945,20 @@ mod tests {
         );
         // No taller than the product: 64 rows take the one-consumer tile.
         assert_eq!(split(64, 2048, 65536), Some((64, 128, true, 8, 6)));
-        // Too short a k for 32 k-tiles per split, too few tiles for any split, or k-tiles that no
-        // power of two divides: none (the mma.sync splits stay).
-        assert_eq!(split(512, 512, 4096), None);
+        // 16 k-tiles per split at least: 512 x 512 x 4096 on the one-consumer tile in 4.
+        assert_eq!(split(512, 512, 4096), Some((64, 128, true, 4, 6)));
+        assert_eq!(split(512, 512, 2048), None);
+        // Filling tiles are not split; too few tiles for any split: none (mma.sync splits stay).
         assert_eq!(split(2048, 2048, 16384).map(|w| w.3), Some(1));
         assert_eq!(split(64, 64, 131072), None);
-        assert_eq!(split(512, 512, 32768 + 64), None);
-        for (m, n, k) in [(512, 512, 32768), (1024, 1024, 16384), (64, 2048, 65536)] {
+        // Uneven: 513 k-tiles in 16 splits of 33, the last one's past the end.
+        assert_eq!(split(512, 512, 32768 + 64), Some((128, 256, false, 16, 4)));
+        assert_eq!(WgmmaSchedule::split_k_tiles(32768 + 64, 16), 33);
+        assert!(WgmmaSchedule::splits_fit(32768 + 64, 16) && !WgmmaSchedule::splits_fit(320, 4));
+        for (m, n, k) in [(512, 512, 32768), (1024, 1024, 16384), (64, 2048, 65536), (512, 512, 32832)] {
             let w = WgmmaSchedule::untuned(m, n, k, 1, 132).unwrap();
             assert_eq!(WgmmaSchedule::decode(&w.encode()), Ok(w));
-            assert_eq!(k.div_ceil(64) % u64::from(w.splits), 0);
+            assert!(WgmmaSchedule::splits_fit(k, w.splits));
         }
     }
 

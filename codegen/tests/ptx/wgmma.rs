@@ -337,11 +337,12 @@ fn joined_products_read_each_weight_by_its_own_tensor_map() {
     assert_eq!(lowerings(&compiled), ["matmul-pack", "matmul-wgmma"]);
 }
 
-/// k splits on the warpgroup kernel (issue 26): every `cp.async` variant split in two (each
-/// split longer than the ring's prefetch: the persistent loops) and in four (shorter: a block
-/// per work item) runs on the emulator, its blocks' f32 partial sums added up by the reduce
-/// entry that then evaluates the fused epilogue, and matches the interpreter; ragged rows,
-/// columns and a ragged last k-tile, both B layouts.
+/// k splits on the warpgroup kernel (issue 26): every `cp.async` variant split in two and three
+/// (each split at least as long as the ring's prefetch: the persistent loops) and in four
+/// (shorter: a block per work item) runs on the emulator, its blocks' f32 partial sums added up
+/// by the reduce entry that then evaluates the fused epilogue, and matches the interpreter;
+/// ragged rows, columns and a ragged last k-tile, both B layouts; three splits of eight k-tiles
+/// take three each, the last one's third read past the end (as zeros).
 #[test]
 fn emulated_split_warpgroup_gemms_match_the_interpreter() {
     // Every kind of block (one or two consumers, a producer, ping-pong) at its narrowest tile.
@@ -352,7 +353,9 @@ fn emulated_split_warpgroup_gemms_match_the_interpreter() {
     assert!(twins.len() >= 4, "{twins:?}");
     let mut failures = Vec::new();
     for (j, s) in twins.iter().enumerate() {
-        for (split_k, dtype, nk, epilogue) in [(2u32, DType::BF16, false, true), (4, DType::F16, true, false)] {
+        for (split_k, dtype, nk, epilogue) in
+            [(2u32, DType::BF16, false, true), (4, DType::F16, true, false), (3, DType::F16, false, false)]
+        {
             let (m, n, k) = (130, 72, 504);
             let s = Schedule { split_k, ..*s };
             let p = problem(dtype, m, n, k, nk);
@@ -379,7 +382,8 @@ fn emulated_split_warpgroup_gemms_match_the_interpreter() {
 
 /// The split TMA variants a long-k product's space lists (one per tiling) assemble without
 /// spills or serialized wgmmas, as a warpgroup entry writing partial sums and a reduce entry
-/// that stores the output; splits that do not divide the k-tiles are refused with the reason.
+/// that stores the output; splits that would leave one without a k-tile are refused with the
+/// reason.
 #[test]
 fn split_warpgroup_variants_assemble_with_a_reduce_entry() {
     let p = problem(DType::F16, 512, 512, 32768, true);
@@ -400,7 +404,8 @@ fn split_warpgroup_variants_assemble_with_a_reduce_entry() {
     assert!(seen.len() >= 4, "{seen:?}");
     let default = default_wgmma_schedule(&p, GpuArch::Sm90a).expect("a split default");
     assert!(default.split_k > 1, "{default}");
-    let uneven = Schedule { split_k: 3, ..default };
-    let err = validate_wgmma_schedule(&p, &uneven, GpuArch::Sm90a).unwrap_err().to_string();
-    assert!(err.contains("divide the k-tiles"), "{err}");
+    // Five k-tiles in four splits of two would leave the last one none.
+    let empty = Schedule { split_k: 4, ..default };
+    let err = validate_wgmma_schedule(&problem(DType::F16, 512, 512, 320, true), &empty, GpuArch::Sm90a).unwrap_err();
+    assert!(err.to_string().contains("a k-tile (of 64) of its own"), "{err}");
 }

@@ -485,7 +485,7 @@ fn lower_wgmma(
         off
     });
     let plain = plain || partial.is_some();
-    let k_tiles = product.k.div_ceil(64) / splits;
+    let k_tiles = tcc_ir::WgmmaSchedule::split_k_tiles(product.k, wc.splits);
     let persistent = wc.producer || ((plain || storable) && dual_ok && k_tiles >= u64::from(wc.prefetch()));
     let tma_store = storable && persistent && partial.is_none();
     let (node, count) = (product.node, product.batch * product.m * product.n);

@@ -11,8 +11,9 @@
 //!   variant: a producer and two consumer warpgroups that take alternate 64-row tiles, so one
 //!   stores its tile while the other multiplies;
 //! - `stages` 3 to 8 shared-memory stages; `swizzle` the block-order group;
-//! - `split_k` k splits across blocks (1 = none), dividing the k-tiles evenly: f32 partial sums
-//!   that the matmul's reduce entry adds up before the fused epilogue;
+//! - `split_k` k splits across blocks (1 = none), each of `WgmmaSchedule::split_k_tiles`
+//!   k-tiles (the last one's past the end read as zeros): f32 partial sums that the matmul's
+//!   reduce entry adds up before the fused epilogue;
 //! - `vector_width` how tiles reach shared memory: 8 for 16-byte `cp.async` copies by every
 //!   copying thread, 64 for TMA (`cp.async.bulk.tensor`, one 128-byte swizzle row of 64
 //!   elements per box row, issued by one thread, completing on an mbarrier per stage).
@@ -51,7 +52,7 @@ pub(crate) struct WgConfig {
     pub(crate) swizzle: u32,
     /// Tiles arrive by TMA (else by `cp.async`).
     pub(crate) tma: bool,
-    /// k splits across blocks (1 = none; they divide the k-tiles evenly).
+    /// k splits across blocks (1 = none; each has a k-tile of its own).
     pub(crate) splits: u32,
 }
 
@@ -165,8 +166,8 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
     if c.bn >= 192 && consumers == 1 && !producer && !tma {
         return Err(reject(caps, s, "a 64x192 or 64x256 tile needs a second warpgroup to share the copies"));
     }
-    if !problem.k.div_ceil(u64::from(BK)).is_multiple_of(u64::from(splits)) {
-        return Err(reject(caps, s, "split_k must divide the k-tiles (of 64) evenly"));
+    if !WgmmaSchedule::splits_fit(problem.k, splits) {
+        return Err(reject(caps, s, "split_k must leave every split a k-tile (of 64) of its own"));
     }
     let tiles = problem.m.div_ceil(u64::from(c.bm())) * problem.n.div_ceil(u64::from(c.bn));
     if tiles.saturating_mul(problem.batch).saturating_mul(u64::from(splits)) >= (1 << 31) {
@@ -179,13 +180,11 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
 /// other dtypes), each valid. Deterministic. On targets with TMA only TMA variants are listed:
 /// their `cp.async` twins (`vector_width` 8) stay valid but measured 1-2% slower with the same
 /// epilogue, and persistent ones cannot store by TMA (H100, BENCHMARKS.md). Where a tiling's
-/// tiles cannot fill the SMs, its k splits that divide the k-tiles evenly, keep at least as
-/// many k-tiles per split as stages and make at most two waves of blocks are listed too (block
-/// order unswizzled).
+/// tiles cannot fill the SMs, its k splits that keep at least as many k-tiles per split as
+/// stages and make at most two waves of blocks are listed too (block order unswizzled).
 pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Schedule> {
     let caps = arch.caps();
     let sms = u64::from(caps.typical_sm_count);
-    let k_tiles = problem.k.div_ceil(u64::from(BK));
     let mut out = Vec::new();
     // (consumers, producer, ping-pong)
     let kinds = [(1u32, false, false), (1, true, false), (2, false, false), (2, true, false), (2, true, true)];
@@ -196,7 +195,10 @@ pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sched
             for stages in 3u32..=6 {
                 let splits = (0..=6).map(|e| 1u32 << e).filter(|&sp| {
                     let sp64 = u64::from(sp);
-                    sp == 1 || (tiles < sms && tiles * sp64 <= 2 * sms && k_tiles / sp64 >= u64::from(stages))
+                    sp == 1
+                        || (tiles < sms
+                            && tiles * sp64 <= 2 * sms
+                            && WgmmaSchedule::split_k_tiles(problem.k, sp) >= u64::from(stages))
                 });
                 for splits in splits {
                     for swizzle in [1u32, 8].into_iter().filter(|&z| splits == 1 || z == 1) {

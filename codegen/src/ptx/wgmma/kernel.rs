@@ -318,7 +318,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let tiles_n = g.p.n.div_ceil(u64::from(g.p.out_cols(bn)));
         let tiles = tiles_m * tiles_n;
         let splits = u64::from(c.splits.max(1));
-        let k_tiles = g.p.k.div_ceil(u64::from(BK)) / splits;
+        let k_tiles = tcc_ir::WgmmaSchedule::split_k_tiles(g.p.k, c.splits);
 
         let tid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
         let ctaid = em.f.call("i32", "llvm.nvvm.read.ptx.sreg.ctaid.x", &[]);
