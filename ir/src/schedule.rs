@@ -66,6 +66,14 @@ pub const MAX_WARPGROUP_SPLITS: u32 = 64;
 /// untuned schedule takes it where its rounds of blocks take a tenth less even so.
 pub const NARROW_TILE_EFFICIENCY: f64 = 0.97;
 
+/// An untuned warpgroup schedule splits k only when k is at least this many times the larger of
+/// the product's rows and columns ([`WgmmaSchedule::untuned`]).
+pub const SPLIT_MIN_K_RATIO: u64 = 2;
+
+/// The most k-tiles of a small product that the untuned one-consumer warpgroup tile takes
+/// although its tiles fill less than half the SMs ([`WgmmaSchedule::untuned`]).
+pub const SMALL_MAX_K_TILES: u64 = 48;
+
 /// The fewest k-tiles of one split of an untuned warpgroup schedule
 /// ([`WgmmaSchedule::untuned`]): 16 (1024 deep), so that the ring's fill and the partial
 /// sums stay small beside the main loop.
@@ -102,16 +110,19 @@ pub fn is_warpgroup_encoding(s: &Schedule) -> bool {
 impl WgmmaSchedule {
     /// The untuned warpgroup schedule of `batch` products of `m x n x k` on a GPU of `cores` SMs
     /// (the optimizer's candidate and the PTX backend's default), or `None` when no warpgroup tile
-    /// has enough blocks. In order, 128 x 256 and 128 x 128 (two consumer warpgroups) and 64 x 128
-    /// (one consumer beside a producer warpgroup): the first whose tiles reach 7/8 of the SMs, or
-    /// (no taller than the product) whose tiles, with k split into a power of two of even parts
-    /// of at least [`MIN_WARPGROUP_SPLIT_K_TILES`] k-tiles, reach 7/8 of them within one wave; the
-    /// 64 x 128 tile also takes a product that fills half of them when k is at most
-    /// [`WARPGROUP_HALF_FILL_MAX_K`]. A two-consumer tile becomes 128 x 192 where its rounds of
-    /// blocks on the SMs take a tenth less even at [`NARROW_TILE_EFFICIENCY`] (wave quantization:
-    /// 1536^3, 3072^3). Tiles arrive by TMA into the stages
-    /// [`WgmmaSchedule::default_stages`] gives; block swizzle 8 (1 with splits). The caller checks
-    /// that the schedule fits the problem and the device.
+    /// suits it. In order, 128 x 256 and 128 x 128 (two consumer warpgroups) and 64 x 128 (one
+    /// consumer beside a producer warpgroup), the first that
+    /// - has tiles for 7/8 of the SMs;
+    /// - or, where k is at least [`SPLIT_MIN_K_RATIO`] times the larger of m and n and the tile
+    ///   is no taller than the product, reaches 7/8 of them within one wave with k split into a
+    ///   power of two of parts of at least [`MIN_WARPGROUP_SPLIT_K_TILES`] k-tiles;
+    /// - or (64 x 128 only) fills half of them with k at most [`WARPGROUP_HALF_FILL_MAX_K`], or an
+    ///   eighth of them with more than 64 rows and at most [`SMALL_MAX_K_TILES`] k-tiles.
+    ///
+    /// An unsplit two-consumer tile becomes 128 x 192 where its rounds of blocks on the SMs take
+    /// a tenth less even at [`NARROW_TILE_EFFICIENCY`] (wave quantization: 1536^3, 3072^3).
+    /// Tiles arrive by TMA into the stages [`WgmmaSchedule::default_stages`] gives; block swizzle
+    /// 8 (1 with splits). The caller checks that the schedule fits the problem and the device.
     ///
     /// Measured on an H100 (BENCHMARKS.md): 1.00-1.02 of cuBLAS on the suite's large f16/bf16
     /// GEMMs; on 768^3 (72 tiles of 64 x 128, 0.55 of the SMs) the 64 x 128 tile in six stages
@@ -138,7 +149,10 @@ impl WgmmaSchedule {
             let fills = 8 * tiles >= 7 * cores;
             let half_fills =
                 producer && 2 * tiles >= cores && k <= WARPGROUP_HALF_FILL_MAX_K && m >= WARPGROUP_HALF_FILL_MIN_M;
-            let splits = if fills || half_fills || !plain || bm > m.max(u64::from(WGMMA_M)) {
+            // k splits only where k is long beside the output (their partial sums and the reduce
+            // entry cost a few microseconds: 127 x 4099 x 2053 ran slower split in two).
+            let long_k = k >= SPLIT_MIN_K_RATIO * m.max(n);
+            let splits = if fills || half_fills || !plain || !long_k || bm > m.max(u64::from(WGMMA_M)) {
                 1
             } else {
                 let mut splits = 1u32;
@@ -151,7 +165,16 @@ impl WgmmaSchedule {
                 }
                 u64::from(splits)
             };
-            if fills || half_fills || (splits > 1 && 8 * tiles * splits >= 7 * cores) {
+            // A small product with a short k (an eighth of the SMs or more): the one-consumer tile
+            // anyway, which beat the `mma.sync` tiles on 512^3 (6.3 us against 8.5) and on
+            // 511 x 513 x 1025 and 127 x 4099 x 2053 (session 20).
+            let small = plain
+                && producer
+                && splits == 1
+                && 8 * tiles >= cores
+                && m > u64::from(WGMMA_M)
+                && k.div_ceil(u64::from(WGMMA_K)) <= SMALL_MAX_K_TILES;
+            if fills || half_fills || small || (splits > 1 && 8 * tiles * splits >= 7 * cores) {
                 // A two-consumer tile 192 wide where its rounds of blocks take a tenth less
                 // (1536^3: 96 tiles in one round against 144 of 128 x 128 in two).
                 let narrow = m.div_ceil(bm) * n.div_ceil(192) * batch;
@@ -977,7 +1000,13 @@ mod tests {
         assert_eq!(tile(768, 768, 768), Some((64, 128, true, 6)));
         assert_eq!(tile(768, 768, 4097), None);
         assert_eq!(tile(64, 14336, 4096), None);
-        assert_eq!(tile(512, 512, 1024), None);
+        // A small product with a short k: the one-consumer tile, on an eighth of the SMs or more.
+        assert_eq!(tile(512, 512, 1024), Some((64, 128, true, 6)));
+        assert_eq!(tile(512, 512, 512), Some((64, 128, true, 6)));
+        assert_eq!(tile(256, 256, 256), None);
+        assert_eq!(tile(64, 4096, 2048), None);
+        // k splits need k twice the larger of m and n: 127 x 4099 x 2053 runs unsplit.
+        assert_eq!(WgmmaSchedule::untuned(127, 4099, 2053, 1, 132).map(|w| (w.bm(), w.splits)), Some((64, 1)));
         // Batches count their tiles: 32 products of 256 x 256 are 128 tiles of 128 x 128.
         assert_eq!(WgmmaSchedule::untuned(256, 256, 256, 32, 132).map(|w| (w.bm(), w.bn)), Some((128, 128)));
     }
