@@ -115,7 +115,7 @@ impl WgmmaSchedule {
     /// consumer beside a producer warpgroup), the first that
     /// - has tiles for 7/8 of the SMs;
     /// - or, where k is at least [`SPLIT_MIN_K_RATIO`] times the larger of m and n and the tile
-    ///   is no taller than the product, reaches 7/8 of them within one wave with k split into a
+    ///   is no taller and no wider than the product, reaches 7/8 of them within one wave with k split into a
     ///   power of two of parts of at least [`MIN_WARPGROUP_SPLIT_K_TILES`] k-tiles;
     /// - or (64 x 128 only) fills half of them with k at most [`WARPGROUP_HALF_FILL_MAX_K`], or an
     ///   eighth of them with more than 64 rows and at most [`SMALL_MAX_K_TILES`] k-tiles.
@@ -153,7 +153,10 @@ impl WgmmaSchedule {
             // k splits only where k is long beside the output (their partial sums and the reduce
             // entry cost a few microseconds: 127 x 4099 x 2053 ran slower split in two).
             let long_k = k >= SPLIT_MIN_K_RATIO * m.max(n);
-            let splits = if fills || half_fills || !plain || !long_k || bm > m.max(u64::from(WGMMA_M)) {
+            // Only tiles inside the product split (8191 x 127 x 8193 ran 10% slower on 128 x 256
+            // tiles split in two than on unsplit 64 x 128 ones).
+            let inside = bm <= m.max(u64::from(WGMMA_M)) && u64::from(bn) <= n;
+            let splits = if fills || half_fills || !plain || !long_k || !inside {
                 1
             } else {
                 let mut splits = 1u32;
@@ -1006,7 +1009,9 @@ mod tests {
         assert_eq!(tile(512, 512, 512), Some((64, 128, true, 6)));
         assert_eq!(tile(256, 256, 256), None);
         assert_eq!(tile(64, 4096, 2048), None);
-        // k splits need k at least the larger of m and n: 127 x 4099 x 2053 runs unsplit.
+        // k splits need k at least the larger of m and n (127 x 4099 x 2053 runs unsplit) and
+        // a tile inside the product (8191 x 127 x 8193 runs unsplit 64 x 128 tiles).
+        assert_eq!(WgmmaSchedule::untuned(8191, 127, 8193, 1, 132).map(|w| (w.bm(), w.splits)), Some((64, 1)));
         assert_eq!(WgmmaSchedule::untuned(127, 4099, 2053, 1, 132).map(|w| (w.bm(), w.splits)), Some((64, 1)));
         // Batches count their tiles: 32 products of 256 x 256 are 128 tiles of 128 x 128.
         assert_eq!(WgmmaSchedule::untuned(256, 256, 256, 32, 132).map(|w| (w.bm(), w.bn)), Some((128, 128)));
