@@ -5,6 +5,7 @@
     python3 bench/gemm_sweep.py cublas bench/gemm_sweep.json > peers.jsonl   # on the GPU machine
     tcc bench --workloads bench/gemm_sweep.json --suite gpu --target cuda --out tcc.jsonl
     python3 compare.py tcc.jsonl peers.jsonl
+    python3 bench/gemm_sweep.py table tcc.jsonl [chart.svg]   # Markdown table (and an SVG chart)
 
 The workloads use the public suite's `gemm` kind (workloads.json's `about`): A[m,k] row-major,
 B[k,n] row-major or B[n,k] ("b_layout": "nk", a linear layer's weight), output in the input dtype,
@@ -77,11 +78,54 @@ def cublas(path):
                           "max_rel_err": err}), flush=True)
 
 
+def table(path, svg=None):
+    """The Markdown table of a `tcc bench` run of the sweep (its rows hold tcc's and the in-process
+    cuBLAS's medians), with the geomean and worst of cuBLAS time over tcc time; with `svg`, a
+    bar chart of that ratio per shape (lines at 0.8 and 1.0)."""
+    rows = {}
+    for line in open(path):
+        r = json.loads(line)
+        rows.setdefault(r["workload"], {})["cublas" if r["impl"] == "cublas" else "tcc"] = r["median_ms"]
+    names = [w["name"] for w in shapes() if {"tcc", "cublas"} <= rows.get(w["name"], {}).keys()]
+    ratios = [rows[n]["cublas"] / rows[n]["tcc"] for n in names]
+    print("| shape | tcc default ms | cuBLAS ms | cuBLAS / tcc |")
+    print("| --- | --- | --- | --- |")
+    for n, x in zip(names, ratios):
+        print(f"| {n} | {rows[n]['tcc']:.4f} | {rows[n]['cublas']:.4f} | {x:.3f} |")
+    geo = 1.0
+    for x in ratios:
+        geo *= x ** (1.0 / len(ratios))
+    worst = min(zip(ratios, names))
+    print(f"\n{len(names)} shapes: geomean {geo:.3f}, worst {worst[0]:.3f} ({worst[1]})")
+    if svg:
+        bar, left, width = 12, 230, 420
+        height = 40 + bar * len(names)
+        x_of = lambda v: left + width * min(v, 2.0) / 2.0
+        out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 20}" height="{height}" '
+               'font-family="sans-serif" font-size="9">',
+               f'<text x="{left}" y="12">cuBLAS time / tcc time (untuned default), H100</text>']
+        for i, (n, x) in enumerate(zip(names, ratios)):
+            y = 20 + i * bar
+            color = "#2a7" if x >= 1.0 else ("#d90" if x >= 0.8 else "#c33")
+            out.append(f'<text x="{left - 4}" y="{y + 9}" text-anchor="end">{n}</text>')
+            out.append(f'<rect x="{left}" y="{y + 1}" width="{x_of(x) - left:.1f}" height="{bar - 2}" fill="{color}"/>')
+            out.append(f'<text x="{x_of(x) + 3:.1f}" y="{y + 9}">{x:.2f}</text>')
+        for v in (0.8, 1.0):
+            out.append(f'<line x1="{x_of(v):.1f}" y1="16" x2="{x_of(v):.1f}" y2="{height - 10}" stroke="#444" '
+                       'stroke-dasharray="3,2"/>')
+            out.append(f'<text x="{x_of(v):.1f}" y="{height - 1}" text-anchor="middle">{v}</text>')
+        out.append("</svg>")
+        with open(svg, "w") as f:
+            f.write("\n".join(out) + "\n")
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "shapes":
         print(json.dumps({"about": "GEMM shape sweep (bench/gemm_sweep.py); the gemm kind of workloads.json",
                           "gpu": shapes(), "cpu": []}, indent=1))
     elif len(sys.argv) >= 3 and sys.argv[1] == "cublas":
         cublas(sys.argv[2])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "table":
+        table(sys.argv[2], sys.argv[3] if len(sys.argv) >= 4 else None)
     else:
         sys.exit(__doc__)

@@ -132,18 +132,32 @@ impl WgmmaSchedule {
     /// against 0.0616 on `mma.sync` splits; 1024 x 1024 x 16384 on 128 x 256 tiles in 4 splits
     /// 0.0596 against 0.0686 on the unsplit 64 x 128 tile.
     pub fn untuned(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Option<WgmmaSchedule> {
-        WgmmaSchedule::untuned_tiles(m, n, k, batch, cores, true)
+        WgmmaSchedule::untuned_tiles(m, n, k, batch, cores, true, true)
     }
 
     /// [`WgmmaSchedule::untuned`] of a dual product: without k splits (its kernel has none) or
     /// the 192-wide tile.
     pub fn untuned_unsplit(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Option<WgmmaSchedule> {
-        WgmmaSchedule::untuned_tiles(m, n, k, batch, cores, false)
+        WgmmaSchedule::untuned_tiles(m, n, k, batch, cores, false, false)
     }
 
-    /// [`WgmmaSchedule::untuned`]; only a `plain` product (not a dual one) splits k or takes the
-    /// 192-wide tile.
-    fn untuned_tiles(m: u64, n: u64, k: u64, batch: u64, cores: u64, plain: bool) -> Option<WgmmaSchedule> {
+    /// [`WgmmaSchedule::untuned`] without the 192-wide tile: for a joined B (sibling weights of
+    /// multiples of 256 rows side by side), whose parts a 192-wide tile would straddle.
+    pub fn untuned_power_of_two(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Option<WgmmaSchedule> {
+        WgmmaSchedule::untuned_tiles(m, n, k, batch, cores, true, false)
+    }
+
+    /// [`WgmmaSchedule::untuned`]; only a `plain` product (not a dual one) splits k, and only a
+    /// `narrow`-allowed one takes the 192-wide tile.
+    fn untuned_tiles(
+        m: u64,
+        n: u64,
+        k: u64,
+        batch: u64,
+        cores: u64,
+        plain: bool,
+        narrow_ok: bool,
+    ) -> Option<WgmmaSchedule> {
         for (consumers, bn, producer) in [(2u32, 256u32, false), (2, 128, false), (1, 128, true)] {
             let bm = u64::from(WGMMA_M * consumers);
             let tiles = m.div_ceil(bm) * n.div_ceil(u64::from(bn)) * batch;
@@ -183,7 +197,7 @@ impl WgmmaSchedule {
                 // (1536^3: 96 tiles in one round against 144 of 128 x 128 in two).
                 let narrow = m.div_ceil(bm) * n.div_ceil(192) * batch;
                 let rounds = |t: u64| t.div_ceil(cores) as f64;
-                let take_192 = plain
+                let take_192 = narrow_ok
                     && consumers == 2
                     && splits == 1
                     && rounds(narrow) * 192.0 / NARROW_TILE_EFFICIENCY < 0.9 * rounds(tiles) * f64::from(bn);

@@ -167,6 +167,17 @@ fn tensor_core_candidates(body: &Body, target: &TargetModel, bindings: &Bindings
         if let Some(s) = warpgroup_schedule(base, problem, u64::from(target.cores), products == 2) {
             out.push(s);
         }
+        // A joined B (sibling weights side by side) is read in place only by tiles inside its
+        // parts (multiples of 256 columns): a 192-wide tile would straddle them, so the widest
+        // power-of-two tile is a candidate too.
+        if crate::classify::joined_b_parts(body).is_some()
+            && let Some(w) = WgmmaSchedule::untuned_power_of_two(m, n, k.unwrap_or(0), batch, u64::from(target.cores))
+        {
+            let s = Schedule { tier: base.tier, threads: base.threads, ..w.encode() };
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
     }
     if let (Some(m), Some(n), Some(k)) = (m, n, k)
         && m > 32
