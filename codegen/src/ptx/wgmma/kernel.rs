@@ -1083,10 +1083,9 @@ fn k_tile(em: &mut Em, kt0: &str, kt: &str) -> String {
     if kt0 == "0" { kt.to_string() } else { em.f.v(format!("add i32 {kt0}, {kt}")) }
 }
 
-/// Writes a work item's accumulators as f32 partial sums of its split at scratch byte `off`
-/// (`[split][batch][m][n]`, what the matmul's reduce entry adds up): per warp 16 rows
-/// (`mma.sync`'s C layout per 8 columns), in pairs, only inside the product.
-fn partial_epilogue(em: &mut Em, g: &WgGemm, off: u64, tile: &Tile, tid: &str, wg: &str, acc: &[String]) {
+/// The output row and column of thread `tid`'s first accumulator pair in warpgroup `wg`'s rows
+/// of `tile` (i32 values; `mma.sync`'s C layout per warp of 16 rows).
+fn fragment_origin(em: &mut Em, tile: &Tile, tid: &str, wg: &str) -> (String, String) {
     let FragLane { wiw, gq, t2, .. } = FragLane::new(em, tid);
     let wr = em.f.v(format!("mul i32 {wg}, {WG_M}"));
     let w16 = em.f.v(format!("shl i32 {wiw}, 4"));
@@ -1094,6 +1093,14 @@ fn partial_epilogue(em: &mut Em, g: &WgGemm, off: u64, tile: &Tile, tid: &str, w
     let r = em.f.v(format!("add i32 {r}, {w16}"));
     let r_base = em.f.v(format!("add i32 {r}, {gq}"));
     let c_base = em.f.v(format!("add i32 {}, {t2}", tile.col0));
+    (r_base, c_base)
+}
+
+/// Writes a work item's accumulators as f32 partial sums of its split at scratch byte `off`
+/// (`[split][batch][m][n]`, what the matmul's reduce entry adds up): per warp 16 rows
+/// (`mma.sync`'s C layout per 8 columns), in pairs, only inside the product.
+fn partial_epilogue(em: &mut Em, g: &WgGemm, off: u64, tile: &Tile, tid: &str, wg: &str, acc: &[String]) {
+    let (r_base, c_base) = fragment_origin(em, tile, tid, wg);
     let saved = em.save();
     for j in 0..(g.c.bn / 8) as usize {
         for h in 0..2usize {
@@ -1150,13 +1157,7 @@ fn epilogue(
     wg: &str,
     acc: &[String],
 ) -> Result<(), PtxError> {
-    let FragLane { wiw, gq, t2, .. } = FragLane::new(em, tid);
-    let wr = em.f.v(format!("mul i32 {wg}, {WG_M}"));
-    let w16 = em.f.v(format!("shl i32 {wiw}, 4"));
-    let r = em.f.v(format!("add i32 {}, {wr}", tile.row0));
-    let r = em.f.v(format!("add i32 {r}, {w16}"));
-    let r_base = em.f.v(format!("add i32 {r}, {gq}"));
-    let c_base = em.f.v(format!("add i32 {}, {t2}", tile.col0));
+    let (r_base, c_base) = fragment_origin(em, tile, tid, wg);
     let bmulti = {
         let bi = em.widen(&tile.bidx);
         em.delinearize(&bi, g.p.batch_dims)
