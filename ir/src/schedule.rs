@@ -115,8 +115,8 @@ impl WgmmaSchedule {
     /// consumer beside a producer warpgroup), the first that
     /// - has tiles for 7/8 of the SMs;
     /// - or, where k is at least [`SPLIT_MIN_K_RATIO`] times the larger of m and n and the tile
-    ///   is no taller and no wider than the product, reaches 7/8 of them within one wave with k split into a
-    ///   power of two of parts of at least [`MIN_WARPGROUP_SPLIT_K_TILES`] k-tiles;
+    ///   is no taller and no wider than the product, reaches 7/8 of them within one wave with k
+    ///   split into a power of two of parts of at least [`MIN_WARPGROUP_SPLIT_K_TILES`] k-tiles;
     /// - or (64 x 128 only) fills half of them with k at most [`WARPGROUP_HALF_FILL_MAX_K`], or an
     ///   eighth of them with more than 64 rows and at most [`SMALL_MAX_K_TILES`] k-tiles.
     ///
