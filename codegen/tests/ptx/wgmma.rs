@@ -200,7 +200,7 @@ fn invalid_wgmma_schedules_name_the_reason() {
         (Schedule { warps: 16, ..Schedule { tile_m: 64, ..good } }, "warps"),
         (Schedule { stages: 2, ..good }, "stages"),
         (Schedule { stages: 8, ..good }, "shared memory"),
-        (Schedule { split_k: 3, ..good }, "split_k"),
+        (Schedule { split_k: 65, ..good }, "split_k"),
         (Schedule { micro_m: 32, ..good }, "micro_m"),
     ];
     for (s, why) in cases {
