@@ -253,6 +253,21 @@ fn defaults_of_the_benchmark_shapes_assemble_into_persistent_blocks_that_load_an
     assert!(step.launch.blocks_per_sm > 1);
 }
 
+/// Runs `kern` (a product `k` deep) on the emulator with two SMs on random inputs of `seed`: its
+/// entries' lowerings, and whether it matches the interpreter within the emulator's tolerance
+/// plus the accumulation allowance of its depth.
+fn emulate(kern: &Kernel, k: u64, seed: u64) -> (Vec<&'static str>, Result<(), String>) {
+    let bindings = Bindings::new();
+    let inputs = random_inputs(&kern.graph, &bindings, seed).unwrap();
+    let expected = tcc_ir::interp::run_graph(&kern.graph, &inputs).unwrap();
+    let ir = ptx::emit_llvm_ir(kern, &bindings, GpuArch::Sm90a).unwrap();
+    let lowered: Vec<&'static str> = ir.steps.iter().map(|st| st.lowering).collect();
+    let types: Vec<TensorType> = kern.graph.outputs.iter().map(|o| kern.graph.nodes[o.index()].ty.clone()).collect();
+    let actual = sim::run(&ir, &inputs, &types, &bindings, 2);
+    let tol = sim_tolerance().with_accumulation(k);
+    (lowered, compare_outputs(&expected, &actual, &tol).map_err(|e| e.to_string()))
+}
+
 /// Every `cp.async` variant (all threads copying, or a producer warpgroup on mbarriers beside one
 /// or two consumers, the ping-pong one included) runs on the emulator and matches the
 /// interpreter: ragged products, both B layouts, bf16 with the fused epilogue and f16 without,
@@ -280,17 +295,9 @@ fn emulated_cp_async_warpgroup_gemms_match_the_interpreter() {
             }
             let g = gemm_graph(dtype, &[], m, n, k, nk, epilogue);
             let kern = kernel(format!("wg_sim_{j}"), g, *s);
-            let bindings = Bindings::new();
-            let inputs = random_inputs(&kern.graph, &bindings, j as u64).unwrap();
-            let expected = tcc_ir::interp::run_graph(&kern.graph, &inputs).unwrap();
-            let ir = ptx::emit_llvm_ir(&kern, &bindings, GpuArch::Sm90a).unwrap();
-            let lowered: Vec<&str> = ir.steps.iter().map(|st| st.lowering).collect();
+            let (lowered, outcome) = emulate(&kern, k, j as u64);
             assert!(lowered.contains(&"matmul-wgmma"), "{s:?}: {lowered:?}");
-            let types: Vec<TensorType> =
-                kern.graph.outputs.iter().map(|o| kern.graph.nodes[o.index()].ty.clone()).collect();
-            let actual = sim::run(&ir, &inputs, &types, &bindings, 2);
-            let tol = sim_tolerance().with_accumulation(k);
-            if let Err(e) = compare_outputs(&expected, &actual, &tol) {
+            if let Err(e) = outcome {
                 failures.push(format!("{s:?} {dtype} {m}x{n}x{k} nk={nk}: {e}"));
             }
         }
@@ -362,17 +369,9 @@ fn emulated_split_warpgroup_gemms_match_the_interpreter() {
             validate_wgmma_schedule(&p, &s, GpuArch::Sm90a).unwrap_or_else(|e| panic!("{s}: {e}"));
             let g = gemm_graph(dtype, &[], m, n, k, nk, epilogue);
             let kern = kernel(format!("wg_split_sim_{j}_{split_k}"), g, s);
-            let bindings = Bindings::new();
-            let inputs = random_inputs(&kern.graph, &bindings, 70 + j as u64).unwrap();
-            let expected = tcc_ir::interp::run_graph(&kern.graph, &inputs).unwrap();
-            let ir = ptx::emit_llvm_ir(&kern, &bindings, GpuArch::Sm90a).unwrap();
-            let lowered: Vec<&str> = ir.steps.iter().map(|st| st.lowering).collect();
+            let (lowered, outcome) = emulate(&kern, k, 70 + j as u64);
             assert_eq!(lowered, ["matmul-wgmma", "matmul-reduce"], "{s}");
-            let types: Vec<TensorType> =
-                kern.graph.outputs.iter().map(|o| kern.graph.nodes[o.index()].ty.clone()).collect();
-            let actual = sim::run(&ir, &inputs, &types, &bindings, 2);
-            let tol = sim_tolerance().with_accumulation(k);
-            if let Err(e) = compare_outputs(&expected, &actual, &tol) {
+            if let Err(e) = outcome {
                 failures.push(format!("{s} {dtype} {m}x{n}x{k} nk={nk}: {e}"));
             }
         }
