@@ -156,13 +156,13 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
     if c.shared_bytes() > caps.max_shared_optin_bytes {
         return Err(reject(caps, s, &format!("needs {} bytes of shared memory", c.shared_bytes())));
     }
-    // Accumulators (bn / 2 f32 per thread) plus addressing: 256-wide tiles with two consumers
-    // and every thread copying leave too few registers.
     // Every-thread cp.async copies of a `[k, n]` B tile need the copying threads to be a multiple
     // of its 16-byte chunks per row (`bn / 8`): a 192-wide one comes by TMA or from `[n, k]`.
     if c.bn == 192 && !tma && problem.b_layout == BLayout::KN {
         return Err(reject(caps, s, "a 192-wide tile of a [k, n] B must arrive by TMA"));
     }
+    // Accumulators (bn / 2 f32 per thread) plus addressing: tiles of 192 or 256 columns on one
+    // consumer warpgroup with every thread copying leave too few registers.
     if c.bn >= 192 && consumers == 1 && !producer && !tma {
         return Err(reject(caps, s, "a 64x192 or 64x256 tile needs a second warpgroup to share the copies"));
     }
