@@ -407,13 +407,7 @@ pub(crate) fn lower(
         return lower_wgmma(cx, module, name, wc, product, outs, entries, scratch).map(Some);
     }
 
-    let partial = if c.split_k > 1 {
-        let off = scratch;
-        scratch = (off + u64::from(c.split_k) * problem.batch * m * n * 4).div_ceil(ALIGN) * ALIGN;
-        Some(off)
-    } else {
-        None
-    };
+    let partial = partial_sums(&mut scratch, c.split_k, problem.batch * m * n);
     let g = Gemm { c, p: product };
     let entry = format!("{name}_mma");
     let smem_sym = format!("{entry}_smem");
@@ -429,9 +423,7 @@ pub(crate) fn lower(
     let launch = mma_launch(cx, &c, tiles * problem.batch);
     entries.push(Entry { suffix: "_mma", lowering: "matmul-mma", launch, tensor_maps: Vec::new() });
     if let Some(off) = partial {
-        let entry = format!("{name}_reduce");
-        let launch = reduce(cx, module, &entry, node, outs, off, c.split_k, problem.batch * m * n)?;
-        entries.push(Entry { suffix: "_reduce", lowering: "matmul-reduce", launch, tensor_maps: Vec::new() });
+        entries.push(reduce(cx, module, name, node, outs, off, c.split_k, problem.batch * m * n)?);
     }
     Ok(Some(Lowered { entries, scratch_end: scratch }))
 }
@@ -479,16 +471,13 @@ fn lower_wgmma(
     // entry adds them up and runs the fused epilogue.
     let splits = u64::from(wc.splits.max(1));
     let mut scratch_end = scratch_end;
-    let partial = (splits > 1).then(|| {
-        let off = scratch_end;
-        scratch_end = (off + splits * product.batch * product.m * product.n * 4).div_ceil(ALIGN) * ALIGN;
-        off
-    });
+    let count = product.batch * product.m * product.n;
+    let partial = partial_sums(&mut scratch_end, wc.splits, count);
     let plain = plain || partial.is_some();
     let k_tiles = tcc_ir::WgmmaSchedule::split_k_tiles(product.k, wc.splits);
     let persistent = wc.producer || ((plain || storable) && dual_ok && k_tiles >= u64::from(wc.prefetch()));
     let tma_store = storable && persistent && partial.is_none();
-    let (node, count) = (product.node, product.batch * product.m * product.n);
+    let node = product.node;
     let g = WgGemm { c: wc, p: product, persistent, tma_store, partial };
     let entry = format!("{name}_mma");
     let smem_sym = format!("{entry}_smem");
@@ -513,9 +502,7 @@ fn lower_wgmma(
     };
     entries.push(Entry { suffix: "_mma", lowering: "matmul-wgmma", launch, tensor_maps });
     if let Some(off) = partial {
-        let entry = format!("{name}_reduce");
-        let launch = reduce(cx, module, &entry, node, outs, off, wc.splits, count)?;
-        entries.push(Entry { suffix: "_reduce", lowering: "matmul-reduce", launch, tensor_maps: Vec::new() });
+        entries.push(reduce(cx, module, name, node, outs, off, wc.splits, count)?);
     }
     Ok(Lowered { entries, scratch_end })
 }
@@ -599,20 +586,31 @@ fn pack(
     Ok(launch(cx.caps, AUX_THREADS, total.div_ceil(u64::from(AUX_THREADS)), 0))
 }
 
-/// Reduce entry of a k split: sums the f32 partials of each output element in split order,
-/// rounds to the matmul's dtype and evaluates and stores the fused epilogue.
-// Reason: stage context, module, entry name and the split's scratch layout, all from its one caller.
+/// The scratch of the f32 partial sums of `splits` k splits of `count` output elements: their byte
+/// offset, from `*scratch` (which moves past them); `None` without splits.
+fn partial_sums(scratch: &mut u64, splits: u32, count: u64) -> Option<u64> {
+    (splits > 1).then(|| {
+        let off = *scratch;
+        *scratch = (off + u64::from(splits) * count * 4).div_ceil(ALIGN) * ALIGN;
+        off
+    })
+}
+
+/// The reduce entry (`{stage}_reduce`) of a k split, for the `mma.sync` and the warpgroup loops:
+/// sums the f32 partials of each output element in split order, rounds to the matmul's dtype and
+/// evaluates and stores the fused epilogue.
+// Reason: stage context, module, stage name and the split's scratch layout, from its two callers.
 #[allow(clippy::too_many_arguments)]
 fn reduce(
     cx: &StageCx,
     module: &mut ModuleText,
-    name: &str,
+    stage: &str,
     node: NodeId,
     outs: &[Out],
     off: u64,
     splits: u32,
     count: u64,
-) -> Result<LaunchConfig, PtxError> {
+) -> Result<Entry, PtxError> {
     let mut em = Em::new(cx.g, cx.plan, cx.caps);
     let ix = em.ix;
     let (gid, stride) = grid_ids(&mut em);
@@ -639,6 +637,7 @@ fn reduce(
     em.env.remove(&node);
     em.f.loop_end(&lp, &stride, &[]);
     em.restore(saved);
-    module.add_kernel(name, cx.params, em.f, AUX_THREADS);
-    Ok(launch(cx.caps, AUX_THREADS, count.div_ceil(u64::from(AUX_THREADS)), 0))
+    module.add_kernel(&format!("{stage}_reduce"), cx.params, em.f, AUX_THREADS);
+    let launch = launch(cx.caps, AUX_THREADS, count.div_ceil(u64::from(AUX_THREADS)), 0);
+    Ok(Entry { suffix: "_reduce", lowering: "matmul-reduce", launch, tensor_maps: Vec::new() })
 }

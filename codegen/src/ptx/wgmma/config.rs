@@ -185,13 +185,14 @@ pub(crate) fn config(problem: &MatmulProblem, s: &Schedule, caps: &GpuCaps) -> R
 pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Schedule> {
     let caps = arch.caps();
     let sms = u64::from(caps.typical_sm_count);
+    let tma = caps.has(Feature::Tma);
     let mut out = Vec::new();
     // (consumers, producer, ping-pong)
     let kinds = [(1u32, false, false), (1, true, false), (2, false, false), (2, true, false), (2, true, true)];
     for (consumers, producer, pingpong) in kinds {
         for bn in [64u32, 128, 192, 256] {
-            let bm = if pingpong { WG_M } else { consumers * WG_M };
-            let tiles = problem.m.div_ceil(u64::from(bm)) * problem.n.div_ceil(u64::from(bn)) * problem.batch;
+            let tiling = WgConfig { consumers, bn, stages: 3, producer, pingpong, swizzle: 1, tma, splits: 1 };
+            let tiles = problem.m.div_ceil(u64::from(tiling.bm())) * problem.n.div_ceil(u64::from(bn)) * problem.batch;
             for stages in 3u32..=6 {
                 let splits = (0..=6).map(|e| 1u32 << e).filter(|&sp| {
                     let sp64 = u64::from(sp);
@@ -202,9 +203,7 @@ pub fn wgmma_schedule_space(problem: &MatmulProblem, arch: GpuArch) -> Vec<Sched
                 });
                 for splits in splits {
                     for swizzle in [1u32, 8].into_iter().filter(|&z| splits == 1 || z == 1) {
-                        let tma = caps.has(Feature::Tma);
-                        let c = WgConfig { consumers, bn, stages, producer, pingpong, swizzle, tma, splits };
-                        let s = c.schedule();
+                        let s = WgConfig { stages, swizzle, splits, ..tiling }.schedule();
                         if config(problem, &s, &caps).is_ok() {
                             out.push(s);
                         }
