@@ -147,8 +147,8 @@ impl WgmmaSchedule {
         WgmmaSchedule::untuned_tiles(m, n, k, batch, cores, true, false)
     }
 
-    /// [`WgmmaSchedule::untuned`]; only a `plain` product (not a dual one) splits k, and only a
-    /// `narrow`-allowed one takes the 192-wide tile.
+    /// [`WgmmaSchedule::untuned`]; only a `plain` product (not a dual one) splits k, and only with
+    /// `narrow_ok` does it take the 192-wide tile.
     fn untuned_tiles(
         m: u64,
         n: u64,
@@ -181,7 +181,7 @@ impl WgmmaSchedule {
                 {
                     splits *= 2;
                 }
-                u64::from(splits)
+                splits
             };
             // A small product with a short k (an eighth of the SMs or more): the one-consumer tile
             // anyway, which beat the `mma.sync` tiles on 512^3 (6.3 us against 8.5) and on
@@ -192,7 +192,7 @@ impl WgmmaSchedule {
                 && 8 * tiles >= cores
                 && m > u64::from(WGMMA_M)
                 && k.div_ceil(u64::from(WGMMA_K)) <= SMALL_MAX_K_TILES;
-            if fills || half_fills || small || (splits > 1 && 8 * tiles * splits >= 7 * cores) {
+            if fills || half_fills || small || (splits > 1 && 8 * tiles * u64::from(splits) >= 7 * cores) {
                 // A two-consumer tile 192 wide where its rounds of blocks take a tenth less
                 // (1536^3: 96 tiles in one round against 144 of 128 x 128 in two).
                 let narrow = m.div_ceil(bm) * n.div_ceil(192) * batch;
@@ -202,7 +202,7 @@ impl WgmmaSchedule {
                     && splits == 1
                     && rounds(narrow) * 192.0 / NARROW_TILE_EFFICIENCY < 0.9 * rounds(tiles) * f64::from(bn);
                 let (bn, tiles) = if take_192 { (192, narrow) } else { (bn, tiles) };
-                let stages = WgmmaSchedule::default_stages(tiles * splits, cores, producer);
+                let stages = WgmmaSchedule::default_stages(tiles * u64::from(splits), cores, producer);
                 return Some(WgmmaSchedule {
                     consumers,
                     producer,
@@ -211,7 +211,7 @@ impl WgmmaSchedule {
                     stages,
                     swizzle: if splits > 1 { 1 } else { 8 },
                     tma: true,
-                    splits: u32::try_from(splits).ok()?,
+                    splits,
                 });
             }
         }
