@@ -3,6 +3,7 @@
 
 use half::{bf16, f16};
 use tcc_codegen::CraneliftBackend;
+use tcc_ir::interp::run_graph;
 use tcc_ir::{DType, Graph, KernelClass, Op, Shape, TensorType, UnaryOp};
 use tcc_runtime::{CpuDevice, HostTensor};
 
@@ -39,12 +40,17 @@ fn wide_inputs() -> Vec<f32> {
     v
 }
 
-/// Distance in units of the last place of f32 between `got` and the f64 reference.
+/// Distance in units of the last place of f32 between `got` and the f64 reference; a zero of the
+/// wrong sign is infinitely far.
 fn ulps(got: f32, want: f64) -> f64 {
     if want.is_nan() || got.is_nan() {
         return if want.is_nan() && got.is_nan() { 0.0 } else { f64::INFINITY };
     }
     let w = want as f32;
+    // A zero of the wrong sign turns into an infinity of the wrong sign one division later.
+    if w == 0.0 && got == 0.0 {
+        return if w.is_sign_negative() == got.is_sign_negative() { 0.0 } else { f64::INFINITY };
+    }
     if w.is_infinite() || got.is_infinite() {
         return if w == got { 0.0 } else { f64::INFINITY };
     }
@@ -112,6 +118,25 @@ fn gelu_is_within_160_ulps() {
     };
     let (e, x) = max_ulps(UnaryOp::Gelu, gelu);
     assert!(e <= 160.0, "gelu: {e} ulps at {x}");
+}
+
+#[test]
+fn every_unary_op_keeps_the_interpreters_signed_zeros_infinities_and_nans() {
+    // Found by the long random programs: `rsqrt(-tanh(x * 0))` had the wrong infinity because
+    // tanh turned -0 into +0.
+    let xs = [0.0f32, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-45, -1e-45, f32::MIN_POSITIVE, -1e-30];
+    for op in UnaryOp::ALL {
+        let g = unary_graph(op, xs.len());
+        let input = HostTensor::from_slice(vec![xs.len()], &xs).unwrap();
+        let got = device().run(&whole(&g, KernelClass::Pointwise), std::slice::from_ref(&input)).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap();
+        let want = run_graph(&g, &[input.to_interp()]).unwrap()[0].data.clone();
+        for ((&x, &y), &w) in xs.iter().zip(&got).zip(&want) {
+            let e = ulps(y, w);
+            assert!(e <= 4.0, "{}({x:e}) = {y:e}, the interpreter says {w:e}", op.name());
+        }
+    }
 }
 
 #[test]

@@ -206,7 +206,7 @@ fn log(f: &mut Func, x: &str) -> String {
 const TANH_T_MAX: f32 = 57.707_8;
 
 /// `tanh x`, Cephes `tanhf`'s two ranges: an odd polynomial for |x| < 0.625, else
-/// `1 - 2/(e^{2|x|} + 1)` with the sign of x, where `e^{2|x|}` is `ex2.approx.ftz` of the product
+/// `1 - 2/(e^{2|x|} + 1)`, and the sign of x on both (so `tanh(-0) = -0`), where `e^{2|x|}` is `ex2.approx.ftz` of the product
 /// `2|x|·log2 e` rounded once (not [`exp`]'s split product: tanh's absolute error is the relative
 /// error of `e^{2|x|}` times `2e/(e+1)^2`, which falls as `e^{-2|x|}` while the product's rounding
 /// grows only with |x|) and the quotient by `rcp.approx.ftz.f32`: 3.6 ulp at most with both
@@ -232,10 +232,11 @@ fn tanh(f: &mut Func, x: &str) -> String {
     let e = f.call("float", "llvm.nvvm.ex2.approx.ftz.f", &[("float", &t)]);
     let e1 = f.v(format!("fadd float {e}, {}", fc(1.0)));
     let r = f.call("float", "llvm.nvvm.rcp.approx.ftz.f", &[("float", &e1)]);
-    let v = fma(f, &fc(-2.0), &r, &fc(1.0));
-    let large_v = f.call("float", "llvm.copysign.f32", &[("float", &v), ("float", x)]);
+    let large_v = fma(f, &fc(-2.0), &r, &fc(1.0));
     let small = f.v(format!("fcmp olt float {ax}, {}", fc(0.625)));
-    sel(f, &small, "float", &small_v, &large_v)
+    let v = sel(f, &small, "float", &small_v, &large_v);
+    // The sign of x on either range: the polynomial alone turns -0 into +0 (`-0·-0 + -0`).
+    f.call("float", "llvm.copysign.f32", &[("float", &v), ("float", x)])
 }
 
 fn sigmoid(f: &mut Func, x: &str) -> String {

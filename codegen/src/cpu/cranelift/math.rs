@@ -104,7 +104,8 @@ pub fn log(s: &mut Simd, x: Value) -> Value {
     s.sel(bad, nan, r)
 }
 
-/// Hyperbolic tangent: a polynomial below |x| = 0.625, `1 - 2 / (e^2|x| + 1)` above.
+/// Hyperbolic tangent: a polynomial below |x| = 0.625, `1 - 2 / (e^2|x| + 1)` above, with the
+/// sign of x (so `tanh(-0) = -0`).
 pub fn tanh(s: &mut Simd, x: Value) -> Value {
     let z = s.b.ins().fmul(x, x);
     let p = s.horner(z, &TANH_POLY);
@@ -118,16 +119,19 @@ pub fn tanh(s: &mut Simd, x: Value) -> Value {
     let e1 = s.b.ins().fadd(e, one);
     let q = s.b.ins().fdiv(two, e1);
     let big = s.b.ins().fsub(one, q);
-    // copysign by bits (cranelift has no vector `fcopysign` on x86): `big` is never negative.
-    let big_bits = s.as_int(big);
+    let limit = s.fc(TANH_SMALL);
+    let is_small = s.fcmp(FloatCC::LessThan, ax, limit);
+    let r = s.sel(is_small, small, big);
+    // The sign of x on either range, by bits (cranelift has no vector `fcopysign` on x86): the
+    // polynomial alone turns -0 into +0 (`-0·-0 + -0`), which a later division or rsqrt would
+    // make an infinity of the wrong sign.
+    let magnitude = s.b.ins().fabs(r);
+    let r_bits = s.as_int(magnitude);
     let x_bits = s.as_int(x);
     let sign_mask = s.ic(i32::MIN);
     let sign = s.b.ins().band(x_bits, sign_mask);
-    let big_bits = s.b.ins().bor(big_bits, sign);
-    let big = s.as_float(big_bits);
-    let limit = s.fc(TANH_SMALL);
-    let is_small = s.fcmp(FloatCC::LessThan, ax, limit);
-    s.sel(is_small, small, big)
+    let r_bits = s.b.ins().bor(r_bits, sign);
+    s.as_float(r_bits)
 }
 
 /// `1 / (1 + e^-x)`, as `e^x / (1 + e^x)` for negative `x` so that no `exp` overflows.

@@ -87,7 +87,8 @@ pub fn log(f: &mut TypedFunc, x: &V) -> V {
     f.select(&bad, &f.fc(n, f32::NAN), &r)
 }
 
-/// Hyperbolic tangent: a polynomial below |x| = 0.625, `1 - 2 / (e^2|x| + 1)` above.
+/// Hyperbolic tangent: a polynomial below |x| = 0.625, `1 - 2 / (e^2|x| + 1)` above, with the
+/// sign of x (so `tanh(-0) = -0`).
 pub fn tanh(f: &mut TypedFunc, x: &V) -> V {
     let n = x.ty.lanes;
     let z = f.fmul(x, x);
@@ -100,9 +101,10 @@ pub fn tanh(f: &mut TypedFunc, x: &V) -> V {
     let e1 = f.fadd(&e, &f.fc(n, 1.0));
     let q = f.fdiv(&f.fc(n, 2.0), &e1);
     let big = f.fsub(&f.fc(n, 1.0), &q);
-    let big = f.intr("copysign", x.ty, &[&big, x]);
     let is_small = f.fcmp(FPred::Olt, &ax, &f.fc(n, TANH_SMALL));
-    f.select(&is_small, &small, &big)
+    let r = f.select(&is_small, &small, &big);
+    // The sign of x on either range: the polynomial alone turns -0 into +0 (`-0·-0 + -0`).
+    f.intr("copysign", x.ty, &[&r, x])
 }
 
 /// `1 / (1 + e^-x)`, as `e^x / (1 + e^x)` for negative `x` so that no `exp` overflows.
