@@ -236,6 +236,10 @@ pub fn kernel_estimate(body: &Body, schedule: &Schedule, target: &TargetModel, b
         let split = f64::from(schedule.split_k.max(1));
         if split > 1.0 {
             moved += batch * m * n * 4.0 * split * 2.0;
+            // On the GPU the partial sums are added by a second launch (the `_reduce` entry).
+            if target.gpu() {
+                seconds_extra += target.launch_overhead;
+            }
         }
         // Tile and wave quantization.
         let blocks_m = ceil_div(m, tm);
@@ -315,6 +319,20 @@ mod tests {
         let add =
             kernel_estimate(&body("a: f16[4096, 4096]; b: f16[4096, 4096]", "(add a b)"), &s, &t, &Bindings::new());
         assert!(add.memory_bound && add.bytes == 3.0 * 2.0 * 4096f64.powi(2));
+    }
+
+    #[test]
+    fn a_gpu_k_split_pays_a_second_launch_for_its_reduce() {
+        let t = TargetModel::sm_90a();
+        let free = TargetModel { launch_overhead: 0.0, ..t.clone() };
+        let mm = body("a: bf16[64, 4096]; b: bf16[4096, 1024]", "(matmul a b)");
+        for (split_k, launches) in [(1, 1.0), (2, 2.0), (8, 2.0)] {
+            let s = Schedule { tile_m: 64, tile_n: 64, stages: 4, split_k, ..Schedule::default_for(t.tier()) };
+            let paid = kernel_estimate(&mm, &s, &t, &Bindings::new()).seconds;
+            let unpaid = kernel_estimate(&mm, &s, &free, &Bindings::new()).seconds;
+            let overhead = paid - unpaid;
+            assert!((overhead - launches * t.launch_overhead).abs() < 1e-12, "split {split_k}: {overhead}");
+        }
     }
 
     #[test]
