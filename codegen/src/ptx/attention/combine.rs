@@ -85,10 +85,7 @@ pub(crate) fn emit(
     let dtype = em.dtype(node);
     let value = math::round(&mut em.f, cx.caps, dtype, &value)?;
     em.env.insert(node, value);
-    let stored = a.stored_value(cx.g).ok_or_else(|| PtxError::InvalidGraph {
-        kernel: cx.g.name.clone(),
-        reason: "the attention has no output".into(),
-    })?;
+    let stored = super::stored_value(a, cx.g)?;
     let out0 = Out { node: stored, dest: Src::Output(0) };
     let v = em.eval_out(&out0, &Ix::flat(lp.i.clone()))?;
     let out_dtype = em.dtype(out0.node);

@@ -975,10 +975,7 @@ impl<'g> AttnKernel<'g> {
             out_dims: &out_dims,
             layout: a.layout.as_ref(),
         };
-        let stored = a.stored_value(em.g).ok_or_else(|| PtxError::InvalidGraph {
-            kernel: em.g.name.clone(),
-            reason: "the attention has no output".into(),
-        })?;
+        let stored = super::stored_value(a, em.g)?;
         let outs = [Out { node: stored, dest: Src::Output(0) }];
         let at = TileAt { row0: &tile.q0, col0: "0", bidx: &tile.bidx };
         if geo.sched.producer {

@@ -193,6 +193,15 @@ pub(crate) struct Entry {
     pub(crate) tensor_maps: Vec<TensorMapSpec>,
 }
 
+/// The node the attention stores as its first output ([`Attention::stored_value`]), or an error
+/// naming kernel `g` when it has none.
+///
+/// [`Attention::stored_value`]: tcc_ir::attention::Attention::stored_value
+fn stored_value(a: &tcc_ir::attention::Attention, g: &tcc_ir::Graph) -> Result<tcc_ir::NodeId, PtxError> {
+    a.stored_value(g)
+        .ok_or_else(|| PtxError::InvalidGraph { kernel: g.name.clone(), reason: "the attention has no output".into() })
+}
+
 /// Scratch offsets are aligned to this many bytes.
 const ALIGN: u64 = 256;
 

@@ -812,7 +812,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let acc = asm::wait_acc(&mut em.f, 0, &kl.accs);
         // The epilogue.
         if let Some(off) = g.partial {
-            partial_epilogue(em, g, off, &tile, tid, wg, &acc);
+            partial_epilogue(em, g, off, &tile, tid, wg, &acc)?;
             if !g.persistent {
                 // Every warpgroup is done reading the ring before the next tile's copies.
                 em.f.call_void("llvm.nvvm.barrier0", &[]);
@@ -869,7 +869,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         let ring = [tl.accs[0].clone(), tl.accs[1].clone()];
         let (ring, acc) = self.cp_async_k_loop(em, &srcs, ring, Some((&nt, &has_next)));
         match g.partial {
-            Some(off) => partial_epilogue(em, g, off, &tile, tid, wg, &acc),
+            Some(off) => partial_epilogue(em, g, off, &tile, tid, wg, &acc)?,
             None => epilogue(em, g, outs, &tile, tid, wg, &acc)?,
         }
         em.f.loop_end(&tl, nctaid, &ring);
@@ -896,7 +896,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         // Every warpgroup is done reading the ring: the staged tile reuses it.
         em.f.call_void("llvm.nvvm.barrier0", &[]);
         match g.partial {
-            Some(off) => partial_epilogue(em, g, off, &tile, tid, wg, &acc),
+            Some(off) => partial_epilogue(em, g, off, &tile, tid, wg, &acc)?,
             None => {
                 staged_epilogue(em, g, outs, &tile, tid, wg, &acc, smem)?;
                 // Every thread has read the staged tile before the next tile refills the ring.
@@ -1050,7 +1050,7 @@ impl<'g, 'a> WgKernel<'g, 'a> {
         // The epilogue.
         let rows_wg = if c.pingpong { "0".to_string() } else { wg.clone() };
         if let Some(off) = g.partial {
-            partial_epilogue(em, g, off, &tile, tid, &rows_wg, &acc);
+            partial_epilogue(em, g, off, &tile, tid, &rows_wg, &acc)?;
         } else if let (Some((addr, off)), Some(map)) = (self.store_staging(em, wg), &self.map_c) {
             let st = StoreStaging { addr, off, map, smem };
             tma_store_epilogue(em, g, outs, &tile, (tid, wg, &rows_wg), &acc, &st)?;
@@ -1099,19 +1099,43 @@ fn fragment_origin(em: &mut Em, tile: &Tile, tid: &str, wg: &str) -> (String, St
 /// Writes a work item's accumulators as f32 partial sums of its split at scratch byte `off`
 /// (`[split][batch][m][n]`, what the matmul's reduce entry adds up): per warp 16 rows
 /// (`mma.sync`'s C layout per 8 columns), in pairs, only inside the product.
-fn partial_epilogue(em: &mut Em, g: &WgGemm, off: u64, tile: &Tile, tid: &str, wg: &str, acc: &[String]) {
-    let (r_base, c_base) = fragment_origin(em, tile, tid, wg);
+fn partial_epilogue(
+    em: &mut Em,
+    g: &WgGemm,
+    off: u64,
+    tile: &Tile,
+    tid: &str,
+    wg: &str,
+    acc: &[String],
+) -> Result<(), PtxError> {
+    let origin = fragment_origin(em, tile, tid, wg);
+    each_pair(em, &origin, g.c.bn, |em, row, col, a| {
+        let vals = [acc[a].clone(), acc[a + 1].clone()];
+        partial_store(em, &g.p, off, &tile.split, &tile.bidx, row, col, &vals);
+        Ok(())
+    })
+}
+
+/// Calls `f(em, row, col, a)` for each accumulator pair of a thread in the first `cols` columns
+/// of its warp's fragments: `(row, col)` the pair's place (i32 values, `origin` plus the pair's
+/// 8-row half and 8-column group), `a` the index of its first accumulator. The emitter's value
+/// cache is restored after each pair.
+fn each_pair(
+    em: &mut Em,
+    (r_base, c_base): &(String, String),
+    cols: u32,
+    mut f: impl FnMut(&mut Em, &str, &str, usize) -> Result<(), PtxError>,
+) -> Result<(), PtxError> {
     let saved = em.save();
-    for j in 0..(g.c.bn / 8) as usize {
+    for j in 0..(cols / 8) as usize {
         for h in 0..2usize {
             let row = em.f.v(format!("add i32 {r_base}, {}", h * 8));
             let col = em.f.v(format!("add i32 {c_base}, {}", j * 8));
-            let a = 4 * j + 2 * h;
-            let vals = [acc[a].clone(), acc[a + 1].clone()];
-            partial_store(em, &g.p, off, &tile.split, &tile.bidx, &row, &col, &vals);
+            f(em, &row, &col, 4 * j + 2 * h)?;
             em.restore(saved.clone());
         }
     }
+    Ok(())
 }
 
 /// Stores a block tile through shared memory (see [`epilogue::staged`]): every thread writes its
@@ -1157,26 +1181,18 @@ fn epilogue(
     wg: &str,
     acc: &[String],
 ) -> Result<(), PtxError> {
-    let (r_base, c_base) = fragment_origin(em, tile, tid, wg);
+    let origin = fragment_origin(em, tile, tid, wg);
     let bmulti = {
         let bi = em.widen(&tile.bidx);
         em.delinearize(&bi, g.p.batch_dims)
     };
-    let saved = em.save();
     // A dual product's second product: the same columns, half the tile's accumulators further.
     let second = g.p.second.map(|_| (g.c.bn / 4) as usize);
-    for j in 0..(g.p.out_cols(g.c.bn) / 8) as usize {
-        for h in 0..2usize {
-            let row = em.f.v(format!("add i32 {r_base}, {}", h * 8));
-            let col = em.f.v(format!("add i32 {c_base}, {}", j * 8));
-            let a = 4 * j + 2 * h;
-            let vals = [acc[a].clone(), acc[a + 1].clone()];
-            let vals2 = second.map(|o| [acc[a + o].clone(), acc[a + o + 1].clone()]);
-            store_pair(em, g, outs, &bmulti, (&row, &col), &vals, vals2.as_ref())?;
-            em.restore(saved.clone());
-        }
-    }
-    Ok(())
+    each_pair(em, &origin, g.p.out_cols(g.c.bn), |em, row, col, a| {
+        let vals = [acc[a].clone(), acc[a + 1].clone()];
+        let vals2 = second.map(|o| [acc[a + o].clone(), acc[a + o + 1].clone()]);
+        store_pair(em, g, outs, &bmulti, (row, col), &vals, vals2.as_ref())
+    })
 }
 
 /// A thread's place in its warp's C fragments (`mma.sync`'s layout per 16 x 8 tile; i32
