@@ -206,13 +206,14 @@ fn log(f: &mut Func, x: &str) -> String {
 const TANH_T_MAX: f32 = 57.707_8;
 
 /// `tanh x`, Cephes `tanhf`'s two ranges: an odd polynomial for |x| < 0.625, else
-/// `1 - 2/(e^{2|x|} + 1)`, and the sign of x on both (so `tanh(-0) = -0`), where `e^{2|x|}` is `ex2.approx.ftz` of the product
-/// `2|x|·log2 e` rounded once (not [`exp`]'s split product: tanh's absolute error is the relative
-/// error of `e^{2|x|}` times `2e/(e+1)^2`, which falls as `e^{-2|x|}` while the product's rounding
-/// grows only with |x|) and the quotient by `rcp.approx.ftz.f32`: 3.6 ulp at most with both
-/// approximations at their bounds, worst next to 0.625. The product is clamped at
-/// [`TANH_T_MAX`] (`e^40`; tanh is 1 in f32 from |x| = 9.1 on), so the divisor stays finite. Eighteen instructions, two of them MUFU (the soft-capped attention spends
-/// them per score: BENCHMARKS.md, session 18).
+/// `1 - 2/(e^{2|x|} + 1)`, and the sign of x on both (so `tanh(-0) = -0`), where `e^{2|x|}` is
+/// `ex2.approx.ftz` of the product `2|x|·log2 e` rounded once (not [`exp`]'s split product:
+/// tanh's absolute error is the relative error of `e^{2|x|}` times `2e/(e+1)^2`, which falls as
+/// `e^{-2|x|}` while the product's rounding grows only with |x|) and the quotient by
+/// `rcp.approx.ftz.f32`: 3.6 ulp at most with both approximations at their bounds, worst next to
+/// 0.625. The product is clamped at [`TANH_T_MAX`] (`e^40`; tanh is 1 in f32 from |x| = 9.1 on),
+/// so the divisor stays finite. Eighteen instructions, two of them MUFU (the soft-capped
+/// attention spends them per score: BENCHMARKS.md, session 18).
 fn tanh(f: &mut Func, x: &str) -> String {
     let ax = fabs(f, x);
     // Small: x + x^3 P(x^2).
