@@ -380,10 +380,15 @@ fn transcendentals_keep_special_values() {
     let mut g = Graph::new("special");
     let x = g.add_param("x", t(DType::F32, &[40])).unwrap();
     let mut outs = Vec::new();
+    // Each op's reciprocal too: a zero of the wrong sign becomes an infinity of the wrong sign
+    // (`tanh(-0)` was +0 on every backend until session 21).
+    let one = g.constant(1.0, DType::F32).unwrap();
     for op in
         [UnaryOp::Exp, UnaryOp::Log, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Gelu, UnaryOp::Relu, UnaryOp::Rsqrt]
     {
-        outs.push(g.push(Op::Unary(op, x)).unwrap());
+        let y = g.push(Op::Unary(op, x)).unwrap();
+        let reciprocal = g.push(Op::Binary(BinaryOp::Div, one, y)).unwrap();
+        outs.extend([y, reciprocal]);
     }
     let h = g.push_typed(Op::Cast(x), t(DType::F16, &[40])).unwrap();
     let bf = g.push_typed(Op::Cast(x), t(DType::BF16, &[40])).unwrap();

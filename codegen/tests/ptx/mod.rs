@@ -603,6 +603,23 @@ fn emulated_online_softmax_and_welford_keep_the_interpreters_special_values() {
     sim_check_graph(&g, &inputs, &Bindings::new(), 1).unwrap();
 }
 
+#[test]
+fn emulated_unary_ops_keep_the_sign_of_zero_and_the_interpreters_special_values() {
+    // `1 / op(x)` turns a zero of the wrong sign into an infinity of the wrong sign (the CPU tiers'
+    // tanh had `tanh(-0) = +0`, found by a long random program; the PTX tanh shared the form).
+    let xs = [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.5, -1.5, 0.25, -0.25];
+    for op in UnaryOp::ALL {
+        let mut g = Graph::new(op.name());
+        let x = g.add_param("x", t(DType::F32, &[xs.len() as u64])).unwrap();
+        let y = g.push(Op::Unary(op, x)).unwrap();
+        let one = g.push_typed(Op::Constant { value: 1.0 }, t(DType::F32, &[])).unwrap();
+        let z = g.push(Op::Binary(BinaryOp::Div, one, y)).unwrap();
+        g.outputs.extend([y, z]);
+        let input = Tensor::new(DType::F32, vec![xs.len()], xs.to_vec()).unwrap();
+        sim_check_graph(&g, &[input], &Bindings::new(), 1).unwrap_or_else(|e| panic!("{}: {e}", op.name()));
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
