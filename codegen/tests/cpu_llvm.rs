@@ -397,7 +397,10 @@ fn transcendentals_keep_special_values() {
     let p = g.push(Op::Binary(BinaryOp::Pow, ax, e)).unwrap();
     let mx = g.push(Op::Binary(BinaryOp::Max, x, ax)).unwrap();
     let mn = g.push(Op::Binary(BinaryOp::Min, ax, x)).unwrap();
-    outs.extend([h, bf, p, mx, mn]);
+    // At x = -0: max(-0, +0) and min(+0, -0) keep their first operand (contract §5).
+    let rmx = g.push(Op::Binary(BinaryOp::Div, one, mx)).unwrap();
+    let rmn = g.push(Op::Binary(BinaryOp::Div, one, mn)).unwrap();
+    outs.extend([h, bf, p, mx, mn, rmx, rmn]);
     g.outputs = outs;
     let specials = [
         f64::NAN,

@@ -199,3 +199,32 @@ fn f32_rounds_to_f16_and_bf16_to_nearest_even() {
         assert!(want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()), "{x:e}: want {want:?}, got {y:?}");
     }
 }
+
+#[test]
+fn max_and_min_of_zeros_of_both_signs_keep_their_first_operand_as_the_interpreter() {
+    // max(-0, +0) is -0 and max(+0, -0) is +0 (contract §5): the first operand where they tie.
+    // The reciprocals turn a zero of the wrong sign into an infinity of the wrong sign.
+    let a = [-0.0f32, 0.0, -0.0, 0.0, 1.0, -1.0, f32::NAN, 0.0];
+    let b = [0.0f32, -0.0, -0.0, 0.0, 0.0, -0.0, 0.0, f32::NAN];
+    let ty = |n: usize| TensorType { dtype: DType::F32, shape: Shape::from_consts(&[n as u64]) };
+    let mut g = Graph::new("max_min");
+    let x = g.add_param("x", ty(a.len())).unwrap();
+    let y = g.add_param("y", ty(b.len())).unwrap();
+    let one =
+        g.push_typed(Op::Constant { value: 1.0 }, TensorType { dtype: DType::F32, shape: Shape::scalar() }).unwrap();
+    for op in [tcc_ir::BinaryOp::Max, tcc_ir::BinaryOp::Min] {
+        let m = g.push(Op::Binary(op, x, y)).unwrap();
+        let r = g.push(Op::Binary(tcc_ir::BinaryOp::Div, one, m)).unwrap();
+        g.outputs.push(r);
+    }
+    let inputs =
+        [HostTensor::from_slice(vec![a.len()], &a).unwrap(), HostTensor::from_slice(vec![b.len()], &b).unwrap()];
+    let want = run_graph(&g, &[inputs[0].to_interp(), inputs[1].to_interp()]).unwrap();
+    let got = device().run(&whole(&g, KernelClass::Pointwise), &inputs).unwrap();
+    for (o, (got, want)) in got.iter().zip(&want).enumerate() {
+        let got = got.to_vec::<f32>().unwrap();
+        for (i, (&g, &w)) in got.iter().zip(&want.data).enumerate() {
+            assert!(ulps(g, w) == 0.0, "output {o}, element {i}: got {g}, the interpreter {w}");
+        }
+    }
+}

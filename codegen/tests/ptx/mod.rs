@@ -618,6 +618,20 @@ fn emulated_unary_ops_keep_the_sign_of_zero_and_the_interpreters_special_values(
         let input = Tensor::new(DType::F32, vec![xs.len()], xs.to_vec()).unwrap();
         sim_check_graph(&g, &[input], &Bindings::new(), 1).unwrap_or_else(|e| panic!("{}: {e}", op.name()));
     }
+    // max and min keep their first operand where they tie (zeros of both signs, contract §5).
+    let mut g = Graph::new("max_min");
+    let x = g.add_param("x", t(DType::F32, &[xs.len() as u64])).unwrap();
+    let y = g.push(Op::Unary(UnaryOp::Neg, x)).unwrap();
+    let one = g.push_typed(Op::Constant { value: 1.0 }, t(DType::F32, &[])).unwrap();
+    for (a, b) in [(x, y), (y, x)] {
+        for op in [BinaryOp::Max, BinaryOp::Min] {
+            let m = g.push(Op::Binary(op, a, b)).unwrap();
+            let r = g.push(Op::Binary(BinaryOp::Div, one, m)).unwrap();
+            g.outputs.push(r);
+        }
+    }
+    let input = Tensor::new(DType::F32, vec![xs.len()], xs.to_vec()).unwrap();
+    sim_check_graph(&g, &[input], &Bindings::new(), 1).unwrap();
 }
 
 proptest! {

@@ -275,10 +275,10 @@ impl<'k, 'f> Emitter<'k, 'f> {
         }
     }
 
-    /// A reduction step `a < v ? v : a` (max; `v < a ? v : a` for min) that keeps NaN: `v`
-    /// when `v` is NaN, else `a` when `a` is (a NaN accumulator never compares). The
-    /// compare-and-select becomes one `maxps`/`minps`; cranelift's IEEE `fmax` costs several
-    /// instructions on x86, and a reduction's order leaves the sign of a zero result open anyway.
+    /// `a < v ? v : a` (max; `v < a ? v : a` for min) that keeps NaN: `v` when `v` is NaN, else
+    /// `a` when `a` is (a NaN never compares). A tie keeps `a`, as the interpreter's max and min
+    /// do (a reduction step keeps its accumulator). The compare-and-select becomes one
+    /// `maxps`/`minps`; cranelift's IEEE `fmax` costs several instructions on x86.
     fn fminmax(&mut self, max: bool, a: Value, v: Value) -> Value {
         let vector = self.vector_value(a);
         let mut s = self.simd(vector);
@@ -747,8 +747,10 @@ impl<'k, 'f> Emitter<'k, 'f> {
                     BinaryOp::Sub => self.b.ins().fsub(a, c),
                     BinaryOp::Mul => self.b.ins().fmul(a, c),
                     BinaryOp::Div => self.b.ins().fdiv(a, c),
-                    BinaryOp::Max => self.b.ins().fmax(a, c),
-                    BinaryOp::Min => self.b.ins().fmin(a, c),
+                    // `a` where they tie, as the interpreter (`max(-0, +0)` is -0; cranelift's
+                    // IEEE `fmax` would give +0, and costs several instructions on x86).
+                    BinaryOp::Max => self.fminmax(true, a, c),
+                    BinaryOp::Min => self.fminmax(false, a, c),
                     BinaryOp::Pow => self.pow(a, c),
                 };
                 Ok(self.round(dtype, r))
