@@ -78,8 +78,9 @@ impl DualProduct {
 /// alternate 64-row tiles in four stages, so that one consumer's epilogue (both accumulators
 /// rounded, the gate's sigmoid, the products) runs while the other multiplies; else the plain
 /// product's without k splits ([`WgmmaSchedule::untuned_unsplit`]). Measured on an H100
-/// (BENCHMARKS.md, session 15: the gated MLP's 4096 x 14336 x 4096 pair): 1.355-1.363 ms against 1.45-1.54 ms for the shared
-/// 128 x 256 tile, 1.12x the plain GEMM of both products' columns (the shared tile: 1.20x).
+/// (BENCHMARKS.md, session 15: the gated MLP's 4096 x 14336 x 4096 pair): 1.355-1.363 ms
+/// against 1.45-1.54 ms for the shared 128 x 256 tile, 1.12x the plain GEMM of both products'
+/// columns (the shared tile: 1.20x).
 pub fn untuned_warpgroup(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Option<WgmmaSchedule> {
     let tiles = m.div_ceil(u64::from(crate::schedule::WGMMA_M)) * n.div_ceil(256) * batch;
     if tiles >= 8 * cores {
@@ -103,8 +104,8 @@ pub fn untuned_warpgroup(m: u64, n: u64, k: u64, batch: u64, cores: u64) -> Opti
 /// and a warpgroup (wgmma) tiling whose tiles arrive by TMA (without k splits, not 192 wide),
 /// with or without a producer warpgroup (where both Bs are stored `[n, k]`: each k-tile of B is
 /// two boxes of `tile_n / 2` rows, one per B; a producer's tiling runs as written where its tiles
-/// are stored by TMA, else as the same tile without the producer). The GPU backend runs any other schedule as a default
-/// one; the optimizer offers only these.
+/// are stored by TMA, else as the same tile without the producer). The GPU backend runs any
+/// other schedule as a default one; the optimizer offers only these.
 pub fn runs_schedule(schedule: &Schedule) -> bool {
     if is_warpgroup_encoding(schedule) {
         return WgmmaSchedule::decode(schedule).is_ok_and(|w| w.tma && w.splits == 1 && w.bn != 192);
