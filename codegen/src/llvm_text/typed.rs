@@ -439,7 +439,7 @@ impl TypedFunc {
     /// `max(a, b)`, NaN if either is NaN (`a` when they tie, as the interpreter).
     ///
     /// Three instructions on x86 (compare, `maxps`, masked move) where `llvm.maximum` takes about
-    /// six: its ordering of -0 below +0 is not needed here.
+    /// six: elementwise max orders no zeros (reductions use `llvm.maximum`, contract §5).
     pub fn max_nan(&mut self, a: &V, b: &V) -> V {
         self.minmax_nan(FPred::Ogt, a, b)
     }

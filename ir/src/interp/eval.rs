@@ -306,8 +306,8 @@ fn reduce(
         *slot = match op {
             ReduceOp::Sum | ReduceOp::Mean if int => f64::from((*slot as i32).wrapping_add(x as i32)),
             ReduceOp::Sum | ReduceOp::Mean => *slot + x,
-            ReduceOp::Max => scalar::max_nan(*slot, x),
-            ReduceOp::Min => scalar::min_nan(*slot, x),
+            ReduceOp::Max => scalar::reduce_max(*slot, x),
+            ReduceOp::Min => scalar::reduce_min(*slot, x),
         };
         w.advance();
     }

@@ -35,6 +35,18 @@ pub(crate) fn min_nan(a: f64, b: f64) -> f64 {
     }
 }
 
+/// One step of a max reduction: [`max_nan`], except that +0 counts as larger than -0 (IEEE
+/// 754-2019 `maximum`). With it a reduction's result does not depend on the order of its
+/// elements, so a backend may reduce in any order (contract §5).
+pub(crate) fn reduce_max(a: f64, b: f64) -> f64 {
+    if a == b && a.is_sign_negative() { b } else { max_nan(a, b) }
+}
+
+/// One step of a min reduction: [`min_nan`], except that -0 counts as smaller than +0.
+pub(crate) fn reduce_min(a: f64, b: f64) -> f64 {
+    if a == b && a.is_sign_positive() { b } else { min_nan(a, b) }
+}
+
 /// The tanh-form GELU, `0.5 x (1 + tanh(u))` with `u = sqrt(2/pi) (x + 0.044715 x^3)`, computed
 /// as `x / (1 + exp(-2u))` (the same function): the tanh form cancels to exactly 0 in f64 for
 /// `x` below about -5, where the true value is a tiny negative number (`gelu(-8)` is about

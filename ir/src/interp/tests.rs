@@ -267,6 +267,16 @@ fn reductions_over_axes_with_and_without_keepdim() {
         g.push(Op::Reduce { op: ReduceOp::Max, input: x, axes: vec![0], keepdim: false }).unwrap()
     });
     assert!(run1(&g, t(DType::F32, &[3], &[1.0, f64::NAN, 2.0])).data[0].is_nan());
+    // Zeros of both signs: max ends on +0 and min on -0 in every order (contract §5).
+    for op in [ReduceOp::Max, ReduceOp::Min] {
+        let g = unary_graph(DType::F32, &[3], |g, x| {
+            g.push(Op::Reduce { op, input: x, axes: vec![0], keepdim: false }).unwrap()
+        });
+        for zeros in [[-0.0, 0.0, -0.0], [0.0, -0.0, -0.0], [-0.0, -0.0, 0.0], [0.0, -0.0, 0.0], [-0.0, 0.0, 0.0]] {
+            let r = run1(&g, t(DType::F32, &[3], &zeros)).data[0];
+            assert_eq!(r.is_sign_negative(), op == ReduceOp::Min, "{op:?} of {zeros:?} gave {r:?}");
+        }
+    }
 }
 
 #[test]

@@ -268,16 +268,16 @@ impl<'k, 'f> Emitter<'k, 'f> {
         match (c, float) {
             (Combine::Add, true) => self.b.ins().fadd(a, v),
             (Combine::Add, false) => self.b.ins().iadd(a, v),
-            (Combine::Max, true) => self.fminmax(true, a, v),
+            (Combine::Max, true) => self.reduce_minmax(true, a, v),
             (Combine::Max, false) => self.b.ins().smax(a, v),
-            (Combine::Min, true) => self.fminmax(false, a, v),
+            (Combine::Min, true) => self.reduce_minmax(false, a, v),
             (Combine::Min, false) => self.b.ins().smin(a, v),
         }
     }
 
     /// `a < v ? v : a` (max; `v < a ? v : a` for min) that keeps NaN: `v` when `v` is NaN, else
-    /// `a` when `a` is (a NaN never compares). A tie keeps `a`, as the interpreter's max and min
-    /// do (a reduction step keeps its accumulator). The compare-and-select becomes one
+    /// `a` when `a` is (a NaN never compares). A tie keeps `a`, as the interpreter's elementwise
+    /// max and min do (`max(-0, +0)` is -0). The compare-and-select becomes one
     /// `maxps`/`minps`; cranelift's IEEE `fmax` costs several instructions on x86.
     fn fminmax(&mut self, max: bool, a: Value, v: Value) -> Value {
         let vector = self.vector_value(a);
@@ -286,6 +286,21 @@ impl<'k, 'f> Emitter<'k, 'f> {
         let m = s.sel(better, v, a);
         let nan = s.fcmp(FloatCC::Unordered, v, v);
         s.sel(nan, v, m)
+    }
+
+    /// A max (min) reduction step: [`Self::fminmax`], except that zeros of both signs end on +0
+    /// (-0), whichever comes first, so the result does not depend on the reduction's order
+    /// (contract §5). Where the operands tie, `a & v` (`a | v`) is either of them, or +0 (-0)
+    /// for two zeros of different signs.
+    fn reduce_minmax(&mut self, max: bool, a: Value, v: Value) -> Value {
+        let m = self.fminmax(max, a, v);
+        let vector = self.vector_value(a);
+        let mut s = self.simd(vector);
+        let tie = s.fcmp(FloatCC::Equal, a, v);
+        let (ai, vi) = (s.as_int(a), s.as_int(v));
+        let bits = if max { s.b.ins().band(ai, vi) } else { s.b.ins().bor(ai, vi) };
+        let zero = s.as_float(bits);
+        s.sel(tie, zero, m)
     }
 
     fn vector_value(&self, x: Value) -> bool {

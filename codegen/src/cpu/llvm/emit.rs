@@ -254,8 +254,10 @@ impl<'k> Emitter<'k> {
     fn combine(&mut self, c: Combine, dtype: DType, a: &V, v: &V) -> Result<V, CodegenError> {
         Ok(match (c, class(dtype)) {
             (Combine::Add, Class::Float) => self.f.fadd(a, v),
-            (Combine::Max, Class::Float) => self.f.max_nan(a, v),
-            (Combine::Min, Class::Float) => self.f.min_nan(a, v),
+            // IEEE 754-2019 `maximum`/`minimum` (NaN propagates, -0 below +0): a reduction's
+            // result does not depend on its order (contract §5).
+            (Combine::Max, Class::Float) => self.f.intr("maximum", a.ty, &[a, v]),
+            (Combine::Min, Class::Float) => self.f.intr("minimum", a.ty, &[a, v]),
             (Combine::Add, Class::Int) => self.f.add(a, v),
             (Combine::Max, Class::Int) => self.f.intr("smax", a.ty, &[a, v]),
             (Combine::Min, Class::Int) => self.f.intr("smin", a.ty, &[a, v]),
