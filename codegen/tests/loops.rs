@@ -139,6 +139,31 @@ fn matmuls_become_register_tiles_split_by_row_blocks() {
     assert!(backend.compile_loops(&lk).is_ok());
 }
 
+/// The cranelift tier's register tile is an assembled kernel where the host has AVX and FMA, on
+/// 256-bit registers where its columns are whole `ymm` vectors; a schedule's tile that does not
+/// fit the registers is rounded to one that does.
+#[test]
+fn register_tiles_are_assembled_at_the_widest_width_that_holds_them() {
+    let backend = CraneliftBackend::new().unwrap();
+    let cases = [((6, 16), "tcc_tile_6x16_ymm"), ((4, 12), "tcc_tile_4x12"), ((3, 32), "tcc_tile_2x32_ymm")];
+    for ((mr, nr), symbol) in cases {
+        let mut g = Graph::new("mm");
+        let a = g.add_param("a", ty(DType::F32, &[50, 70])).unwrap();
+        let b = g.add_param("b", ty(DType::F32, &[70, 100])).unwrap();
+        let y = g.push(Op::MatMul(a, b)).unwrap();
+        g.outputs.push(y);
+        let mut k = kernel(g, KernelClass::MatMul);
+        (k.schedule.micro_m, k.schedule.micro_n) = (mr, nr);
+        let lk = backend.lower(&k, &Bindings::new()).unwrap();
+        let text = backend.disassemble(&lk).unwrap();
+        if backend.caps().assembled_tiles() {
+            assert!(text.contains(&format!("; {symbol}: ")), "{mr}x{nr}: no {symbol} in\n{text}");
+        } else {
+            assert!(!text.contains("tcc_tile_"), "{mr}x{nr}: a tile kernel without AVX and FMA");
+        }
+    }
+}
+
 #[test]
 fn a_pointwise_consumer_of_a_matmul_is_computed_in_its_tiles() {
     let backend = CraneliftBackend::new().unwrap();

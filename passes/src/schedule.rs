@@ -284,9 +284,9 @@ pub fn candidates(body: &Body, target: &TargetModel, bindings: &Bindings) -> Vec
         }
         (KernelClass::MatMul, false) => {
             let vw = (target.vector_bytes / 4).max(1);
-            // 128-bit vectors: 4 x 12 (twelve xmm accumulators, three B vectors and a
-            // broadcast: the cranelift tier's assembled tile with the fewest loads per FMA).
-            let (mm, mn) = if target.vector_bytes >= 64 { (6, 32) } else { (4, 12) };
+            // The cranelift tier: 6 x 16, its assembled tile of twelve 256-bit accumulators, two
+            // B vectors and a broadcast (a host without AVX and FMA rounds it to 3 x 16 in xmm).
+            let (mm, mn) = if target.vector_bytes >= 64 { (6, 32) } else { (6, 16) };
             for (tm, tn, tk) in CPU_MATMUL_TILES {
                 out.push(Schedule {
                     tile_m: tm,

@@ -189,13 +189,28 @@ fn matmul_epilogues_in_the_tiles() {
     }
 }
 
-/// Every register tile of the cranelift tier's tuning space (and one past the registers), on
+/// Every register tile of the cranelift tier's tuning space (and some past the registers), on
 /// depth blocks that end in the tile loop's single steps (7 deep) and ones of several unrolled
-/// iterations: as assembled x86-64 kernels where the host has AVX and FMA (3 x 16 never fits the
-/// registers and stays cranelift IR), with sizes 1, odd primes and edges in both dimensions.
+/// iterations: as assembled x86-64 kernels where the host has AVX and FMA (256-bit where the
+/// columns are a multiple of 8, 128-bit otherwise; 1 x 28 is seven xmm vectors, and 3 x 32, one
+/// row past the ymm registers, is rounded to 2 x 32), with sizes 1, odd primes and edges in both
+/// dimensions.
 #[test]
 fn every_register_tile_of_the_cranelift_tier_matches_the_interpreter() {
-    let tiles = [(4, 8), (2, 16), (3, 16), (4, 12), (6, 8), (8, 4), (1, 4)];
+    let tiles = [
+        (6, 16),
+        (4, 24),
+        (4, 16),
+        (8, 8),
+        (2, 32),
+        (4, 12),
+        (3, 16),
+        (6, 8),
+        (8, 4),
+        (1, 4),
+        (1, 28),
+        (3, 32),
+    ];
     let shapes = [(1, 1, 1), (13, 37, 29), (70, 33, 600), (9, 12, 8)];
     for (mr, nr) in tiles {
         for tile_k in [7, 256] {

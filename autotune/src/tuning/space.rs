@@ -3,8 +3,10 @@
 //! tensor-core schedules of `tcc_codegen::ptx::matmul_schedule_space` or a pruned SIMT knob space).
 //! For the CPU tiers:
 //!
-//! - matmul kernels: the register tile (`micro_m x micro_n`, only shapes the emitter builds without
-//!   rounding: `micro_n` of 4, 8, 12 or 16 and at most 12 f32x4 accumulators), the cache blocks
+//! - matmul kernels: the register tile (`micro_m x micro_n`, shapes the cranelift tier assembles
+//!   as they are on a host with AVX and FMA: 256-bit tiles of at most 12 `ymm` accumulators where
+//!   `micro_n` is a multiple of 8, 128-bit ones of 12 `xmm` accumulators where it is not; a host
+//!   without them rounds the larger ones down to 12 f32x4 accumulators), the cache blocks
 //!   (`tile_m`, `tile_k`, none much larger than the matrix; not `tile_n`: both CPU tiers pack all of
 //!   B once and sweep every column, so it changes nothing) and the thread count;
 //! - every other class: the thread count (the cranelift tier ignores the vector width, tiles and
@@ -23,8 +25,9 @@ use tcc_ir::{Bindings, DType, Kernel, KernelClass, Op, Schedule, Tier};
 use tcc_ir::schedule::{AttentionDevice, GpuAttentionSchedule};
 use tcc_ir::target::{CpuTier, Target};
 
-/// Register tiles (`micro_m`, `micro_n`) tried for matmul kernels.
-pub const MICRO_TILES: [(u32, u32); 6] = [(4, 8), (2, 16), (3, 16), (4, 12), (6, 8), (8, 4)];
+/// Register tiles (`micro_m`, `micro_n`) tried for matmul kernels on the cranelift tier: 256-bit
+/// tiles first (6 x 16 its default), then 128-bit ones.
+pub const MICRO_TILES: [(u32, u32); 9] = [(6, 16), (4, 24), (4, 16), (8, 8), (2, 32), (4, 12), (3, 16), (6, 8), (8, 4)];
 /// Cache-block rows tried (at most the next power of two of the matrix's rows).
 pub const TILE_M: [u32; 4] = [16, 32, 64, 128];
 /// Cache-block depths tried.
@@ -423,7 +426,7 @@ mod tests {
         assert!(space.candidates().iter().all(|c| c.schedule.tile_n == proposal.tile_n), "tile_n is not a CPU knob");
         for c in space.candidates() {
             let s = c.schedule;
-            assert!(s.micro_m * s.micro_n <= 48 && s.micro_n % 4 == 0, "{s}");
+            assert!(s.micro_m * s.micro_n <= 96 && s.micro_n % 4 == 0 && s.micro_n <= 32, "{s}");
             assert!(s.threads <= 2);
         }
     }

@@ -46,7 +46,7 @@ impl Default for LowerOptions {
 pub struct GemmTiles {
     /// Rows of the register tile (1..=8).
     pub mr: u32,
-    /// Columns of the register tile (4, 8, 12 or 16).
+    /// Columns of the register tile (a multiple of 4).
     pub nr: u32,
     /// Rows of an A panel (a multiple of `mr`).
     pub mc: u32,
@@ -64,14 +64,6 @@ impl Default for GemmTiles {
 }
 
 impl GemmTiles {
-    /// Tiles from a schedule's knobs (`micro_m x micro_n` registers, `tile_m x tile_n x tile_k`
-    /// panels), rounded to sizes the emitter supports: at most 12 f32x4 accumulators.
-    pub fn from_schedule(s: &tcc_ir::Schedule) -> GemmTiles {
-        let nr = (s.micro_n.clamp(4, 16) / 4) * 4;
-        let mr = s.micro_m.clamp(1, 8).min(48 / nr).max(1);
-        GemmTiles::with_schedule_panels(s, mr, nr)
-    }
-
     /// An `mr x nr` register tile with the schedule's panels (`tile_m x tile_n x tile_k`, at most
     /// 1024 x 4096 x 4096) rounded up to it: each CPU tier picks the register tile its registers
     /// hold, both read the panels this way.

@@ -940,8 +940,8 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 v
             })
             .collect();
-        let shape = TileShape { mr: mk.mr, nv: mk.nr / 4 };
-        if let Some(&tile) = self.imports.tiles.get(&shape) {
+        let assembled = TileShape::for_tile(mk.mr, mk.nr).and_then(|shape| self.imports.tiles.get(&shape));
+        if let Some(&tile) = assembled {
             // The assembled tile (see `super::tile`) writes the accumulators to a stack slot.
             let slot = self.b.create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
                 cranelift_codegen::ir::StackSlotKind::ExplicitSlot,

@@ -101,7 +101,28 @@ impl CraneliftBackend {
     /// Lowers a kernel to the loop IR this backend emits (with rows split where that is safe);
     /// matmul tiles come from the kernel's schedule.
     pub fn lower(&self, kernel: &Kernel, bindings: &Bindings) -> Result<LoopKernel, CodegenError> {
-        lower_kernel(kernel, bindings, self.options, || GemmTiles::from_schedule(&kernel.schedule))
+        lower_kernel(kernel, bindings, self.options, || self.tiles_from_schedule(&kernel.schedule))
+    }
+
+    /// Tiles from a schedule's knobs (`micro_m x micro_n` registers, `tile_m x tile_n x tile_k`
+    /// panels), rounded to register tiles this backend builds well: `micro_n` to a multiple of 4
+    /// (at most 32) and `micro_m` (at most 8) down until the tile's assembled kernel fits the
+    /// 16 vector registers ([`TileShape::for_tile`]: 6 x 16 is twelve `ymm` accumulators) on a
+    /// host that assembles them; elsewhere (cranelift IR, `xmm` only) to at most 16 columns and
+    /// twelve f32x4 accumulators.
+    pub fn tiles_from_schedule(&self, s: &tcc_ir::Schedule) -> GemmTiles {
+        let assembled = self.caps.assembled_tiles();
+        let nr_cap = if assembled { 32 } else { 16 };
+        let nr = (s.micro_n.clamp(4, nr_cap) / 4) * 4;
+        let mut mr = s.micro_m.clamp(1, 8);
+        if assembled {
+            while mr > 1 && TileShape::for_tile(mr, nr).is_none() {
+                mr -= 1;
+            }
+        } else {
+            mr = mr.min(48 / nr).max(1);
+        }
+        GemmTiles::with_schedule_panels(s, mr, nr)
     }
 
     /// The cranelift IR of every phase of a loop kernel, as text (for `--emit` and debugging).
@@ -133,10 +154,11 @@ impl CraneliftBackend {
         for &(shape, _) in &tiles {
             let bytes = tile::assemble(shape).len();
             text.push_str(&format!(
-                "; {}: the assembled {}x{} register tile ({bytes} bytes of vfmadd231ps loops, see tile.rs)\n",
+                "; {}: the assembled {}x{} register tile ({bytes} bytes of vfmadd231ps loops on {:?} registers, see tile.rs)\n",
                 shape.symbol(),
                 shape.mr,
-                4 * shape.nv
+                shape.nr(),
+                shape.width,
             ));
         }
         Ok(text)
@@ -192,11 +214,10 @@ impl CraneliftBackend {
         for phase in &lk.phases {
             for s in &phase.body {
                 s.for_each_root(&mut |st| {
-                    if let Stmt::MicroKernel(mk) = st {
-                        let shape = TileShape { mr: mk.mr, nv: mk.nr / 4 };
-                        if mk.nr.is_multiple_of(4) && shape.fits() {
-                            shapes.insert(shape);
-                        }
+                    if let Stmt::MicroKernel(mk) = st
+                        && let Some(shape) = TileShape::for_tile(mk.mr, mk.nr)
+                    {
+                        shapes.insert(shape);
                     }
                 });
             }
