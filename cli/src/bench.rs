@@ -245,6 +245,11 @@ fn measure_ceilings(engine: &Engine) -> Result<(Ceilings, String), CliError> {
         bandwidth_gbps: c.copy_gbps,
         bandwidth_method: format!("memory copy of {} MiB on {} threads", c.copy_bytes >> 20, c.threads),
         compute: std::iter::once(ComputeCeiling { label: format!("FMA f32 ({})", c.fma_isa), gflops: c.fma_gflops })
+            .chain(
+                c.fma256_gflops
+                    .filter(|_| c.fma_isa != "avx2")
+                    .map(|gflops| ComputeCeiling { label: "FMA f32 (256-bit)".to_string(), gflops }),
+            )
             .chain(c.fma128_gflops.map(|gflops| ComputeCeiling { label: "FMA f32 (128-bit)".to_string(), gflops }))
             .collect(),
         device: device.clone(),

@@ -197,20 +197,8 @@ fn matmul_epilogues_in_the_tiles() {
 /// dimensions.
 #[test]
 fn every_register_tile_of_the_cranelift_tier_matches_the_interpreter() {
-    let tiles = [
-        (6, 16),
-        (4, 24),
-        (4, 16),
-        (8, 8),
-        (2, 32),
-        (4, 12),
-        (3, 16),
-        (6, 8),
-        (8, 4),
-        (1, 4),
-        (1, 28),
-        (3, 32),
-    ];
+    let tiles =
+        [(6, 16), (4, 24), (4, 16), (8, 8), (2, 32), (4, 12), (3, 16), (6, 8), (8, 4), (1, 4), (1, 28), (3, 32)];
     let shapes = [(1, 1, 1), (13, 37, 29), (70, 33, 600), (9, 12, 8)];
     for (mr, nr) in tiles {
         for tile_k in [7, 256] {
