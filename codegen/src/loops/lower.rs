@@ -10,7 +10,7 @@ mod attention;
 use std::collections::HashMap;
 
 use tcc_ir::attention::Attention;
-use tcc_ir::{BinaryOp, Bindings, DType, Graph, NodeId, Op, ReduceOp};
+use tcc_ir::{BinaryOp, Bindings, CompareOp, DType, Graph, NodeId, Op, ReduceOp};
 
 use super::ir::{
     AccId, BufDecl, BufId, BufKind, Combine, Expr, ExprArena, ExprId, Extent, Index, LoopKernel, LoopRanges,
@@ -688,36 +688,49 @@ impl<'g> Lowerer<'g> {
         // B's rows a group wide (1 KiB at nr = 32), front to back: a panel at a time read 128
         // bytes `nn` elements apart (packing 1024^3's B took 1.57 ms on one thread of an
         // AVX-512 host that way, 1.05 ms in groups). Groups are the phase's parallel rows.
+        // The full panels copy `nr` columns, a constant (straight-line vectors on the cranelift
+        // tier); the last group then copies the edge panel's `nn % nr`, if any: with one
+        // trip count for every panel, each of them paid the edge's bounds.
         let bb_vars: Vec<VarId> = b_batch_dims.iter().map(|_| self.new_var()).collect();
         let bb: Vec<Index> = bb_vars.iter().map(|&v| Index::var(v)).collect();
         let (jg, jq, p, jj) = (self.new_var(), self.new_var(), self.new_var(), self.new_var());
         let group = PACK_B_GROUP.min(n_panels.div_ceil(PACK_B_ROWS)).max(1);
+        let groups = n_panels.div_ceil(group);
+        let (full_panels, edge) = (nn / nr, nn % nr);
+        let copy_panel = |l: &mut Self, jp: &Index, jj: VarId, width: u64| -> Result<Stmt, CodegenError> {
+            let mut b_idx = bb.clone();
+            b_idx.push(Index::var(p));
+            b_idx.push(jp.scale(i64c(nr)).add(&Index::var(jj)));
+            let value = l.expr_at(b, &b_idx)?;
+            let index = Index::flatten(&bb, &b_batch_dims)
+                .scale(i64c(b_len))
+                .add(&jp.scale(i64c(panel_len)))
+                .add(&Index::var(p).scale(i64c(nr)))
+                .add(&Index::var(jj));
+            Ok(Stmt::Loop { var: jj, extent: Extent::Const(width), body: vec![Stmt::Store { buf: bp, index, value }] })
+        };
         let jp = Index::var(jg).scale(i64c(group)).add(&Index::var(jq));
-        let mut b_idx = bb.clone();
-        b_idx.push(Index::var(p));
-        b_idx.push(jp.scale(i64c(nr)).add(&Index::var(jj)));
-        let b_val = self.expr_at(b, &b_idx)?;
-        let b_at = Index::flatten(&bb, &b_batch_dims)
-            .scale(i64c(b_len))
-            .add(&jp.scale(i64c(panel_len)))
-            .add(&Index::var(p).scale(i64c(nr)))
-            .add(&Index::var(jj));
+        let mut per_row = vec![Stmt::Loop {
+            var: jq,
+            extent: Extent::Tail { total: full_panels, block: group, outer: Index::var(jg) },
+            body: vec![copy_panel(self, &jp, jj, nr)?],
+        }];
+        if edge > 0 {
+            let last_group = self.arena.intern(Expr::Position(Index::var(jg)));
+            let last = self.arena.constant(DType::I32, (groups - 1) as f64);
+            let cond =
+                self.arena.intern(Expr::Compare { op: CompareOp::Eq, operand: DType::I32, lhs: last_group, rhs: last });
+            // Panel `full_panels`, written in terms of `jg` (which the condition fixes) so that
+            // the phase's rows stay visibly disjoint.
+            let edge_panel = Index::var(jg).scale(i64c(group)).add_const(i64c(full_panels - (groups - 1) * group));
+            let edge_jj = self.new_var();
+            let edge_copy = copy_panel(self, &edge_panel, edge_jj, edge)?;
+            per_row.push(Stmt::If { cond, body: vec![edge_copy] });
+        }
         let pack_b = vec![Stmt::Loop {
             var: jg,
-            extent: Extent::Const(n_panels.div_ceil(group)),
-            body: vec![Stmt::Loop {
-                var: p,
-                extent: Extent::Const(k),
-                body: vec![Stmt::Loop {
-                    var: jq,
-                    extent: Extent::Tail { total: n_panels, block: group, outer: Index::var(jg) },
-                    body: vec![Stmt::Loop {
-                        var: jj,
-                        extent: Extent::Tail { total: nn, block: nr, outer: jp.clone() },
-                        body: vec![Stmt::Store { buf: bp, index: b_at, value: b_val }],
-                    }],
-                }],
-            }],
+            extent: Extent::Const(groups),
+            body: vec![Stmt::Loop { var: p, extent: Extent::Const(k), body: per_row }],
         }];
         let pack_b = wrap_loops(&bb_vars, &b_batch_dims, pack_b);
 

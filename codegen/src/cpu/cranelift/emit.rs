@@ -93,6 +93,10 @@ type Pointers = Vec<((BufId, Index, i64), Variable)>;
 /// Most pointers an innermost scalar loop keeps in registers.
 const MAX_HOISTED: usize = 6;
 
+/// Innermost vector loops of a constant trip count up to this many elements (a multiple of four)
+/// are emitted as straight-line vectors (a packed B panel's row of 8 to 32 columns).
+const UNROLLED_ELEMENTS: u64 = 32;
+
 fn mem() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
@@ -334,6 +338,16 @@ impl<'k, 'f> Emitter<'k, 'f> {
     }
 
     fn emit_loop(&mut self, var: VarId, extent: &Extent, body: &[Stmt]) -> Result<(), CodegenError> {
+        if let Extent::Const(trips) = *extent
+            && trips.is_multiple_of(4)
+            && (4..=UNROLLED_ELEMENTS).contains(&trips)
+            && self.mode == Mode::Scalar
+            && analysis::updated_accs(body).is_empty()
+            && self.vectorizable(var, body)
+        {
+            self.hoist_uniform(var, body)?;
+            return self.unrolled_vector_loop(var, trips, body);
+        }
         let n = self.extent(extent.clone());
         if extent.max() >= 4 && self.mode == Mode::Scalar && self.vectorizable(var, body) {
             self.hoist_uniform(var, body)?;
@@ -465,6 +479,25 @@ impl<'k, 'f> Emitter<'k, 'f> {
         self.b.def_var(v, next);
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// The `trips` iterations of a vector loop without a reduction, four at a time and without
+    /// loop control: the loop variable is a constant in each copy, so cranelift folds the
+    /// addresses to one base (computed once) plus constant offsets.
+    fn unrolled_vector_loop(&mut self, var: VarId, trips: u64, body: &[Stmt]) -> Result<(), CodegenError> {
+        self.depends = Moving::with(self.k, var);
+        let v = self.var(var);
+        for first in (0..trips).step_by(4) {
+            let at = self.b.ins().iconst(types::I64, i64::try_from(first).unwrap_or(i64::MAX));
+            self.b.def_var(v, at);
+            self.mode = Mode::Vector(var);
+            self.memo.enter();
+            let result = self.stmts(body);
+            self.memo.leave();
+            self.mode = Mode::Scalar;
+            result?;
+        }
         Ok(())
     }
 
