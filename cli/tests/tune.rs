@@ -17,8 +17,8 @@ fn tcc_in(cache: &Path, args: &[&str]) -> Output {
     tcc_isolated(cache, args, &[])
 }
 
-/// A budget that searches both kernels' spaces (25 and 49 candidates) to the end.
-const MLP: &[&str] = &["tune", "examples/mlp.tc", "--dim", "M=4", "--budget", "100trials"];
+/// A budget that searches both kernels' spaces (37 and 73 candidates) to the end.
+const MLP: &[&str] = &["tune", "examples/mlp.tc", "--dim", "M=4", "--budget", "120trials"];
 
 fn tune_mlp(cache: &Path, extra: &[&str]) -> String {
     let mut args = MLP.to_vec();
@@ -56,7 +56,7 @@ fn tune_finds_winners_and_a_warm_cache_runs_no_trials() {
     let cache = tempfile::tempdir().unwrap();
     let first = tune_mlp(cache.path(), &[]);
     assert_eq!(first.matches("winner (tuned").count(), 2, "{first}");
-    assert!(first.contains("74 trials run; 2 tuned"), "{first}");
+    assert!(first.contains("110 trials run; 2 tuned"), "{first}");
     assert_eq!(first.matches("search space exhausted").count(), 2, "{first}");
     assert!(first.contains("ok ") && first.contains(" us "), "{first}");
 
@@ -341,7 +341,7 @@ fn borrowed_records_stay_borrowed_after_a_run_and_tune_re_measures_them() {
 
         // Tuning re-measures them: a real search, not `cached, 0 trials`.
         let tuned = tune_mlp(b.path(), &[]);
-        assert!(tuned.contains("74 trials run; 2 tuned, 0 cached, 0 borrowed"), "{what}: {tuned}");
+        assert!(tuned.contains("110 trials run; 2 tuned, 0 cached, 0 borrowed"), "{what}: {tuned}");
         assert!(!tuned.contains("cached, 0 trials"), "{what}: {tuned}");
         let ls = text(&tcc_in(b.path(), &["cache", "ls"]).stdout);
         assert_eq!(ls.matches("[fresh ").count(), 2, "{what}: {ls}");
@@ -365,7 +365,7 @@ fn a_tune_cut_short_goes_on_from_where_it_stopped() {
     };
     let first = budget("2trials");
     assert!(first.contains("2 trials run; 2 tuned"), "{first}");
-    assert!(first.contains("1 trials of 25 candidates (exhaustive; trial budget reached)"), "{first}");
+    assert!(first.contains("1 trials of 37 candidates (exhaustive; trial budget reached)"), "{first}");
     let json = text(&tcc_in(cache.path(), &["cache", "ls", "--json"]).stdout);
     for line in json.lines() {
         let r: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -376,12 +376,12 @@ fn a_tune_cut_short_goes_on_from_where_it_stopped() {
     let second = budget("60s");
     assert!(!second.contains("cached, 0 trials"), "{second}");
     assert!(
-        second.contains("25 trials of 25 candidates (exhaustive; search space exhausted; resumed: 1 measured by an earlier run, 24 now)"),
+        second.contains("37 trials of 37 candidates (exhaustive; search space exhausted; resumed: 1 measured by an earlier run, 36 now)"),
         "{second}"
     );
-    assert!(second.contains("winner (tuned, 24 trials)"), "{second}");
-    assert!(second.contains("winner (tuned, 48 trials)"), "{second}");
-    assert!(second.contains("72 trials run; 2 tuned"), "{second}");
+    assert!(second.contains("winner (tuned, 36 trials)"), "{second}");
+    assert!(second.contains("winner (tuned, 72 trials)"), "{second}");
+    assert!(second.contains("108 trials run; 2 tuned"), "{second}");
     let json = text(&tcc_in(cache.path(), &["cache", "ls", "--json"]).stdout);
     let searched: Vec<(u64, bool)> = json
         .lines()
@@ -389,7 +389,7 @@ fn a_tune_cut_short_goes_on_from_where_it_stopped() {
         .map(|r| (r["searched"]["trials"].as_u64().unwrap(), r["searched"]["complete"].as_bool().unwrap()))
         .collect();
     assert_eq!(searched.iter().filter(|(_, complete)| *complete).count(), 2, "{json}");
-    assert_eq!(searched.iter().map(|(t, _)| t).sum::<u64>(), 74, "{json}");
+    assert_eq!(searched.iter().map(|(t, _)| t).sum::<u64>(), 110, "{json}");
     let stats = text(&tcc_in(cache.path(), &["cache", "stats"]).stdout);
     assert!(stats.contains("journal: 0 trials"), "a finished search clears its journal: {stats}");
 

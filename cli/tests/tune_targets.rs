@@ -316,7 +316,7 @@ mod redis {
         let mlp = super::root().join("examples/mlp.tc");
         std::fs::write(&plan, format!("{{\"file\": {:?}, \"dims\": {{\"M\": 4}}}}\n", mlp.to_str().unwrap())).unwrap();
         let plan = plan.to_str().unwrap();
-        let args = ["tune", "--plan", plan, "--budget", "100trials", "--json"];
+        let args = ["tune", "--plan", plan, "--budget", "120trials", "--json"];
         let cache = dir.path().join("cache");
         let shared_states = |o: &Output| -> Vec<String> {
             text(&o.stdout)
