@@ -491,14 +491,19 @@ impl<'k, 'f> Emitter<'k, 'f> {
         for first in (0..trips).step_by(4) {
             let at = self.b.ins().iconst(types::I64, i64::try_from(first).unwrap_or(i64::MAX));
             self.b.def_var(v, at);
-            self.mode = Mode::Vector(var);
-            self.memo.enter();
-            let result = self.stmts(body);
-            self.memo.leave();
-            self.mode = Mode::Scalar;
-            result?;
+            self.vector_copy(var, body)?;
         }
         Ok(())
+    }
+
+    /// `body` once in four lanes, for the lanes starting at the loop variable's current value.
+    fn vector_copy(&mut self, var: VarId, body: &[Stmt]) -> Result<(), CodegenError> {
+        self.mode = Mode::Vector(var);
+        self.memo.enter();
+        let result = self.stmts(body);
+        self.memo.leave();
+        self.mode = Mode::Scalar;
+        result
     }
 
     /// Four iterations at a time while they fit; returns the first index left for the tail.
@@ -546,12 +551,7 @@ impl<'k, 'f> Emitter<'k, 'f> {
                 let at = self.b.ins().iadd_imm_s(i, 4 * c as i64);
                 self.b.def_var(v, at);
                 self.vaccs = set.clone();
-                self.mode = Mode::Vector(var);
-                self.memo.enter();
-                let result = self.stmts(body);
-                self.memo.leave();
-                self.mode = Mode::Scalar;
-                result?;
+                self.vector_copy(var, body)?;
             }
             let next = self.b.ins().iadd_imm_s(i, 4 * copies as i64);
             self.b.def_var(v, next);
