@@ -105,13 +105,15 @@ impl TargetModel {
         self.gpu() && !self.mma_shapes.is_empty()
     }
 
-    /// The host CPU with the Cranelift tier: this project's 2-core Zen 5 machines, 128-bit vectors.
+    /// The host CPU with the Cranelift tier: this project's 2-core machines, 128-bit vectors
+    /// (the matmul tiles, assembled apart from cranelift, on 256-bit ones).
     pub fn cpu_host() -> TargetModel {
         TargetModel {
             target: Target::Cpu(CpuTier::Cranelift),
             bandwidth: 40e9,
             flops_f32: 50e9,
-            // An estimate: 128-bit cranelift code reaches about a quarter of a tuned BLAS on this class of CPU.
+            // An estimate, near what the 256-bit register tiles' 1024^3 GEMM measured: 60-79
+            // GFLOP/s on two shared Cascade Lake cores (BENCHMARKS.md, session 22).
             flops_f16_matmul: 80e9,
             flops_f32_matmul: 80e9,
             launch_overhead: 2e-6,
