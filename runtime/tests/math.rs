@@ -210,8 +210,7 @@ fn max_and_min_of_zeros_of_both_signs_keep_their_first_operand_as_the_interprete
     let mut g = Graph::new("max_min");
     let x = g.add_param("x", ty(a.len())).unwrap();
     let y = g.add_param("y", ty(b.len())).unwrap();
-    let one =
-        g.push_typed(Op::Constant { value: 1.0 }, TensorType { dtype: DType::F32, shape: Shape::scalar() }).unwrap();
+    let one = g.constant(1.0, DType::F32).unwrap();
     for op in [tcc_ir::BinaryOp::Max, tcc_ir::BinaryOp::Min] {
         let m = g.push(Op::Binary(op, x, y)).unwrap();
         let r = g.push(Op::Binary(tcc_ir::BinaryOp::Div, one, m)).unwrap();
@@ -221,10 +220,15 @@ fn max_and_min_of_zeros_of_both_signs_keep_their_first_operand_as_the_interprete
         [HostTensor::from_slice(vec![a.len()], &a).unwrap(), HostTensor::from_slice(vec![b.len()], &b).unwrap()];
     let want = run_graph(&g, &[inputs[0].to_interp(), inputs[1].to_interp()]).unwrap();
     let got = device().run(&whole(&g, KernelClass::Pointwise), &inputs).unwrap();
-    for (o, (got, want)) in got.iter().zip(&want).enumerate() {
-        let got = got.to_vec::<f32>().unwrap();
-        for (i, (&g, &w)) in got.iter().zip(&want.data).enumerate() {
-            assert!(ulps(g, w) == 0.0, "output {o}, element {i}: got {g}, the interpreter {w}");
+    assert_exactly_the_interpreters(&got, &want, "");
+}
+
+/// Asserts that every element of every output is the interpreter's, a zero with its sign and NaN
+/// where it is NaN; `context` starts the failure message.
+fn assert_exactly_the_interpreters(got: &[HostTensor], want: &[tcc_ir::interp::Tensor], context: &str) {
+    for (o, (got, want)) in got.iter().zip(want).enumerate() {
+        for (i, (&g, &w)) in got.to_vec::<f32>().unwrap().iter().zip(&want.data).enumerate() {
+            assert!(ulps(g, w) == 0.0, "{context}output {o}, element {i}: got {g}, the interpreter {w}");
         }
     }
 }
@@ -261,9 +265,7 @@ fn max_and_min_reductions_over_zeros_of_both_signs_agree_with_the_interpreter_in
         for (class, axis) in [(KernelClass::RowReduction, 1usize), (KernelClass::Generic, 0)] {
             let mut g = Graph::new("zeros");
             let x = g.add_param("x", ty.clone()).unwrap();
-            let one = g
-                .push_typed(Op::Constant { value: 1.0 }, TensorType { dtype: DType::F32, shape: Shape::scalar() })
-                .unwrap();
+            let one = g.constant(1.0, DType::F32).unwrap();
             for op in [tcc_ir::ReduceOp::Max, tcc_ir::ReduceOp::Min] {
                 let m = g.push(Op::Reduce { op, input: x, axes: vec![axis], keepdim: false }).unwrap();
                 let r = g.push(Op::Binary(tcc_ir::BinaryOp::Div, one, m)).unwrap();
@@ -273,14 +275,7 @@ fn max_and_min_reductions_over_zeros_of_both_signs_agree_with_the_interpreter_in
             let want = run_graph(&g, &[input.to_interp()]).unwrap();
             for (tier, dev) in &devices {
                 let got = dev.run(&whole(&g, class), std::slice::from_ref(&input)).unwrap();
-                for (o, (got, want)) in got.iter().zip(&want).enumerate() {
-                    for (i, (&g, &w)) in got.to_vec::<f32>().unwrap().iter().zip(&want.data).enumerate() {
-                        assert!(
-                            ulps(g, w) == 0.0,
-                            "{tier:?}: n {n}, axis {axis}, output {o}, element {i}: got {g}, the interpreter {w}"
-                        );
-                    }
-                }
+                assert_exactly_the_interpreters(&got, &want, &format!("{tier:?}: n {n}, axis {axis}, "));
             }
         }
     }

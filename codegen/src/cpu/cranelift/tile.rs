@@ -25,8 +25,8 @@ use cranelift_assembler_x64::inst;
 /// Depth steps per iteration of the main loop.
 const UNROLL: u32 = 4;
 
-/// xmm registers of x86-64 (without AVX-512).
-const XMM_REGISTERS: u32 = 16;
+/// Vector registers of x86-64 without AVX-512: xmm0-15, the low halves of ymm0-15.
+const VECTOR_REGISTERS: u32 = 16;
 
 // The argument registers of the System V ABI.
 const RDI: u8 = 7;
@@ -89,7 +89,7 @@ impl TileShape {
     /// Whether the accumulators, one B vector per column vector and the broadcast fit in the
     /// 16 vector registers.
     pub fn fits(self) -> bool {
-        self.mr >= 1 && self.nv >= 1 && self.mr * self.nv + self.nv < XMM_REGISTERS
+        self.mr >= 1 && self.nv >= 1 && self.mr * self.nv + self.nv < VECTOR_REGISTERS
     }
 
     /// The symbol of the tile kernel in a JIT module.
